@@ -1,0 +1,192 @@
+import { mkdirSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import type { ChildSpec, HostToolInfo } from '../shared/child-spec.js';
+import { DEFAULT_MAX_STEPS } from '../shared/child-spec.js';
+import type { AgentEvent } from '../shared/events.js';
+import { newAgentId } from '../shared/ids.js';
+import { DEFAULT_PROVIDER_CONFIG, type ProviderConfig } from '../shared/provider/config.js';
+import { DEFAULT_REPLY_CAP } from '../shared/render.js';
+import type { AgentResult } from '../shared/result.js';
+import { checkInteger, checkString, checkStringArray } from './options.js';
+import { type ChildHandle, ChildPool, type PoolOptions } from './pool.js';
+
+export interface EngineOptions extends PoolOptions {
+  /** Provider settings; unset fields take the defaults. The API key is read from the env. */
+  provider?: Partial<ProviderConfig>;
+  /** Root folder of agents' log folders; default: a fresh folder under the OS temp dir. */
+  logDir?: string;
+  /** Steps a child may take (default 50). */
+  maxSteps?: number;
+  /** Characters of a reply kept in `AgentResult.text` (default 32,000). */
+  replyCap?: number;
+  /** Depth below which agents may spawn (default 1: the root spawns, children do not). */
+  maxDepth?: number;
+  /** Read-only folder the workspace tools read from. */
+  workspace?: string;
+  /** ES module paths of tool modules given to every agent. */
+  toolModules?: string[];
+}
+
+/** What one child is asked to do. */
+export interface AgentOptions {
+  prompt: string;
+  title?: string;
+  system?: string;
+  maxSteps?: number;
+  /** Names of the tools to give it; default: all it may have. */
+  tools?: string[];
+  /** Model for this child; default: the engine's. */
+  model?: string;
+  /** Cancels the child (reason `user`, or the signal's reason when it is a cancel reason). */
+  signal?: AbortSignal;
+  /** Live events of the child. */
+  onEvent?: (event: AgentEvent) => void;
+  /** Stream text deltas as events (default: only when `onEvent` is given). */
+  streamText?: boolean;
+}
+
+/** Spawn-time details the session fills in. */
+export interface SpawnContext {
+  depth?: number;
+  generation?: number;
+  provider?: ProviderConfig;
+  hostTools?: HostToolInfo[];
+}
+
+/**
+ * The engine: a warm pool of worker threads running child agents, many to a thread.
+ * Start it with `Engine.start`, close it with `close()`; the process then exits by itself.
+ */
+export class Engine {
+  readonly logDir: string;
+  readonly maxDepth: number;
+  readonly #pool: ChildPool;
+  readonly #options: EngineOptions;
+  #provider: ProviderConfig;
+  #closing: Promise<void> | undefined;
+
+  private constructor(options: EngineOptions, pool: ChildPool) {
+    this.#options = options;
+    this.#pool = pool;
+    this.#provider = { ...DEFAULT_PROVIDER_CONFIG, ...options.provider };
+    this.maxDepth = options.maxDepth ?? 1;
+    this.logDir =
+      options.logDir ?? path.join(os.tmpdir(), 'cohort', `${timestamp()}-${process.pid}`);
+    mkdirSync(this.logDir, { recursive: true });
+  }
+
+  /** Starts an engine and waits until its worker threads are warm. */
+  static async start(options: EngineOptions = {}): Promise<Engine> {
+    validateEngineOptions(options);
+    const pool = new ChildPool(options);
+    const engine = new Engine(options, pool);
+    await pool.warm();
+    return engine;
+  }
+
+  /** The provider settings children spawned from now on get. */
+  get provider(): ProviderConfig {
+    return this.#provider;
+  }
+
+  /** Changes the model for children spawned afterwards; running ones keep theirs. */
+  setModel(model: string): void {
+    checkString('model', model);
+    this.#provider = { ...this.#provider, model };
+  }
+
+  get liveCount(): number {
+    return this.#pool.liveCount;
+  }
+
+  get threads(): number {
+    return this.#pool.threads;
+  }
+
+  /** Spawns one child and returns its handle at once. */
+  spawn(options: AgentOptions, context: SpawnContext = {}): ChildHandle {
+    validateAgentOptions(options);
+    const id = newAgentId();
+    const provider = context.provider ?? this.#provider;
+    const spec: ChildSpec = {
+      id,
+      title: options.title ?? options.prompt.slice(0, 60).replace(/\s+/g, ' ').trim(),
+      prompt: options.prompt,
+      depth: context.depth ?? 1,
+      maxDepth: this.maxDepth,
+      generation: context.generation ?? 0,
+      provider: options.model === undefined ? provider : { ...provider, model: options.model },
+      maxSteps: options.maxSteps ?? this.#options.maxSteps ?? DEFAULT_MAX_STEPS,
+      replyCap: this.#options.replyCap ?? DEFAULT_REPLY_CAP,
+      logDir: path.join(this.logDir, id),
+      toolModules: (this.#options.toolModules ?? []).map((modulePath) => path.resolve(modulePath)),
+      streamText: options.streamText ?? options.onEvent !== undefined,
+      ...(options.system === undefined ? {} : { system: options.system }),
+      ...(options.tools === undefined ? {} : { tools: options.tools }),
+      ...(this.#options.workspace === undefined
+        ? {}
+        : { workspace: path.resolve(this.#options.workspace) }),
+      ...(context.hostTools === undefined ? {} : { hostTools: context.hostTools }),
+    };
+    const handle = this.#pool.spawn(spec, options.onEvent);
+    const signal = options.signal;
+    if (signal) {
+      const onAbort = () => handle.cancel('user');
+      if (signal.aborted) onAbort();
+      else {
+        signal.addEventListener('abort', onAbort, { once: true });
+        void handle.result.then(() => signal.removeEventListener('abort', onAbort));
+      }
+    }
+    return handle;
+  }
+
+  /** Runs one child and resolves with its AgentResult. Never rejects for agent failures. */
+  run(options: AgentOptions, context: SpawnContext = {}): Promise<AgentResult> {
+    return this.spawn(options, context).result;
+  }
+
+  /**
+   * Cancels every live child (reason `shutdown`), waits for each one's result, and stops the
+   * worker threads.
+   */
+  close(): Promise<void> {
+    this.#closing ??= this.#pool.close('shutdown');
+    return this.#closing;
+  }
+}
+
+function timestamp(): string {
+  return new Date().toISOString().replace(/[:.]/g, '-');
+}
+
+function validateEngineOptions(options: EngineOptions): void {
+  checkInteger('threads', options.threads, 1, 256);
+  checkInteger('agentsPerThread', options.agentsPerThread, 1);
+  checkInteger('cancelGraceMs', options.cancelGraceMs, 0);
+  checkInteger('idleTimeoutMs', options.idleTimeoutMs, 0);
+  checkInteger('maxOldGenerationSizeMb', options.maxOldGenerationSizeMb, 16);
+  checkInteger('maxSteps', options.maxSteps, 1);
+  checkInteger('replyCap', options.replyCap, 100);
+  checkInteger('maxDepth', options.maxDepth, 0, 8);
+  checkString('logDir', options.logDir);
+  checkString('workspace', options.workspace);
+  checkStringArray('toolModules', options.toolModules);
+  const provider = options.provider ?? {};
+  checkString('provider.model', provider.model);
+  checkString('provider.baseURL', provider.baseURL);
+  checkInteger('provider.maxTokens', provider.maxTokens, 1);
+  checkInteger('provider.maxRetries', provider.maxRetries, 0, 20);
+  checkInteger('provider.idleTimeoutMs', provider.idleTimeoutMs, 1);
+  checkInteger('provider.requestTimeoutMs', provider.requestTimeoutMs, 1);
+}
+
+function validateAgentOptions(options: AgentOptions): void {
+  checkString('prompt', options.prompt);
+  checkString('title', options.title);
+  checkString('system', options.system, true);
+  checkInteger('maxSteps', options.maxSteps, 1);
+  checkStringArray('tools', options.tools);
+  checkString('model', options.model);
+}

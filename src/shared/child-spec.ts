@@ -1,0 +1,40 @@
+import type { ProviderConfig } from './provider/config.js';
+
+/**
+ * Everything a child agent needs, as plain data: it crosses to a worker thread as it is.
+ * Never holds a secret.
+ */
+export interface ChildSpec {
+  id: string;
+  title: string;
+  prompt: string;
+  /** The caller's system prompt; the delivery-discipline block is appended to it. */
+  system?: string;
+  /** 1 for a child of the root. */
+  depth: number;
+  maxDepth: number;
+  generation: number;
+  provider: ProviderConfig;
+  maxSteps: number;
+  replyCap: number;
+  logDir: string;
+  workspace?: string;
+  /** ES module paths of tool modules. */
+  toolModules: string[];
+  /** Names of the tools to give the child; unset gives it every tool it may have. */
+  tools?: string[];
+  /** Whether to stream text deltas as events (costly across threads for thousands of agents). */
+  streamText: boolean;
+  /** Names of host tools registered on the main thread, reached through the host bridge. */
+  hostTools?: HostToolInfo[];
+}
+
+/** A host tool as the child sees it: its advertisement, without its function. */
+export interface HostToolInfo {
+  name: string;
+  description: string;
+  inputSchema: { type: 'object'; [keyword: string]: unknown };
+  parallel?: boolean;
+}
+
+export const DEFAULT_MAX_STEPS = 50;

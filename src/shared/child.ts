@@ -1,0 +1,180 @@
+import { AgentLog } from './agent-log.js';
+import type { ChildSpec } from './child-spec.js';
+import type { AgentEvent } from './events.js';
+import { type LoopOutcome, runAgentLoop } from './loop/agent-loop.js';
+import type { Provider } from './provider/provider.js';
+import type { MessageParam } from './provider/types.js';
+import { redactSecrets } from './redact.js';
+import { clip, renderValue } from './render.js';
+import { type AgentResult, emptyUsage } from './result.js';
+import { loadToolModule } from './tools/modules.js';
+import { DELIVERY_DISCIPLINE } from './tools/reply.js';
+import type { AnyTool } from './tools/types.js';
+import { WORKSPACE_TOOLS } from './tools/workspace.js';
+
+export interface ChildRunDeps {
+  provider: Provider;
+  signal: AbortSignal;
+  emit: (event: AgentEvent) => void;
+  /** Tools supplied by the host side (host tools, the spawn family when depth allows). */
+  extraTools?: readonly AnyTool[];
+}
+
+/** The tools a child may have, before its spec's `tools` selection. */
+export async function childTools(
+  spec: ChildSpec,
+  extra: readonly AnyTool[] = [],
+): Promise<Map<string, AnyTool>> {
+  const all: AnyTool[] = [];
+  if (spec.workspace) all.push(...WORKSPACE_TOOLS);
+  for (const modulePath of spec.toolModules) all.push(...(await loadToolModule(modulePath)));
+  all.push(...extra);
+  const tools = new Map<string, AnyTool>();
+  for (const tool of all) tools.set(tool.name, tool);
+  if (spec.tools) {
+    for (const name of [...tools.keys()]) if (!spec.tools.includes(name)) tools.delete(name);
+  }
+  return tools;
+}
+
+export function childSystemPrompt(system: string | undefined): string {
+  return system && system.trim() !== ''
+    ? `${system}\n\n${DELIVERY_DISCIPLINE}`
+    : DELIVERY_DISCIPLINE;
+}
+
+/**
+ * Runs one child agent to its single AgentResult. Never throws: whatever happens inside becomes
+ * a `failed` result. The reply payload is held here, in child-owned state, and spilled whole to
+ * the log before the result settles.
+ */
+export async function runChild(spec: ChildSpec, deps: ChildRunDeps): Promise<AgentResult> {
+  const started = performance.now();
+  const usage = emptyUsage();
+  const log = new AgentLog(spec.logDir);
+  const base = {
+    id: spec.id,
+    title: spec.title,
+    logDir: spec.logDir,
+    generation: spec.generation,
+  };
+  let result: AgentResult;
+  try {
+    const tools = await childTools(spec, deps.extraTools);
+    const messages: MessageParam[] = [{ role: 'user', content: spec.prompt }];
+    await log.writeMeta({
+      id: spec.id,
+      title: spec.title,
+      depth: spec.depth,
+      generation: spec.generation,
+      model: spec.provider.model,
+      baseURL: spec.provider.baseURL ?? null,
+      maxSteps: spec.maxSteps,
+      tools: [...tools.keys()],
+    });
+    await log.appendTranscript(messages);
+    const emit = deps.emit;
+    const agentId = spec.id;
+    const outcome = await runAgentLoop({
+      agentId,
+      depth: spec.depth,
+      maxDepth: spec.maxDepth,
+      system: childSystemPrompt(spec.system),
+      messages,
+      tools,
+      provider: deps.provider,
+      model: spec.provider.model,
+      maxSteps: spec.maxSteps,
+      signal: deps.signal,
+      workspace: spec.workspace,
+      usage,
+      sink: {
+        commit: (added) => log.appendTranscript(added),
+        stepStart: (step) => emit({ type: 'step-start', agentId, step }),
+        ...(spec.streamText
+          ? { textDelta: (text: string) => emit({ type: 'text-delta', agentId, text }) }
+          : {}),
+        toolCall: (call) =>
+          emit({ type: 'tool-call', agentId, callId: call.id, name: call.name, input: call.input }),
+        toolResult: (call, block) =>
+          emit({
+            type: 'tool-result',
+            agentId,
+            callId: call.id,
+            name: call.name,
+            isError: block.is_error === true,
+          }),
+        stepEnd: (step, stepUsage) => emit({ type: 'step-end', agentId, step, usage: stepUsage }),
+        providerRetry: (info) => emit({ type: 'provider-retry', agentId, ...info }),
+      },
+    });
+    result = await settle(outcome, spec, log, base, usage, started);
+  } catch (error) {
+    const message = redactSecrets(error instanceof Error ? error.message : String(error));
+    result = {
+      ...base,
+      outcome: 'failed',
+      text: '',
+      reason: `internal: ${message}`,
+      truncated: false,
+      elapsedMs: elapsed(started),
+      usage,
+    };
+  }
+  try {
+    await log.writeResult(result);
+  } catch {
+    // The result is still delivered; a log that cannot be written must not lose it.
+  }
+  return result;
+}
+
+async function settle(
+  outcome: LoopOutcome,
+  spec: ChildSpec,
+  log: AgentLog,
+  base: Pick<AgentResult, 'id' | 'title' | 'logDir' | 'generation'>,
+  usage: AgentResult['usage'],
+  started: number,
+): Promise<AgentResult> {
+  const common = { ...base, truncated: false, usage, text: '' };
+  switch (outcome.kind) {
+    case 'replied': {
+      const rendered = outcome.replies.map(renderValue).filter((text) => text !== '');
+      const full = rendered.join('\n\n');
+      if (full === '') return { ...common, outcome: 'empty', elapsedMs: elapsed(started) };
+      const only = outcome.replies.length === 1 ? outcome.replies[0] : undefined;
+      const structured = typeof only === 'object' && only !== null;
+      const replyFile = await log.spillReply(full, structured);
+      const clipped = clip(full, spec.replyCap);
+      return {
+        ...common,
+        outcome: 'complete',
+        text: clipped.text,
+        truncated: clipped.truncated,
+        replyFile,
+        elapsedMs: elapsed(started),
+      };
+    }
+    case 'empty':
+      return { ...common, outcome: 'empty', elapsedMs: elapsed(started) };
+    case 'capped':
+      return { ...common, outcome: 'capped', elapsedMs: elapsed(started) };
+    case 'cancelled':
+      return {
+        ...common,
+        outcome: 'cancelled',
+        reason: outcome.reason,
+        elapsedMs: elapsed(started),
+      };
+    case 'failed':
+      return { ...common, outcome: 'failed', reason: outcome.reason, elapsedMs: elapsed(started) };
+    case 'ready':
+      // A child never ends ready: the loop nudges it instead. Kept total for the type.
+      return { ...common, outcome: 'empty', elapsedMs: elapsed(started) };
+  }
+}
+
+function elapsed(started: number): number {
+  return Math.round(performance.now() - started);
+}

@@ -1,0 +1,61 @@
+/**
+ * The error tree. Every class carries a stable `code`.
+ *
+ * `UsageError` is a mistake by the caller (a bad option, a bad input line): its message says what
+ * was expected and what arrived. `SystemError` is a fault inside cohort or below it. Across a
+ * thread boundary only `{ code, message }` data travels (see `toErrorData`), never the instances.
+ */
+export class CohortError extends Error {
+  readonly code: string;
+
+  constructor(code: string, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = new.target.name;
+    this.code = code;
+  }
+}
+
+/** A mistake by the caller: bad option, bad input. */
+export class UsageError extends CohortError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('usage', message, options);
+  }
+}
+
+/** A fault inside cohort or in what it depends on. */
+export class SystemError extends CohortError {}
+
+/** Plain data for an error, safe to post across threads and to write to logs. */
+export interface ErrorData {
+  code: string;
+  message: string;
+}
+
+export function toErrorData(error: unknown): ErrorData {
+  if (error instanceof CohortError) return { code: error.code, message: error.message };
+  if (error instanceof Error) return { code: 'internal', message: error.message };
+  return { code: 'internal', message: String(error) };
+}
+
+/**
+ * Shows a received value for an error message, in the shape p-queue uses:
+ * `` `0` (number) ``. Long values are shortened so a message stays readable.
+ */
+export function describeValue(value: unknown, maxChars = 120): string {
+  let shown: string;
+  let kind: string = typeof value;
+  if (value === null) kind = 'null';
+  else if (Array.isArray(value)) kind = 'array';
+  try {
+    shown = typeof value === 'string' ? value : (JSON.stringify(value) ?? String(value));
+  } catch {
+    shown = String(value);
+  }
+  if (shown.length > maxChars) shown = `${shown.slice(0, maxChars)}…`;
+  return `\`${shown}\` (${kind})`;
+}
+
+/** Builds the standard message: Expected `name` to be WHAT, got `value` (type). */
+export function expected(name: string, what: string, value: unknown): UsageError {
+  return new UsageError(`Expected \`${name}\` to be ${what}, got ${describeValue(value)}`);
+}

@@ -1,0 +1,178 @@
+import type { Provider } from '../provider/provider.js';
+import type { MessageParam, ToolCall, ToolResultBlock } from '../provider/types.js';
+import { type AgentUsage, CANCEL_REASONS, type CancelReason, emptyUsage } from '../result.js';
+import { dispatchBatch, notRun } from '../tools/dispatch.js';
+import { NUDGE_TEXT, REPLY_DESCRIPTION, REPLY_SCHEMA } from '../tools/reply.js';
+import { type AnyTool, REPLY_TOOL } from '../tools/types.js';
+
+/** How a run of steps ended. */
+export type LoopOutcome =
+  /** The root produced a message with no tool calls: it is ready for the user. */
+  | { kind: 'ready'; text: string }
+  /** A child called `reply`; its values, in call order. */
+  | { kind: 'replied'; replies: unknown[] }
+  /** A child ended a step without a reply, after its one nudge. */
+  | { kind: 'empty' }
+  | { kind: 'capped' }
+  | { kind: 'cancelled'; reason: CancelReason }
+  | { kind: 'failed'; reason: string };
+
+/** Where the loop reports what happens; every method is optional but `commit`. */
+export interface LoopSink {
+  /** New transcript messages, appended as a step commits (always a whole step). */
+  commit(messages: MessageParam[]): void | Promise<void>;
+  stepStart?(step: number): void;
+  textDelta?(text: string): void;
+  toolCall?(call: ToolCall): void;
+  toolResult?(call: ToolCall, result: ToolResultBlock): void;
+  stepEnd?(step: number, usage: { inputTokens: number; outputTokens: number }): void;
+  providerRetry?(info: { attempt: number; waitMs: number; code: string }): void;
+}
+
+export interface LoopOptions {
+  agentId: string;
+  /** 0 is the root; children are 1 and below. The terminal rule follows from it. */
+  depth: number;
+  maxDepth: number;
+  system?: string | undefined;
+  /** The transcript; the loop appends to it. It ends with a user message. */
+  messages: MessageParam[];
+  /** The tools advertised to this agent, `reply` excluded (the loop adds it for children). */
+  tools: ReadonlyMap<string, AnyTool>;
+  provider: Provider;
+  model?: string | undefined;
+  maxSteps: number;
+  signal: AbortSignal;
+  workspace?: string | undefined;
+  sink: LoopSink;
+  /** Usage to add to; the caller reads it after the run. */
+  usage?: AgentUsage;
+  /** Whether this child was already nudged (a resumed child keeps its latch). */
+  nudged?: boolean;
+}
+
+/**
+ * The one agent loop: the root and every child run it, with different tool sets and terminal
+ * rules. A step is one provider request plus the whole batch of its tool calls; every tool_use is
+ * answered by exactly one tool_result in the next user message, whatever ends the step.
+ */
+export async function runAgentLoop(options: LoopOptions): Promise<LoopOutcome> {
+  const { messages, signal, sink } = options;
+  const usage = options.usage ?? emptyUsage();
+  const isChild = options.depth >= 1;
+  const toolParams = [...options.tools.values()].map((tool) => ({
+    name: tool.name,
+    description: tool.description,
+    input_schema: tool.inputSchema,
+  }));
+  if (isChild) {
+    toolParams.push({
+      name: REPLY_TOOL,
+      description: REPLY_DESCRIPTION,
+      input_schema: REPLY_SCHEMA,
+    });
+  }
+  let nudged = options.nudged ?? false;
+  // The step right after the nudge does not count against maxSteps (DESIGN §1.2).
+  let counted = 0;
+  let freeStep = false;
+  for (let step = 1; ; step++) {
+    if (signal.aborted) return { kind: 'cancelled', reason: cancelReason(signal) };
+    if (!freeStep && counted >= options.maxSteps) return { kind: 'capped' };
+    if (!freeStep) counted++;
+    freeStep = false;
+    sink.stepStart?.(step);
+    const response = await options.provider.complete(
+      {
+        messages,
+        tools: toolParams,
+        ...(options.system === undefined ? {} : { system: options.system }),
+        ...(options.model === undefined ? {} : { model: options.model }),
+      },
+      {
+        signal,
+        ...(sink.textDelta ? { onTextDelta: sink.textDelta } : {}),
+        onRetry: (info) =>
+          sink.providerRetry?.({
+            attempt: info.attempt,
+            waitMs: info.waitMs,
+            code: info.error.code,
+          }),
+      },
+    );
+    usage.providerCalls += response.calls;
+    usage.steps++;
+    if (!response.ok) {
+      usage.inputTokens += response.usage.inputTokens;
+      usage.outputTokens += response.usage.outputTokens;
+      if (response.error.code === 'aborted' || signal.aborted) {
+        return { kind: 'cancelled', reason: cancelReason(signal) };
+      }
+      return {
+        kind: 'failed',
+        reason: `provider:${response.error.code}: ${response.error.message}`,
+      };
+    }
+    const turn = response.turn;
+    usage.inputTokens += turn.usage.inputTokens;
+    usage.outputTokens += turn.usage.outputTokens;
+    messages.push(turn.message);
+
+    if (turn.calls.length === 0) {
+      if (!isChild) {
+        await commit(sink, messages, 1);
+        sink.stepEnd?.(step, turn.usage);
+        return { kind: 'ready', text: turn.text };
+      }
+      if (nudged) {
+        await commit(sink, messages, 1);
+        sink.stepEnd?.(step, turn.usage);
+        return { kind: 'empty' };
+      }
+      nudged = true;
+      freeStep = true;
+      messages.push({ role: 'user', content: NUDGE_TEXT });
+      await commit(sink, messages, 2);
+      sink.stepEnd?.(step, turn.usage);
+      continue;
+    }
+
+    for (const call of turn.calls) sink.toolCall?.(call);
+    const batch = await dispatchBatch(turn.calls, {
+      tools: options.tools,
+      rules: { depth: options.depth, maxDepth: options.maxDepth },
+      context: {
+        signal,
+        agentId: options.agentId,
+        depth: options.depth,
+        workspace: options.workspace,
+      },
+      ...(sink.toolResult ? { onToolResult: sink.toolResult } : {}),
+    });
+    const results = answerAll(turn.calls, batch.results);
+    messages.push({ role: 'user', content: results });
+    await commit(sink, messages, 2);
+    sink.stepEnd?.(step, turn.usage);
+    // Hard termination: the whole batch has been answered; a reply ends the child here.
+    if (isChild && batch.replies.length > 0) return { kind: 'replied', replies: batch.replies };
+    if (signal.aborted) return { kind: 'cancelled', reason: cancelReason(signal) };
+  }
+}
+
+/** Guarantees one result per call, in call order, even if a tool misbehaved. */
+function answerAll(calls: readonly ToolCall[], results: ToolResultBlock[]): ToolResultBlock[] {
+  const byId = new Map(results.map((result) => [result.tool_use_id, result]));
+  return calls.map((call) => byId.get(call.id) ?? notRun(call, 'no result was produced'));
+}
+
+async function commit(sink: LoopSink, messages: MessageParam[], count: number): Promise<void> {
+  await sink.commit(messages.slice(messages.length - count));
+}
+
+/** The cancel reason carried by an aborted signal; anything unrecognised counts as `user`. */
+export function cancelReason(signal: AbortSignal): CancelReason {
+  const reason = signal.reason;
+  return typeof reason === 'string' && (CANCEL_REASONS as readonly string[]).includes(reason)
+    ? (reason as CancelReason)
+    : 'user';
+}

@@ -1,0 +1,68 @@
+import type Anthropic from '@anthropic-ai/sdk';
+
+export type MessageParam = Anthropic.MessageParam;
+export type ContentBlockParam = Anthropic.ContentBlockParam;
+export type ToolParam = Anthropic.Tool;
+export type ToolUseBlock = Anthropic.ToolUseBlockParam;
+export type ToolResultBlock = Anthropic.ToolResultBlockParam;
+
+/** Stable codes for every way a provider request can fail. */
+export type ProviderErrorCode =
+  | 'rate_limited'
+  | 'overloaded'
+  | 'server_error'
+  | 'connection'
+  | 'stalled'
+  | 'bad_response'
+  | 'bad_request'
+  | 'aborted';
+
+export interface ProviderError {
+  code: ProviderErrorCode;
+  message: string;
+  status?: number;
+}
+
+/** One request: what the agent loop asks of the provider. */
+export interface ProviderRequest {
+  system?: string;
+  messages: MessageParam[];
+  tools: ToolParam[];
+  /** Overrides the config's model for this request. */
+  model?: string;
+}
+
+export interface ProviderUsage {
+  inputTokens: number;
+  outputTokens: number;
+}
+
+/** A tool call as the model made it. `inputError` is set when its JSON did not parse. */
+export interface ToolCall {
+  id: string;
+  name: string;
+  input: unknown;
+  inputError?: string;
+}
+
+export interface AssistantTurn {
+  /** The assistant message exactly as it goes back into the transcript. */
+  message: { role: 'assistant'; content: ContentBlockParam[] };
+  text: string;
+  calls: ToolCall[];
+  stopReason: string | null;
+  usage: ProviderUsage;
+}
+
+/** The outcome of one `complete` call, retries included. Failures are values, never throws. */
+export type ProviderResult =
+  | { ok: true; turn: AssistantTurn; calls: number }
+  | { ok: false; error: ProviderError; calls: number; usage: ProviderUsage };
+
+export interface CompleteOptions {
+  signal: AbortSignal;
+  /** Called with each text delta as it streams. */
+  onTextDelta?: (text: string) => void;
+  /** Called before each retry wait, for events and logs. */
+  onRetry?: (info: { attempt: number; waitMs: number; error: ProviderError }) => void;
+}

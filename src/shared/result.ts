@@ -1,0 +1,64 @@
+/** What an agent's run came to. */
+export type AgentOutcome = 'complete' | 'empty' | 'cancelled' | 'capped' | 'failed';
+
+/** Why an agent was cancelled. */
+export type CancelReason = 'user' | 'ceiling' | 'clear' | 'shutdown' | 'parent';
+
+export const CANCEL_REASONS: readonly CancelReason[] = [
+  'user',
+  'ceiling',
+  'clear',
+  'shutdown',
+  'parent',
+];
+
+export interface AgentUsage {
+  inputTokens: number;
+  outputTokens: number;
+  /** HTTP requests made to the provider, retries included. */
+  providerCalls: number;
+  /** Steps taken (provider request + tool batch). */
+  steps: number;
+}
+
+/**
+ * The one result every spawned agent produces, exactly once.
+ * Cancelled, capped and failed results carry no text.
+ */
+export interface AgentResult {
+  id: string;
+  title: string;
+  outcome: AgentOutcome;
+  /** The rendered reply payload, clipped at the reply cap. Empty unless `complete`. */
+  text: string;
+  /** Cancel reason, or the failure reason (`provider:rate_limited: …`, `worker: …`, …). */
+  reason?: string;
+  logDir: string;
+  /** The full, unclipped reply payload on disk. */
+  replyFile?: string;
+  /** Whether `text` was clipped. */
+  truncated: boolean;
+  elapsedMs: number;
+  generation: number;
+  usage: AgentUsage;
+}
+
+export function emptyUsage(): AgentUsage {
+  return { inputTokens: 0, outputTokens: 0, providerCalls: 0, steps: 0 };
+}
+
+/** The outcome tag a parent sees when a sync child produced no text (DESIGN §1.3). */
+export function outcomeTag(result: Pick<AgentResult, 'title' | 'outcome' | 'reason'>): string {
+  const title = result.title;
+  switch (result.outcome) {
+    case 'complete':
+    case 'empty':
+      return `[agent '${title}' finished with no output]`;
+    case 'cancelled':
+      return `[agent '${title}' was cancelled: ${result.reason ?? 'user'}]`;
+    case 'capped':
+      return `[agent '${title}' hit its step cap]`;
+    case 'failed':
+      return `[agent '${title}' failed: ${result.reason ?? 'unknown'}]`;
+  }
+}

@@ -1,0 +1,42 @@
+/** A JSON Schema for a tool's input; its top level is an object schema. */
+export interface InputSchema {
+  type: 'object';
+  properties?: Record<string, unknown>;
+  required?: string[];
+  [keyword: string]: unknown;
+}
+
+/** What a tool's `run` receives beside its input. */
+export interface ToolContext {
+  /** Aborted when the agent is cancelled; a tool that waits must observe it. */
+  signal: AbortSignal;
+  agentId: string;
+  /** 0 for the root, 1 for its children, … */
+  depth: number;
+  /** The read-only workspace root, when the agent has one. */
+  workspace?: string | undefined;
+}
+
+/**
+ * A tool an agent can call. Tool modules export these (see docs/TOOLS.md).
+ * `run` returns any value; it is rendered to text by the one render rule. A throw becomes an
+ * `is_error` tool result the model sees, and the agent goes on.
+ */
+export interface ToolDefinition<Input = Record<string, unknown>> {
+  name: string;
+  description: string;
+  inputSchema: InputSchema;
+  /**
+   * May run beside the other calls of its batch instead of in turn (sync `agent` calls do, so a
+   * batch of them overlaps). Results still come back in call order.
+   */
+  parallel?: boolean;
+  run(input: Input, context: ToolContext): unknown;
+}
+
+// biome-ignore lint/suspicious/noExplicitAny: a registry holds tools of every input type.
+export type AnyTool = ToolDefinition<any>;
+
+/** The tools an agent may only get by its place in the tree. */
+export const SPAWN_TOOLS: readonly string[] = ['agent', 'agents', 'agent_cancel'];
+export const REPLY_TOOL = 'reply';
