@@ -1,0 +1,67 @@
+import { type ParseArgsConfig, parseArgs } from 'node:util';
+import { parseDuration } from '../shared/duration.js';
+import { UsageError } from '../shared/errors.js';
+
+/** Options every command takes (DESIGN §3). */
+export const COMMON_OPTIONS = {
+  provider: { type: 'string' },
+  model: { type: 'string' },
+  'base-url': { type: 'string' },
+  threads: { type: 'string' },
+  'agents-per-thread': { type: 'string' },
+  ceiling: { type: 'string' },
+  'log-dir': { type: 'string' },
+  'max-depth': { type: 'string' },
+  workspace: { type: 'string' },
+  tools: { type: 'string', multiple: true },
+  json: { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
+} as const satisfies ParseArgsConfig['options'];
+
+export type ParsedValues = Record<string, string | boolean | string[] | undefined>;
+
+/** parseArgs with our error shape: a bad flag is a UsageError naming it. */
+export function parseCommand(
+  argv: string[],
+  options: NonNullable<ParseArgsConfig['options']>,
+): { values: ParsedValues; positionals: string[] } {
+  try {
+    const parsed = parseArgs({ args: argv, options, allowPositionals: true, strict: true });
+    return { values: parsed.values as ParsedValues, positionals: parsed.positionals };
+  } catch (error) {
+    throw new UsageError(error instanceof Error ? error.message : String(error));
+  }
+}
+
+export function intFlag(
+  values: ParsedValues,
+  name: string,
+  min: number,
+  max = Number.MAX_SAFE_INTEGER,
+): number | undefined {
+  const raw = values[name];
+  if (raw === undefined) return undefined;
+  const value = Number(raw);
+  if (typeof raw !== 'string' || !/^\d+$/.test(raw.trim()) || value < min || value > max) {
+    const range = max === Number.MAX_SAFE_INTEGER ? `from ${min} and up` : `from ${min} to ${max}`;
+    throw new UsageError(
+      `Expected \`--${name}\` to be a whole number ${range}, got \`${String(raw)}\``,
+    );
+  }
+  return value;
+}
+
+export function durationFlag(values: ParsedValues, name: string): number | undefined {
+  const raw = values[name];
+  if (raw === undefined) return undefined;
+  return parseDuration(String(raw), `--${name}`);
+}
+
+export function stringFlag(values: ParsedValues, name: string): string | undefined {
+  const raw = values[name];
+  if (raw === undefined) return undefined;
+  if (typeof raw !== 'string' || raw.trim() === '') {
+    throw new UsageError(`Expected \`--${name}\` to be a non-empty string, got \`${String(raw)}\``);
+  }
+  return raw;
+}
