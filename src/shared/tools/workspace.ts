@@ -99,7 +99,7 @@ export const listFilesTool: ToolDefinition<ListFilesInput> = {
   name: 'list_files',
   description:
     'List files of the workspace matching a glob `pattern` (default `**/*`), one relative path ' +
-    'per line. Dot-files and node_modules are skipped.',
+    'per line. Dot-files, node_modules and symbolic links are left out.',
   inputSchema: {
     type: 'object',
     properties: { pattern: { type: 'string', minLength: 1 } },
