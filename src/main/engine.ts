@@ -26,6 +26,8 @@ export interface EngineOptions extends PoolOptions {
   workspace?: string;
   /** ES module paths of tool modules given to every agent. */
   toolModules?: string[];
+  /** Lifetime ceiling of async agents in ms (default one hour); sessions may override it. */
+  ceilingMs?: number;
 }
 
 /** What one child is asked to do. */
@@ -85,6 +87,22 @@ export class Engine {
     return engine;
   }
 
+  /** The workspace folder, resolved, when there is one. */
+  get workspace(): string | undefined {
+    return this.#options.workspace === undefined
+      ? undefined
+      : path.resolve(this.#options.workspace);
+  }
+
+  /** Tool module paths, resolved. */
+  get toolModules(): string[] {
+    return (this.#options.toolModules ?? []).map((modulePath) => path.resolve(modulePath));
+  }
+
+  get ceilingMs(): number | undefined {
+    return this.#options.ceilingMs;
+  }
+
   /** The provider settings children spawned from now on get. */
   get provider(): ProviderConfig {
     return this.#provider;
@@ -120,13 +138,11 @@ export class Engine {
       maxSteps: options.maxSteps ?? this.#options.maxSteps ?? DEFAULT_MAX_STEPS,
       replyCap: this.#options.replyCap ?? DEFAULT_REPLY_CAP,
       logDir: path.join(this.logDir, id),
-      toolModules: (this.#options.toolModules ?? []).map((modulePath) => path.resolve(modulePath)),
+      toolModules: this.toolModules,
       streamText: options.streamText ?? options.onEvent !== undefined,
       ...(options.system === undefined ? {} : { system: options.system }),
       ...(options.tools === undefined ? {} : { tools: options.tools }),
-      ...(this.#options.workspace === undefined
-        ? {}
-        : { workspace: path.resolve(this.#options.workspace) }),
+      ...(this.workspace === undefined ? {} : { workspace: this.workspace }),
       ...(context.hostTools === undefined ? {} : { hostTools: context.hostTools }),
     };
     const handle = this.#pool.spawn(spec, options.onEvent);
@@ -170,6 +186,7 @@ function validateEngineOptions(options: EngineOptions): void {
   checkInteger('maxSteps', options.maxSteps, 1);
   checkInteger('replyCap', options.replyCap, 100);
   checkInteger('maxDepth', options.maxDepth, 0, 8);
+  checkInteger('ceilingMs', options.ceilingMs, 1);
   checkString('logDir', options.logDir);
   checkString('workspace', options.workspace);
   checkStringArray('toolModules', options.toolModules);

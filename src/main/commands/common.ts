@@ -6,7 +6,7 @@ import type { EngineOptions } from '../engine.js';
 export function engineOptionsFrom(
   values: ParsedValues,
   provider: Partial<ProviderConfig>,
-): EngineOptions & { ceilingMs?: number } {
+): EngineOptions {
   const threads = intFlag(values, 'threads', 1, 256);
   const agentsPerThread = intFlag(values, 'agents-per-thread', 1);
   const maxDepth = intFlag(values, 'max-depth', 0, 8);

@@ -1,0 +1,88 @@
+import type { AnyTool, InputSchema, ToolContext } from '../shared/tools/types.js';
+
+/** Input of the `agent` tool (DESIGN §1.3). */
+export interface AgentToolInput {
+  title: string;
+  prompt: string;
+  mode?: 'sync' | 'async';
+  system?: string;
+  tools?: string[];
+}
+
+/** The receipt an async spawn answers with at once. */
+export interface AgentReceipt {
+  id: string;
+  title: string;
+  status: 'started';
+  logDir: string;
+}
+
+/** One live async agent as `agents` lists it. */
+export interface AgentInfo {
+  id: string;
+  title: string;
+  status: 'queued' | 'running';
+  logDir: string;
+  elapsedMs: number;
+}
+
+/** What the spawn family needs from its owner (the session, or the host bridge for a child). */
+export interface AgentSpawner {
+  /** Runs a child to its end; resolves with the text the parent sees. */
+  runSync(input: AgentToolInput, context: ToolContext): Promise<string>;
+  spawnAsync(input: AgentToolInput, context: ToolContext): AgentReceipt;
+  list(): AgentInfo[];
+  cancel(id: string): { id: string; wasLive: boolean };
+}
+
+export const AGENT_TOOL_SCHEMA: InputSchema = {
+  type: 'object',
+  properties: {
+    title: { type: 'string', minLength: 1, maxLength: 200 },
+    prompt: { type: 'string', minLength: 1 },
+    mode: { enum: ['sync', 'async'] },
+    system: { type: 'string' },
+    tools: { type: 'array', items: { type: 'string' } },
+  },
+  required: ['title', 'prompt'],
+  additionalProperties: false,
+};
+
+/** The spawn family bound to one spawner. */
+export function spawnTools(spawner: AgentSpawner): AnyTool[] {
+  return [
+    {
+      name: 'agent',
+      description:
+        'Start a sub-agent on a task. mode "sync" (default) waits and returns its result here; ' +
+        'mode "async" returns a receipt at once, and the result arrives later as a message. ' +
+        'The sub-agent sees only `prompt` (and `system`): give it everything it needs.',
+      inputSchema: AGENT_TOOL_SCHEMA,
+      // Sync children of one batch run concurrently and join before the next request.
+      parallel: true,
+      run: (input: AgentToolInput, context: ToolContext) =>
+        input.mode === 'async'
+          ? JSON.stringify(spawner.spawnAsync(input, context))
+          : spawner.runSync(input, context),
+    },
+    {
+      name: 'agents',
+      description: 'List the live background (async) agents: id, title, status, logDir, elapsedMs.',
+      inputSchema: { type: 'object', properties: {}, additionalProperties: false },
+      run: () => spawner.list(),
+    },
+    {
+      name: 'agent_cancel',
+      description:
+        'Cancel one background agent by id. Says whether it was live; its cancelled result is ' +
+        'delivered like any other.',
+      inputSchema: {
+        type: 'object',
+        properties: { id: { type: 'string', minLength: 1 } },
+        required: ['id'],
+        additionalProperties: false,
+      },
+      run: (input: { id: string }) => spawner.cancel(input.id),
+    },
+  ];
+}
