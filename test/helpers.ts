@@ -84,9 +84,9 @@ export function assertToolUsesAnswered(messages: MessageParam[]): void {
     const next = messages[index + 1];
     if (!next || typeof next.content === 'string')
       throw new Error(`tool_use at message ${index} unanswered`);
-    const answered = next.content
-      .filter((block) => block.type === 'tool_result')
-      .map((block) => block.tool_use_id);
+    const answered = next.content.flatMap((block) =>
+      block.type === 'tool_result' ? [block.tool_use_id] : [],
+    );
     if (JSON.stringify(answered) !== JSON.stringify(uses)) {
       throw new Error(
         `message ${index}: tool_use ${uses.join(',')} answered by ${answered.join(',')}`,
