@@ -8,6 +8,7 @@ const USAGE = `cohort — run LLM sub-agents in parallel on worker threads
 Commands:
   cohort demo                         the main job, offline on the scripted model
   cohort agent PROMPT [options]       run one child agent; print its AgentResult
+  cohort run PROMPT [options]         run a root session with the agent tools until idle
   cohort mock [--port P] [load flags] run the scripted model server on its own
 
 Common options: --provider anthropic|mock, --model, --base-url, --threads,
@@ -21,6 +22,7 @@ const COMMANDS: Record<string, () => Promise<Command>> = {
   agent: async () => agentCommand,
   mock: async () => (await import('../testing/serve-command.js')).mockCommand,
   demo: async () => (await import('./commands/demo.js')).demoCommand,
+  run: async () => (await import('./commands/run.js')).runCommand,
 };
 
 async function main(argv: string[]): Promise<number> {

@@ -1,15 +1,21 @@
 import { mkdirSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import type { ChildSpec, HostToolInfo } from '../shared/child-spec.js';
+import type { ChildSpec } from '../shared/child-spec.js';
 import { DEFAULT_MAX_STEPS } from '../shared/child-spec.js';
 import type { AgentEvent } from '../shared/events.js';
 import { newAgentId } from '../shared/ids.js';
 import { DEFAULT_PROVIDER_CONFIG, type ProviderConfig } from '../shared/provider/config.js';
 import { DEFAULT_REPLY_CAP } from '../shared/render.js';
 import type { AgentResult } from '../shared/result.js';
+import { checkTool } from '../shared/tools/modules.js';
+import type { AnyTool } from '../shared/tools/types.js';
+import { HostBridge } from './host-bridge.js';
 import { checkInteger, checkString, checkStringArray } from './options.js';
 import { type ChildHandle, ChildPool, type PoolOptions } from './pool.js';
+
+/** Default lifetime ceiling of an async agent: one hour. */
+export const DEFAULT_CEILING_MS = 3_600_000;
 
 export interface EngineOptions extends PoolOptions {
   /** Provider settings; unset fields take the defaults. The API key is read from the env. */
@@ -28,6 +34,11 @@ export interface EngineOptions extends PoolOptions {
   toolModules?: string[];
   /** Lifetime ceiling of async agents in ms (default one hour); sessions may override it. */
   ceilingMs?: number;
+  /**
+   * Plain functions registered on the main thread. The root calls them directly; children in
+   * workers call them through the host bridge.
+   */
+  hostTools?: AnyTool[];
 }
 
 /** What one child is asked to do. */
@@ -53,7 +64,6 @@ export interface SpawnContext {
   depth?: number;
   generation?: number;
   provider?: ProviderConfig;
-  hostTools?: HostToolInfo[];
 }
 
 /**
@@ -65,12 +75,14 @@ export class Engine {
   readonly maxDepth: number;
   readonly #pool: ChildPool;
   readonly #options: EngineOptions;
+  readonly #hostTools: ReadonlyMap<string, AnyTool>;
   #provider: ProviderConfig;
   #closing: Promise<void> | undefined;
 
   private constructor(options: EngineOptions, pool: ChildPool) {
     this.#options = options;
     this.#pool = pool;
+    this.#hostTools = new Map((options.hostTools ?? []).map((tool) => [tool.name, tool]));
     this.#provider = { ...DEFAULT_PROVIDER_CONFIG, ...options.provider };
     this.maxDepth = options.maxDepth ?? 1;
     this.logDir =
@@ -92,6 +104,11 @@ export class Engine {
     return this.#options.workspace === undefined
       ? undefined
       : path.resolve(this.#options.workspace);
+  }
+
+  /** Host tools registered on the engine. */
+  get hostTools(): AnyTool[] {
+    return [...this.#hostTools.values()];
   }
 
   /** Tool module paths, resolved. */
@@ -143,9 +160,25 @@ export class Engine {
       ...(options.system === undefined ? {} : { system: options.system }),
       ...(options.tools === undefined ? {} : { tools: options.tools }),
       ...(this.workspace === undefined ? {} : { workspace: this.workspace }),
-      ...(context.hostTools === undefined ? {} : { hostTools: context.hostTools }),
+      ...(this.#hostTools.size === 0
+        ? {}
+        : {
+            hostTools: [...this.#hostTools.values()].map((tool) => ({
+              name: tool.name,
+              description: tool.description,
+              inputSchema: tool.inputSchema,
+              ...(tool.parallel === undefined ? {} : { parallel: tool.parallel }),
+            })),
+          }),
     };
-    const handle = this.#pool.spawn(spec, options.onEvent);
+    const bridge = this.#bridgeFor(spec, options);
+    const handle = this.#pool.spawn(spec, {
+      onEvent: options.onEvent,
+      bridge: bridge?.workerPort,
+      // A cancelled child's own agents go with it.
+      onCancel: () => bridge?.shutdown('parent'),
+    });
+    if (bridge) void handle.result.then(() => bridge.shutdown('parent'));
     const signal = options.signal;
     if (signal) {
       const onAbort = () => handle.cancel('user');
@@ -156,6 +189,32 @@ export class Engine {
       }
     }
     return handle;
+  }
+
+  /** A host bridge when the child has host tools or may spawn agents of its own. */
+  #bridgeFor(spec: ChildSpec, options: AgentOptions): HostBridge | undefined {
+    if (this.#hostTools.size === 0 && spec.depth >= spec.maxDepth) return undefined;
+    const ceilingMs = this.ceilingMs ?? DEFAULT_CEILING_MS;
+    return new HostBridge({
+      hostTools: this.#hostTools,
+      agentId: spec.id,
+      depth: spec.depth,
+      ceilingMs,
+      logDirOf: (id) => path.join(this.logDir, id),
+      spawn: (input, mode) =>
+        this.spawn(
+          {
+            prompt: input.prompt,
+            title: input.title,
+            ...(input.system === undefined ? {} : { system: input.system }),
+            ...(input.tools === undefined ? {} : { tools: input.tools }),
+            // Sync grandchildren stream into their parent's events; async ones only to logs.
+            ...(mode === 'sync' && options.onEvent ? { onEvent: options.onEvent } : {}),
+            streamText: mode === 'sync' && options.onEvent !== undefined,
+          },
+          { depth: spec.depth + 1, generation: spec.generation, provider: spec.provider },
+        ),
+    });
   }
 
   /** Runs one child and resolves with its AgentResult. Never rejects for agent failures. */
@@ -190,6 +249,9 @@ function validateEngineOptions(options: EngineOptions): void {
   checkString('logDir', options.logDir);
   checkString('workspace', options.workspace);
   checkStringArray('toolModules', options.toolModules);
+  (options.hostTools ?? []).forEach((tool, index) => {
+    checkTool(tool, `hostTools[${index}]`);
+  });
   const provider = options.provider ?? {};
   checkString('provider.model', provider.model);
   checkString('provider.baseURL', provider.baseURL);

@@ -57,6 +57,17 @@ interface Entry {
   /** Why this child's worker was terminated under it, when a sibling was stuck. */
   terminationNote?: string;
   onEvent: ((event: AgentEvent) => void) | undefined;
+  bridge: MessagePort | undefined;
+  onCancel: ((reason: CancelReason) => void) | undefined;
+}
+
+/** What a spawn may carry beside the spec. */
+export interface SpawnExtras {
+  onEvent?: ((event: AgentEvent) => void) | undefined;
+  /** The worker end of the child's host bridge; transferred with the task. */
+  bridge?: MessagePort | undefined;
+  /** Called once when the child is cancelled (before its result). */
+  onCancel?: ((reason: CancelReason) => void) | undefined;
 }
 
 /** The compiled worker file; under vitest (TS sources) it is the build in dist/. */
@@ -158,10 +169,12 @@ export class ChildPool {
     );
   }
 
-  spawn(spec: ChildSpec, onEvent?: (event: AgentEvent) => void): ChildHandle {
+  spawn(spec: ChildSpec, extras: SpawnExtras = {}): ChildHandle {
     const entry: Entry = {
       spec,
-      onEvent,
+      onEvent: extras.onEvent,
+      bridge: extras.bridge,
+      onCancel: extras.onCancel,
       handle: new PoolHandle(spec, (handle, reason) => this.#cancelChild(handle, reason)),
     };
     if (this.#closed) {
@@ -185,7 +198,11 @@ export class ChildPool {
     entry.port = port1;
     this.#running.set(entry.spec.id, entry);
     port1.on('message', (message: unknown) => this.#onMessage(entry, message));
-    this.#piscina.run({ spec: entry.spec, port: port2 }, { transferList: [port2] }).then(
+    const bridge = entry.bridge;
+    const task: ChildTask = bridge
+      ? { spec: entry.spec, port: port2, bridge }
+      : { spec: entry.spec, port: port2 };
+    this.#piscina.run(task, { transferList: bridge ? [port2, bridge] : [port2] }).then(
       () => this.#finish(entry, undefined),
       (error: unknown) => this.#finish(entry, error),
     );
@@ -247,6 +264,9 @@ export class ChildPool {
 
   #cancelChild(handle: PoolHandle, reason: CancelReason): boolean {
     if (handle.status === 'settled') return false;
+    const known =
+      this.#queue.find((entry) => entry.handle === handle) ?? this.#running.get(handle.id);
+    if (known?.cancelReason === undefined) known?.onCancel?.(reason);
     const queued = this.#queue.findIndex((entry) => entry.handle === handle);
     if (queued >= 0) {
       const [entry] = this.#queue.splice(queued, 1);

@@ -1,5 +1,6 @@
 import { UsageError } from '../shared/errors.js';
 import type { ProviderConfig } from '../shared/provider/config.js';
+import type { ScriptedModelOptions } from '../testing/index.js';
 import { type ParsedValues, stringFlag } from './cli-options.js';
 
 export interface SelectedProvider {
@@ -16,9 +17,15 @@ export interface SelectedProvider {
  */
 export async function selectProvider(
   values: ParsedValues,
-  env: NodeJS.ProcessEnv = process.env,
-  notice: (line: string) => void = (line) => process.stderr.write(`${line}\n`),
+  options: {
+    env?: NodeJS.ProcessEnv;
+    notice?: (line: string) => void;
+    /** Load settings for the in-process scripted model (the demo makes latency visible). */
+    mockLoad?: ScriptedModelOptions;
+  } = {},
 ): Promise<SelectedProvider> {
+  const env = options.env ?? process.env;
+  const notice = options.notice ?? ((line: string) => process.stderr.write(`${line}\n`));
   const requested = stringFlag(values, 'provider');
   if (requested !== undefined && requested !== 'anthropic' && requested !== 'mock') {
     throw new UsageError(`Expected \`--provider\` to be anthropic or mock, got \`${requested}\``);
@@ -35,7 +42,7 @@ export async function selectProvider(
     return { kind: 'anthropic', config, close: async () => {} };
   }
   const { startScriptedModel } = await import('../testing/index.js');
-  const server = await startScriptedModel({ port: 0 });
+  const server = await startScriptedModel({ ...options.mockLoad, port: 0 });
   notice(
     `cohort: no ANTHROPIC_API_KEY or ANTHROPIC_BASE_URL set; using the built-in scripted model at ${server.url}`,
   );

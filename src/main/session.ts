@@ -5,23 +5,20 @@ import { Provider } from '../shared/provider/provider.js';
 import type { ContentBlockParam, MessageParam } from '../shared/provider/types.js';
 import { type AgentResult, type AgentUsage, emptyUsage, outcomeTag } from '../shared/result.js';
 import { loadToolModule } from '../shared/tools/modules.js';
-import type { AnyTool, ToolContext } from '../shared/tools/types.js';
-import { WORKSPACE_TOOLS } from '../shared/tools/workspace.js';
 import {
   type AgentInfo,
   type AgentReceipt,
   type AgentSpawner,
   type AgentToolInput,
   spawnTools,
-} from './agent-tools.js';
-import type { Engine } from './engine.js';
+} from '../shared/tools/spawn-tools.js';
+import type { AnyTool, ToolContext } from '../shared/tools/types.js';
+import { WORKSPACE_TOOLS } from '../shared/tools/workspace.js';
+import { DEFAULT_CEILING_MS, type Engine } from './engine.js';
 import { EventHub } from './event-hub.js';
 import { renderInbox } from './inbox.js';
 import { checkInteger, checkString } from './options.js';
 import type { ChildHandle } from './pool.js';
-
-/** Default lifetime ceiling of an async agent: one hour. */
-export const DEFAULT_CEILING_MS = 3_600_000;
 
 export const DEFAULT_ROOT_SYSTEM = [
   'You are the root agent of a cohort session, working for the user.',
@@ -40,8 +37,6 @@ export interface SessionOptions {
   ceilingMs?: number;
   /** Steps one root turn may take (default 50). */
   maxSteps?: number;
-  /** Plain functions registered on the main thread, callable by the root. */
-  hostTools?: AnyTool[];
 }
 
 /** How one root turn ended. */
@@ -430,7 +425,7 @@ export class Session implements AgentSpawner {
     for (const modulePath of this.#engine.toolModules) {
       for (const tool of await loadToolModule(modulePath)) tools.set(tool.name, tool);
     }
-    for (const tool of this.#options.hostTools ?? []) tools.set(tool.name, tool);
+    for (const tool of this.#engine.hostTools) tools.set(tool.name, tool);
     this.#tools = tools;
     return tools;
   }

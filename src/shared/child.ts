@@ -1,7 +1,7 @@
 import { AgentLog } from './agent-log.js';
 import type { ChildSpec } from './child-spec.js';
 import type { AgentEvent } from './events.js';
-import { type LoopOutcome, runAgentLoop } from './loop/agent-loop.js';
+import { type ChildInbox, type LoopOutcome, runAgentLoop } from './loop/agent-loop.js';
 import type { Provider } from './provider/provider.js';
 import type { MessageParam } from './provider/types.js';
 import { redactSecrets } from './redact.js';
@@ -18,6 +18,8 @@ export interface ChildRunDeps {
   emit: (event: AgentEvent) => void;
   /** Tools supplied by the host side (host tools, the spawn family when depth allows). */
   extraTools?: readonly AnyTool[];
+  /** Results of this child's own async agents. */
+  inbox?: ChildInbox;
 }
 
 /** The tools a child may have, before its spec's `tools` selection. */
@@ -88,6 +90,7 @@ export async function runChild(spec: ChildSpec, deps: ChildRunDeps): Promise<Age
       signal: deps.signal,
       workspace: spec.workspace,
       usage,
+      ...(deps.inbox ? { inbox: deps.inbox } : {}),
       sink: {
         commit: (added) => log.appendTranscript(added),
         stepStart: (step) => emit({ type: 'step-start', agentId, step }),

@@ -7,6 +7,8 @@ import type { AgentResult, CancelReason } from './result.js';
 export interface ChildTask {
   spec: ChildSpec;
   port: MessagePort;
+  /** The host bridge's port (comlink), when the child has host tools or may spawn. */
+  bridge?: MessagePort;
 }
 
 /** Worker → main, on the child's own port. */

@@ -4,6 +4,7 @@ import { type ChildTask, isMainMessage, type WorkerMessage } from '../shared/pro
 import type { ProviderConfig } from '../shared/provider/config.js';
 import { Provider } from '../shared/provider/provider.js';
 import type { CancelReason } from '../shared/result.js';
+import { connectBridge } from './bridge-client.js';
 
 // One client per provider config per thread: connections are pooled across the thread's children.
 const providers = new Map<string, Provider>();
@@ -24,6 +25,7 @@ function providerFor(config: ProviderConfig): Provider {
  */
 export default async function runChildTask(task: ChildTask): Promise<'settled'> {
   const { spec, port } = task;
+  const bridge = task.bridge ? connectBridge(task.bridge, spec) : undefined;
   const controller = new AbortController();
   const post = (message: WorkerMessage) => port.postMessage(message);
   port.on('message', (message: unknown) => {
@@ -37,9 +39,12 @@ export default async function runChildTask(task: ChildTask): Promise<'settled'> 
       provider: providerFor(spec.provider),
       signal: controller.signal,
       emit: (event) => post({ type: 'event', event }),
+      ...(bridge ? { extraTools: bridge.tools } : {}),
+      ...(bridge?.inbox ? { inbox: bridge.inbox } : {}),
     });
     post({ type: 'result', result });
   } finally {
+    bridge?.release();
     port.close();
   }
   return 'settled';

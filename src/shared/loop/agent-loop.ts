@@ -1,5 +1,10 @@
 import type { Provider } from '../provider/provider.js';
-import type { MessageParam, ToolCall, ToolResultBlock } from '../provider/types.js';
+import type {
+  ContentBlockParam,
+  MessageParam,
+  ToolCall,
+  ToolResultBlock,
+} from '../provider/types.js';
 import { type AgentUsage, CANCEL_REASONS, type CancelReason, emptyUsage } from '../result.js';
 import { dispatchBatch, notRun } from '../tools/dispatch.js';
 import { NUDGE_TEXT, REPLY_DESCRIPTION, REPLY_SCHEMA } from '../tools/reply.js';
@@ -29,6 +34,17 @@ export interface LoopSink {
   providerRetry?(info: { attempt: number; waitMs: number; code: string }): void;
 }
 
+/**
+ * The inbox of a child that spawned async agents of its own: their results are delivered at the
+ * child's step boundaries, after the tool results of the step.
+ */
+export interface ChildInbox {
+  /** Pending results rendered as content blocks; removes them from the inbox. */
+  drain(): Promise<ContentBlockParam[]>;
+  /** Waits until a result is pending; false at once when none of this child's agents is live. */
+  waitForResult(signal: AbortSignal): Promise<boolean>;
+}
+
 export interface LoopOptions {
   agentId: string;
   /** 0 is the root; children are 1 and below. The terminal rule follows from it. */
@@ -49,6 +65,8 @@ export interface LoopOptions {
   usage?: AgentUsage;
   /** Whether this child was already nudged (a resumed child keeps its latch). */
   nudged?: boolean;
+  /** Results of this agent's own async agents, for children that may spawn. */
+  inbox?: ChildInbox;
 }
 
 /**
@@ -124,6 +142,13 @@ export async function runAgentLoop(options: LoopOptions): Promise<LoopOutcome> {
         sink.stepEnd?.(step, turn.usage);
         return { kind: 'ready', text: turn.text };
       }
+      // A child waiting on its own async agents is not done: their results wake it.
+      if (options.inbox && (await options.inbox.waitForResult(signal))) {
+        messages.push({ role: 'user', content: await options.inbox.drain() });
+        await commit(sink, messages, 2);
+        sink.stepEnd?.(step, turn.usage);
+        continue;
+      }
       if (nudged) {
         await commit(sink, messages, 1);
         sink.stepEnd?.(step, turn.usage);
@@ -149,7 +174,8 @@ export async function runAgentLoop(options: LoopOptions): Promise<LoopOutcome> {
       },
       ...(sink.toolResult ? { onToolResult: sink.toolResult } : {}),
     });
-    const results = answerAll(turn.calls, batch.results);
+    const results: ContentBlockParam[] = answerAll(turn.calls, batch.results);
+    if (options.inbox) results.push(...(await options.inbox.drain()));
     messages.push({ role: 'user', content: results });
     await commit(sink, messages, 2);
     sink.stepEnd?.(step, turn.usage);

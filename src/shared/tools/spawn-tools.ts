@@ -1,4 +1,4 @@
-import type { AnyTool, InputSchema, ToolContext } from '../shared/tools/types.js';
+import type { AnyTool, InputSchema, ToolContext } from './types.js';
 
 /** Input of the `agent` tool (DESIGN §1.3). */
 export interface AgentToolInput {
@@ -30,9 +30,9 @@ export interface AgentInfo {
 export interface AgentSpawner {
   /** Runs a child to its end; resolves with the text the parent sees. */
   runSync(input: AgentToolInput, context: ToolContext): Promise<string>;
-  spawnAsync(input: AgentToolInput, context: ToolContext): AgentReceipt;
-  list(): AgentInfo[];
-  cancel(id: string): { id: string; wasLive: boolean };
+  spawnAsync(input: AgentToolInput, context: ToolContext): AgentReceipt | Promise<AgentReceipt>;
+  list(): AgentInfo[] | Promise<AgentInfo[]>;
+  cancel(id: string): { id: string; wasLive: boolean } | Promise<{ id: string; wasLive: boolean }>;
 }
 
 export const AGENT_TOOL_SCHEMA: InputSchema = {
@@ -60,9 +60,9 @@ export function spawnTools(spawner: AgentSpawner): AnyTool[] {
       inputSchema: AGENT_TOOL_SCHEMA,
       // Sync children of one batch run concurrently and join before the next request.
       parallel: true,
-      run: (input: AgentToolInput, context: ToolContext) =>
+      run: async (input: AgentToolInput, context: ToolContext) =>
         input.mode === 'async'
-          ? JSON.stringify(spawner.spawnAsync(input, context))
+          ? JSON.stringify(await spawner.spawnAsync(input, context))
           : spawner.runSync(input, context),
     },
     {

@@ -1,0 +1,88 @@
+import type { AgentResult } from '../shared/result.js';
+import { ROOT_ID, type SessionEvent } from './session.js';
+
+interface Out {
+  write(text: string): unknown;
+}
+
+/**
+ * A readable live view of a session: the root's streamed text, a line per child as it starts
+ * and settles, each settled result, and a running count.
+ */
+export class LiveView {
+  readonly #out: Out;
+  readonly #titles = new Map<string, string>();
+  readonly #settled: AgentResult[] = [];
+  #started = 0;
+  #atLineStart = true;
+  readonly #resultLines: number;
+
+  constructor(out: Out, options: { resultLines?: number } = {}) {
+    this.#out = out;
+    this.#resultLines = options.resultLines ?? 6;
+  }
+
+  get settled(): readonly AgentResult[] {
+    return this.#settled;
+  }
+
+  #line(text: string): void {
+    if (!this.#atLineStart) this.#out.write('\n');
+    this.#out.write(`${text}\n`);
+    this.#atLineStart = true;
+  }
+
+  handle(event: SessionEvent): void {
+    switch (event.type) {
+      case 'text-delta':
+        if (event.agentId !== ROOT_ID) return;
+        this.#out.write(event.text);
+        this.#atLineStart = event.text.endsWith('\n');
+        return;
+      case 'turn-start':
+        if (event.delivered > 0) this.#line(`· ${event.delivered} result(s) delivered to the root`);
+        return;
+      case 'agent-start':
+        this.#started++;
+        this.#titles.set(event.agentId, event.title);
+        this.#line(`  ▸ ${event.mode} agent started: ${event.title} (${event.agentId})`);
+        return;
+      case 'agent-settle': {
+        if (!this.#titles.has(event.agentId) || this.#settled.some((r) => r.id === event.agentId))
+          return;
+        const result = event.result;
+        this.#settled.push(result);
+        const reason = result.reason ? ` (${result.reason})` : '';
+        this.#line(
+          `  ✓ [${this.#settled.length}/${this.#started}] ${result.title}: ${result.outcome}${reason} in ${result.elapsedMs} ms`,
+        );
+        if (result.text !== '') {
+          const lines = result.text.split('\n');
+          const shown = lines.slice(0, this.#resultLines).map((line) => `      ${line}`);
+          if (lines.length > this.#resultLines)
+            shown.push(`      … (${lines.length - this.#resultLines} more lines)`);
+          this.#line(shown.join('\n'));
+        }
+        return;
+      }
+      case 'agent-stale':
+        this.#line(
+          `  ✗ stale result of ${event.agentId} (generation ${event.generation}) not delivered`,
+        );
+        return;
+      case 'tool-call':
+        if (event.agentId === ROOT_ID && event.name !== 'agent')
+          this.#line(`  · root calls ${event.name}`);
+        return;
+      case 'turn-end':
+        if (event.result.outcome !== 'ready') {
+          this.#line(
+            `· root turn ended ${event.result.outcome}${event.result.reason ? `: ${event.result.reason}` : ''}`,
+          );
+        } else if (!this.#atLineStart) this.#line('');
+        return;
+      default:
+        return;
+    }
+  }
+}
