@@ -1,0 +1,390 @@
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { Session, type SessionEvent } from '../src/main/session.js';
+import type { ContentBlockParam, MessageParam } from '../src/shared/provider/types.js';
+import type { AgentResult } from '../src/shared/result.js';
+import { spawnTools } from '../src/shared/tools/spawn-tools.js';
+import type { AnyTool } from '../src/shared/tools/types.js';
+import {
+  assertToolUsesAnswered,
+  nextEvent,
+  type Rig,
+  readTranscript,
+  scripted,
+  startRig,
+} from './helpers.js';
+
+/** A latch the test opens; host tools wait on it from inside worker threads. */
+function latch(): { open(): void; opened: Promise<void> } {
+  let open!: () => void;
+  const opened = new Promise<void>((resolve) => {
+    open = resolve;
+  });
+  return { open, opened };
+}
+
+const gate = latch();
+let arrivals = 0;
+let bothArrived = latch();
+
+const hostTools: AnyTool[] = [
+  {
+    name: 'gate',
+    description: 'Waits until the test opens the gate.',
+    inputSchema: { type: 'object' },
+    run: async () => {
+      await gate.opened;
+      return 'gate open';
+    },
+  },
+  {
+    name: 'barrier',
+    description: 'Returns once two callers have arrived; deadlocks unless calls overlap.',
+    inputSchema: { type: 'object' },
+    run: async () => {
+      arrivals++;
+      if (arrivals === 2) bothArrived.open();
+      await bothArrived.opened;
+      return `arrived ${arrivals}`;
+    },
+  },
+  {
+    name: 'host_echo',
+    description: 'Runs on the main thread and says so.',
+    inputSchema: { type: 'object', properties: { value: { type: 'string' } }, required: ['value'] },
+    run: (input: { value: string }) => ({ fromMainThread: true, value: input.value }),
+  },
+];
+
+let rig: Rig | undefined;
+let session: Session | undefined;
+
+afterEach(async () => {
+  await session?.close();
+  await rig?.close();
+  session = undefined;
+  rig = undefined;
+});
+
+async function open(options: { maxDepth?: number; ceilingMs?: number; autoWake?: boolean } = {}) {
+  rig = await startRig({
+    hostTools,
+    ...(options.maxDepth === undefined ? {} : { maxDepth: options.maxDepth }),
+  });
+  session = new Session(rig.engine, {
+    autoWake: options.autoWake ?? false,
+    ...(options.ceilingMs === undefined ? {} : { ceilingMs: options.ceilingMs }),
+  });
+  return { rig, session };
+}
+
+const asyncAgent = (title: string, steps: Parameters<typeof scripted>[0]) => ({
+  name: 'agent',
+  input: { title, mode: 'async', prompt: scripted(steps, `Task ${title}.`) },
+});
+
+function blocks(message: MessageParam): ContentBlockParam[] {
+  return typeof message.content === 'string'
+    ? [{ type: 'text', text: message.content }]
+    : message.content;
+}
+
+function resultHeaders(transcript: MessageParam[]): { id: string; outcome: string }[] {
+  return transcript.flatMap((message) =>
+    message.role !== 'user'
+      ? []
+      : blocks(message).flatMap((block) => {
+          if (block.type !== 'text') return [];
+          const first = block.text.split('\n')[0]!;
+          try {
+            const header = JSON.parse(first) as { kind?: string; id: string; outcome: string };
+            return header.kind === 'agent_result' ? [header] : [];
+          } catch {
+            return [];
+          }
+        }),
+  );
+}
+
+describe('a session with async agents', () => {
+  it('returns receipts at once, delivers every result exactly once at the next boundary, coalesced', async () => {
+    const { session } = await open();
+    const gated = [{ calls: [{ name: 'gate', input: {} }] }, { reply: 'gated work done' }];
+    const first = await session.send(
+      scripted([
+        { calls: [asyncAgent('one', gated), asyncAgent('two', gated)] },
+        { calls: [{ name: 'agents', input: {} }] },
+        { text: 'Waiting for my agents.' },
+        { text: 'Both results are in.' },
+      ]),
+    );
+    // The root's turn ended while both children were still blocked on the gate.
+    expect(first).toMatchObject({ outcome: 'ready', text: 'Waiting for my agents.' });
+    const live = session.list();
+    expect(live.map((agent) => agent.title).sort()).toEqual(['one', 'two']);
+    expect(
+      live.every((agent) => agent.status === 'running' && agent.logDir.endsWith(agent.id)),
+    ).toBe(true);
+    const receipts = session.transcript[2]!;
+    const receiptTexts = blocks(receipts).map((block) =>
+      block.type === 'tool_result' ? String(block.content) : '',
+    );
+    for (const text of receiptTexts) {
+      expect(JSON.parse(text)).toMatchObject({
+        status: 'started',
+        title: expect.any(String),
+        id: expect.stringMatching(/^ag_/),
+      });
+    }
+    const listed = blocks(session.transcript[4]!)[0]!;
+    expect(listed.type === 'tool_result' && String(listed.content)).toContain(live[0]!.id);
+
+    gate.open();
+    await session.waitIdle();
+    expect(session.pending).toHaveLength(2);
+    const second = await session.send('Anything new?');
+    expect(second.text).toBe('Both results are in.');
+    const transcript = session.transcript;
+    const headers = resultHeaders(transcript);
+    expect(headers.map((header) => header.id).sort()).toEqual(live.map((agent) => agent.id).sort());
+    // Both arrived in one synthetic user message, followed by the user's own text.
+    const delivery = transcript.at(-2)!;
+    expect(resultHeaders([delivery])).toHaveLength(2);
+    expect(blocks(delivery).at(-1)).toEqual({ type: 'text', text: 'Anything new?' });
+    expect(session.delivered.map((result) => result.text)).toEqual([
+      'gated work done',
+      'gated work done',
+    ]);
+    assertToolUsesAnswered(transcript);
+  });
+
+  it('agent_cancel aborts the child request; the cancelled result is delivered like any other', async () => {
+    const { rig, session } = await open();
+    const requested = nextEvent(
+      rig.model,
+      'request',
+      (event: { turn: number }) => event.turn === 0,
+    );
+    await session.send(
+      scripted([
+        { calls: [asyncAgent('slow', [{ delayMs: 60_000, reply: 'never' }])] },
+        { text: 'started' },
+      ]),
+    );
+    await requested;
+    const [live] = session.list();
+    const closed = nextEvent(rig.model, 'client-closed');
+    const cancelTool = spawnTools(session).find((tool) => tool.name === 'agent_cancel')!;
+    expect(
+      await cancelTool.run(
+        { id: live!.id },
+        { signal: new AbortController().signal, agentId: 'root', depth: 0 },
+      ),
+    ).toEqual({
+      id: live!.id,
+      wasLive: true,
+    });
+    await closed;
+    await session.waitIdle();
+    expect(session.pending).toMatchObject([{ id: live!.id, outcome: 'cancelled', reason: 'user' }]);
+    expect(session.cancel('ag_aaaaaaaaaaaa')).toEqual({ id: 'ag_aaaaaaaaaaaa', wasLive: false });
+  });
+
+  it('the reaper cancels an async agent at its ceiling with reason ceiling', async () => {
+    const { session } = await open({ ceilingMs: 150 });
+    await session.send(
+      scripted([
+        { calls: [asyncAgent('forever', [{ delayMs: 60_000, reply: 'x' }])] },
+        { text: 'ok' },
+      ]),
+    );
+    await session.waitIdle();
+    expect(session.pending).toMatchObject([
+      { title: 'forever', outcome: 'cancelled', reason: 'ceiling' },
+    ]);
+  });
+
+  it('clear cancels live agents, empties transcript and inbox, and never delivers a stale result', async () => {
+    const { session } = await open();
+    const events: SessionEvent[] = [];
+    const consume = (async () => {
+      for await (const event of session.events()) events.push(event);
+    })();
+    const quick = Array.from({ length: 10 }, (_, index) =>
+      asyncAgent(`quick${index}`, [{ reply: `r${index}` }]),
+    );
+    const slow = Array.from({ length: 5 }, (_, index) =>
+      asyncAgent(`slow${index}`, [{ delayMs: 60_000, reply: 'x' }]),
+    );
+    await session.send(scripted([{ calls: [...quick, ...slow] }, { text: 'spawned' }]));
+    // Clear while results are settling: some quick ones may be in the inbox, the rest not yet.
+    const spawnedIds = session.list().map((agent) => agent.id);
+    session.clear();
+    expect(session.generation).toBe(1);
+    expect(session.transcript).toEqual([]);
+    expect(session.pending).toEqual([]);
+    await session.waitIdle();
+    const after = await session.send(scripted([{ text: 'fresh start' }]));
+    expect(after).toMatchObject({ outcome: 'ready', generation: 1 });
+    expect(session.delivered).toEqual([]);
+    expect(resultHeaders(session.transcript)).toEqual([]);
+    await session.close();
+    await consume;
+    const stale = events
+      .filter((event) => event.type === 'agent-stale')
+      .map((event) => event.agentId);
+    for (const id of spawnedIds) expect(stale).toContain(id);
+    const settleCounts = new Map<string, number>();
+    for (const event of events)
+      if (event.type === 'agent-settle')
+        settleCounts.set(event.agentId, (settleCounts.get(event.agentId) ?? 0) + 1);
+    expect([...settleCounts.values()].every((count) => count === 1)).toBe(true);
+  });
+
+  it('with autoWake, a settle while idle starts a turn by itself', async () => {
+    const { session } = await open({ autoWake: true });
+    const turns: number[] = [];
+    const consume = (async () => {
+      for await (const event of session.events())
+        if (event.type === 'turn-start') turns.push(event.delivered);
+    })();
+    await session.send(
+      scripted([
+        { calls: [asyncAgent('a', [{ reply: 'hello from a' }])] },
+        { text: 'started' },
+        { text: 'woken' },
+      ]),
+    );
+    await session.waitIdle();
+    expect(session.delivered.map((result: AgentResult) => result.text)).toEqual(['hello from a']);
+    expect(turns.reduce((sum, delivered) => sum + delivered, 0)).toBe(1);
+    expect(session.transcript.at(-1)).toEqual({
+      role: 'assistant',
+      content: [{ type: 'text', text: 'woken' }],
+    });
+    await session.close();
+    await consume;
+  });
+});
+
+describe('sync agents, the root tool set, host tools and depth', () => {
+  it('sync children of one batch overlap and their replies come back as tool results', async () => {
+    const { session } = await open();
+    arrivals = 0;
+    bothArrived = latch();
+    const child = (title: string) => ({
+      name: 'agent',
+      input: {
+        title,
+        prompt: scripted([
+          { calls: [{ name: 'barrier', input: {} }] },
+          { reply: `${title} passed the barrier` },
+        ]),
+      },
+    });
+    const result = await session.send(
+      scripted([{ calls: [child('left'), child('right')] }, { text: 'both joined' }]),
+    );
+    expect(result.text).toBe('both joined');
+    const answers = blocks(session.transcript[2]!).map((block) =>
+      block.type === 'tool_result' ? block.content : '',
+    );
+    expect(answers).toEqual(['left passed the barrier', 'right passed the barrier']);
+  });
+
+  it('reply is not advertised to the root, and refused with is_error when called', async () => {
+    const { rig, session } = await open();
+    const seen = nextEvent<{ tools?: string[] }>(rig.model, 'request');
+    const result = await session.send(
+      scripted([{ reply: 'not allowed' }, { text: 'answered directly' }]),
+    );
+    expect((await seen).tools).not.toContain('reply');
+    expect(result.text).toBe('answered directly');
+    const refusal = blocks(session.transcript[2]!)[0]!;
+    expect(refusal).toMatchObject({ type: 'tool_result', is_error: true });
+    expect(refusal.type === 'tool_result' && String(refusal.content)).toMatch(
+      /only for sub-agents/,
+    );
+  });
+
+  it('a child in a worker calls a host tool that runs on the main thread', async () => {
+    const { rig } = await open();
+    const result = await rig.engine.run({
+      prompt: scripted([
+        { calls: [{ name: 'host_echo', input: { value: 'ping' } }] },
+        { reply: 'done' },
+      ]),
+    });
+    expect(result.outcome).toBe('complete');
+    const answer = blocks(readTranscript(result.logDir)[2]!)[0]!;
+    expect(answer.type === 'tool_result' && JSON.parse(String(answer.content))).toEqual({
+      fromMainThread: true,
+      value: 'ping',
+    });
+  });
+
+  it('at maxDepth 2 a child spawns a sync and an async grandchild through the main thread', async () => {
+    const { rig, session } = await open({ maxDepth: 2 });
+    const grandchildSync = {
+      name: 'agent',
+      input: { title: 'gc-sync', prompt: scripted([{ reply: 'from the sync grandchild' }]) },
+    };
+    const grandchildAsync = {
+      name: 'agent',
+      input: {
+        title: 'gc-async',
+        mode: 'async',
+        prompt: scripted([{ reply: 'from the async grandchild' }]),
+      },
+    };
+    const childPrompt = scripted([
+      { calls: [grandchildSync, grandchildAsync] },
+      { text: 'waiting for my async grandchild' },
+      { reply: 'child done' },
+    ]);
+    const result = await session.send(
+      scripted([
+        { calls: [{ name: 'agent', input: { title: 'child', prompt: childPrompt } }] },
+        { text: 'root done' },
+      ]),
+    );
+    expect(result.text).toBe('root done');
+    const childAnswer = blocks(session.transcript[2]!)[0]!;
+    expect(childAnswer.type === 'tool_result' && childAnswer.content).toBe('child done');
+    const childDir = readdirChild(rig.logDir, 'child');
+    const childTranscript = readTranscript(childDir);
+    assertToolUsesAnswered(childTranscript);
+    const firstAnswers = blocks(childTranscript[2]!);
+    expect(firstAnswers[0]).toMatchObject({
+      type: 'tool_result',
+      content: 'from the sync grandchild',
+    });
+    // The async grandchild's result reached the child through its own inbox.
+    const delivered = resultHeaders(childTranscript);
+    expect(delivered).toHaveLength(1);
+    expect(JSON.stringify(childTranscript)).toContain('from the async grandchild');
+  });
+
+  it('at maxDepth 1 a child is not given the spawn family', async () => {
+    const { rig } = await open();
+    const seen = nextEvent<{ tools?: string[] }>(
+      rig.model,
+      'request',
+      (event) => event.tools?.includes('reply') === true,
+    );
+    await rig.engine.run({ prompt: scripted([{ reply: 'x' }]) });
+    const tools = (await seen).tools!;
+    expect(tools).not.toContain('agent');
+    expect(tools).toContain('host_echo');
+  });
+});
+
+function readdirChild(logDir: string, title: string): string {
+  for (const id of readdirSync(logDir)) {
+    const meta = path.join(logDir, id, 'meta.json');
+    if (existsSync(meta) && JSON.parse(readFileSync(meta, 'utf8')).title === title)
+      return path.join(logDir, id);
+  }
+  throw new Error(`no log folder for ${title}`);
+}
