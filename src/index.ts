@@ -1,0 +1,28 @@
+/**
+ * cohort: run LLM sub-agents in parallel on Node worker threads.
+ * The scripted model for offline tests is in `cohort/testing`.
+ */
+export {
+  type AgentOptions,
+  DEFAULT_CEILING_MS,
+  Engine,
+  type EngineOptions,
+} from './main/engine.js';
+export type { ChildHandle, ChildStatus } from './main/pool.js';
+export {
+  DEFAULT_ROOT_SYSTEM,
+  ROOT_ID,
+  Session,
+  type SessionEvent,
+  type SessionOptions,
+  type TurnResult,
+} from './main/session.js';
+export { parseDuration } from './shared/duration.js';
+export { CohortError, SystemError, UsageError } from './shared/errors.js';
+export type { AgentEvent, AgentMode } from './shared/events.js';
+export type { ProviderConfig } from './shared/provider/config.js';
+export { clip, DEFAULT_REPLY_CAP, renderValue } from './shared/render.js';
+export type { AgentOutcome, AgentResult, AgentUsage, CancelReason } from './shared/result.js';
+export { outcomeTag } from './shared/result.js';
+export type { AgentInfo, AgentReceipt, AgentToolInput } from './shared/tools/spawn-tools.js';
+export type { InputSchema, ToolContext, ToolDefinition } from './shared/tools/types.js';
