@@ -1,0 +1,196 @@
+import type { IncomingHttpHeaders } from 'node:http';
+import { describeValue } from './describe-value.js';
+import { fnv1a, seededRandom } from './hash.js';
+
+/** Options of `startScriptedModel`. Every one can also be set by a `cohort mock` flag. */
+export interface ScriptedModelOptions {
+  /** Interface to listen on. Default `127.0.0.1`. */
+  host?: string;
+  /** Port; 0 (the default) picks a free one. */
+  port?: number;
+  /** Time to first token in ms: the first content delta waits this long. Default 0. */
+  ttftMs?: number;
+  /** Output pacing in tokens (≈ 4 characters) per second; 0, the default, is unpaced. */
+  tokensPerSecond?: number;
+  /** 0..1: each request scales ttft and pacing by a random factor in [1 - j, 1 + j]. Default 0. */
+  jitter?: number;
+  /** Requests per minute of a token bucket (one second's worth of burst); 0, the default, is unlimited. */
+  rpm?: number;
+  /** 0..1: chance that a request is answered 529 overloaded_error. Default 0. */
+  overloadProbability?: number;
+  /** Characters per text or input_json delta. Default 8. */
+  chunkChars?: number;
+  /** Seed of every random choice (jitter, overload). Default 1. */
+  seed?: number;
+}
+
+/** Options with every default filled in. */
+export type ResolvedOptions = Required<ScriptedModelOptions>;
+
+/** A user mistake in options, flags or headers; the message says what was expected and what arrived. */
+export class ScriptedModelOptionError extends Error {
+  readonly code = 'SCRIPTED_MODEL_BAD_OPTION';
+  override readonly name = 'ScriptedModelOptionError';
+}
+
+type Rule = 'non-negative' | 'fraction' | 'positive-integer' | 'port' | 'integer';
+
+const RULE_TEXT: Record<Rule, string> = {
+  'non-negative': 'a non-negative number',
+  fraction: 'a number from 0 to 1',
+  'positive-integer': 'an integer from 1 and up',
+  port: 'an integer from 0 to 65535',
+  integer: 'an integer',
+};
+
+function satisfies(value: number, rule: Rule): boolean {
+  if (!Number.isFinite(value)) return false;
+  switch (rule) {
+    case 'non-negative':
+      return value >= 0;
+    case 'fraction':
+      return value >= 0 && value <= 1;
+    case 'positive-integer':
+      return Number.isInteger(value) && value >= 1;
+    case 'port':
+      return Number.isInteger(value) && value >= 0 && value <= 65535;
+    case 'integer':
+      return Number.isInteger(value);
+  }
+}
+
+/** Checks a number against a rule; `label` names it in the message (`ttftMs`, `--tps`, a header). */
+export function checkNumber(label: string, value: unknown, rule: Rule): number {
+  if (typeof value !== 'number' || !satisfies(value, rule)) {
+    throw new ScriptedModelOptionError(
+      `Expected ${label} to be ${RULE_TEXT[rule]}, got ${describeValue(value)}`,
+    );
+  }
+  return value;
+}
+
+/** Parses text (a flag or header value) as a number under a rule. */
+export function parseNumber(label: string, text: string, rule: Rule): number {
+  const trimmed = text.trim();
+  const value = trimmed === '' ? Number.NaN : Number(trimmed);
+  if (!satisfies(value, rule)) {
+    throw new ScriptedModelOptionError(
+      `Expected ${label} to be ${RULE_TEXT[rule]}, got \`${text}\``,
+    );
+  }
+  return value;
+}
+
+/** Fills in defaults and checks every option; throws ScriptedModelOptionError. */
+export function resolveOptions(options: ScriptedModelOptions = {}): ResolvedOptions {
+  const host = options.host ?? '127.0.0.1';
+  if (typeof host !== 'string' || host === '') {
+    throw new ScriptedModelOptionError(
+      `Expected \`host\` to be a non-empty string, got ${describeValue(host)}`,
+    );
+  }
+  return {
+    host,
+    port: checkNumber('`port`', options.port ?? 0, 'port'),
+    ttftMs: checkNumber('`ttftMs`', options.ttftMs ?? 0, 'non-negative'),
+    tokensPerSecond: checkNumber('`tokensPerSecond`', options.tokensPerSecond ?? 0, 'non-negative'),
+    jitter: checkNumber('`jitter`', options.jitter ?? 0, 'fraction'),
+    rpm: checkNumber('`rpm`', options.rpm ?? 0, 'non-negative'),
+    overloadProbability: checkNumber(
+      '`overloadProbability`',
+      options.overloadProbability ?? 0,
+      'fraction',
+    ),
+    chunkChars: checkNumber('`chunkChars`', options.chunkChars ?? 8, 'positive-integer'),
+    seed: checkNumber('`seed`', options.seed ?? 1, 'integer'),
+  };
+}
+
+/** The load settings of one request: server options, then per-request header overrides. */
+export interface RequestLoad {
+  attempt: number;
+  ttftMs: number;
+  tokensPerSecond: number;
+  jitter: number;
+  overloadProbability: number;
+}
+
+function header(headers: IncomingHttpHeaders, name: string): string | undefined {
+  const value = headers[name];
+  return Array.isArray(value) ? value[0] : value;
+}
+
+/** Reads `x-cohort-*` headers over the server options; throws ScriptedModelOptionError. */
+export function requestLoad(headers: IncomingHttpHeaders, options: ResolvedOptions): RequestLoad {
+  const read = (name: string, rule: Rule, fallback: number): number => {
+    const text = header(headers, name);
+    return text === undefined ? fallback : parseNumber(`header \`${name}\``, text, rule);
+  };
+  const attempt = read('x-cohort-attempt', 'integer', 0);
+  if (attempt < 0) {
+    throw new ScriptedModelOptionError(
+      `Expected header \`x-cohort-attempt\` to be a non-negative integer, got \`${attempt}\``,
+    );
+  }
+  return {
+    attempt,
+    ttftMs: read('x-cohort-ttft-ms', 'non-negative', options.ttftMs),
+    tokensPerSecond: read('x-cohort-tps', 'non-negative', options.tokensPerSecond),
+    jitter: read('x-cohort-jitter', 'fraction', options.jitter),
+    overloadProbability: read('x-cohort-overload', 'fraction', options.overloadProbability),
+  };
+}
+
+/** What the load model decided for one request. */
+export interface RequestFate {
+  overloaded: boolean;
+  ttftMs: number;
+  /** Output characters per millisecond; 0 is unpaced. */
+  charsPerMs: number;
+}
+
+/**
+ * Rolls jitter and overload for one request. The random stream is seeded from the server
+ * seed, the request body and the attempt, so a request gets the same fate in every run,
+ * whatever order concurrent requests arrive in.
+ */
+export function decideFate(load: RequestLoad, seed: number, body: string): RequestFate {
+  const needsRandom = load.jitter > 0 || load.overloadProbability > 0;
+  const random = needsRandom
+    ? seededRandom(fnv1a(`${seed}\u0000${load.attempt}\u0000${body}`))
+    : () => 0.5;
+  const overloaded = load.overloadProbability > 0 && random() < load.overloadProbability;
+  const scale = (): number => 1 + load.jitter * (2 * random() - 1);
+  const ttftMs = load.ttftMs * scale();
+  const tokensPerSecond = load.tokensPerSecond * scale();
+  return { overloaded, ttftMs, charsPerMs: (tokensPerSecond * 4) / 1000 };
+}
+
+/**
+ * A token bucket of `rpm` requests per minute that holds one second's worth of requests
+ * (at least one), so that a short run feels the limit as a real API's would.
+ */
+export class TokenBucket {
+  readonly #capacity: number;
+  readonly #perMs: number;
+  #tokens: number;
+  #updatedAt: number;
+
+  constructor(rpm: number, now: number) {
+    this.#capacity = Math.max(1, Math.ceil(rpm / 60));
+    this.#perMs = rpm / 60_000;
+    this.#tokens = this.#capacity;
+    this.#updatedAt = now;
+  }
+
+  /** Takes one token; when the bucket is empty, says how long until the next one. */
+  take(now: number): { ok: true } | { ok: false; waitMs: number } {
+    this.#tokens = Math.min(this.#capacity, this.#tokens + (now - this.#updatedAt) * this.#perMs);
+    this.#updatedAt = now;
+    if (this.#tokens >= 1) {
+      this.#tokens -= 1;
+      return { ok: true };
+    }
+    return { ok: false, waitMs: Math.ceil((1 - this.#tokens) / this.#perMs) };
+  }
+}

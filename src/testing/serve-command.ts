@@ -1,0 +1,111 @@
+import { parseArgs } from 'node:util';
+import { parseNumber, ScriptedModelOptionError, type ScriptedModelOptions } from './load-model.js';
+import { startScriptedModel } from './server.js';
+
+/** Where `mockCommand` writes, and what stops it; tests pass their own. */
+export interface MockCommandIo {
+  stdout?: NodeJS.WritableStream;
+  stderr?: NodeJS.WritableStream;
+  /** Stops the server like SIGINT would. */
+  signal?: AbortSignal;
+}
+
+const USAGE = `Usage: cohort mock [options]
+Runs the scripted model: an Anthropic Messages API server for offline use.
+  --host H           interface to listen on (default 127.0.0.1)
+  --port P           port; 0 picks a free one (default 0)
+  --ttft-ms MS       time to first token (default 0)
+  --tps N            output tokens per second; 0 is unpaced (default 0)
+  --jitter J         0..1 random variation of ttft and tps (default 0)
+  --rpm N            requests per minute before 429; 0 is unlimited (default 0)
+  --overload P       0..1 probability of 529 overloaded (default 0)
+  --chunk-chars N    characters per delta (default 8)
+  --seed N           seed of the random choices (default 1)
+`;
+
+const FLAGS = {
+  host: { type: 'string' },
+  port: { type: 'string' },
+  'ttft-ms': { type: 'string' },
+  tps: { type: 'string' },
+  jitter: { type: 'string' },
+  rpm: { type: 'string' },
+  overload: { type: 'string' },
+  'chunk-chars': { type: 'string' },
+  seed: { type: 'string' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+
+/** Parses `cohort mock` flags into server options; throws ScriptedModelOptionError. */
+export function parseMockFlags(argv: string[]): ScriptedModelOptions | 'help' {
+  let values: Record<string, string | boolean | undefined>;
+  try {
+    ({ values } = parseArgs({ args: argv, options: FLAGS, strict: true, allowPositionals: false }));
+  } catch (error) {
+    throw new ScriptedModelOptionError(error instanceof Error ? error.message : String(error));
+  }
+  if (values.help === true) return 'help';
+  const options: ScriptedModelOptions = {};
+  const number = (flag: string, rule: Parameters<typeof parseNumber>[2]): number | undefined => {
+    const text = values[flag];
+    return typeof text === 'string' ? parseNumber(`--${flag}`, text, rule) : undefined;
+  };
+  if (typeof values.host === 'string') {
+    if (values.host === '')
+      throw new ScriptedModelOptionError('Expected --host to be a non-empty string, got ``');
+    options.host = values.host;
+  }
+  const assign = <K extends keyof ScriptedModelOptions>(
+    key: K,
+    value: number | undefined,
+  ): void => {
+    if (value !== undefined) (options as Record<K, number>)[key] = value;
+  };
+  assign('port', number('port', 'port'));
+  assign('ttftMs', number('ttft-ms', 'non-negative'));
+  assign('tokensPerSecond', number('tps', 'non-negative'));
+  assign('jitter', number('jitter', 'fraction'));
+  assign('rpm', number('rpm', 'non-negative'));
+  assign('overloadProbability', number('overload', 'fraction'));
+  assign('chunkChars', number('chunk-chars', 'positive-integer'));
+  assign('seed', number('seed', 'integer'));
+  return options;
+}
+
+/**
+ * `cohort mock`: starts the scripted model, prints one line
+ * `cohort scripted model listening on URL`, and serves until SIGINT, SIGTERM or
+ * `io.signal`. Resolves to the exit code: 0, or 2 for a bad flag.
+ */
+export async function mockCommand(argv: string[], io: MockCommandIo = {}): Promise<number> {
+  const stdout = io.stdout ?? process.stdout;
+  const stderr = io.stderr ?? process.stderr;
+  let options: ScriptedModelOptions | 'help';
+  try {
+    options = parseMockFlags(argv);
+  } catch (error) {
+    if (!(error instanceof ScriptedModelOptionError)) throw error;
+    stderr.write(`cohort mock: ${error.message}\n\n${USAGE}`);
+    return 2;
+  }
+  if (options === 'help') {
+    stdout.write(USAGE);
+    return 0;
+  }
+  const model = await startScriptedModel(options);
+  stdout.write(`cohort scripted model listening on ${model.url}\n`);
+  await new Promise<void>((resolve) => {
+    const stop = (): void => {
+      process.off('SIGINT', stop);
+      process.off('SIGTERM', stop);
+      io.signal?.removeEventListener('abort', stop);
+      resolve();
+    };
+    process.once('SIGINT', stop);
+    process.once('SIGTERM', stop);
+    if (io.signal?.aborted === true) stop();
+    else io.signal?.addEventListener('abort', stop, { once: true });
+  });
+  await model.close();
+  return 0;
+}
