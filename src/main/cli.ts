@@ -9,6 +9,8 @@ Commands:
   cohort demo                         the main job, offline on the scripted model
   cohort agent PROMPT [options]       run one child agent; print its AgentResult
   cohort run PROMPT [options]         run a root session with the agent tools until idle
+  cohort batch TASKS.jsonl --out RESULTS.jsonl [--concurrency N]
+                                      one child per task line; resumable
   cohort mock [--port P] [load flags] run the scripted model server on its own
 
 Common options: --provider anthropic|mock, --model, --base-url, --threads,
@@ -23,6 +25,7 @@ const COMMANDS: Record<string, () => Promise<Command>> = {
   mock: async () => (await import('../testing/serve-command.js')).mockCommand,
   demo: async () => (await import('./commands/demo.js')).demoCommand,
   run: async () => (await import('./commands/run.js')).runCommand,
+  batch: async () => (await import('./commands/batch.js')).batchCommand,
 };
 
 async function main(argv: string[]): Promise<number> {

@@ -1,0 +1,133 @@
+import { describeValue } from '../shared/errors.js';
+
+/** One line of a tasks file. */
+export interface BatchTask {
+  id: string;
+  prompt: string;
+  title?: string;
+  system?: string;
+  tools?: string[];
+  maxSteps?: number;
+  model?: string;
+}
+
+export interface TaskLineError {
+  /** 1-based line number. */
+  line: number;
+  message: string;
+}
+
+export interface ParsedTasks {
+  tasks: BatchTask[];
+  errors: TaskLineError[];
+}
+
+const FIELDS = new Set(['id', 'prompt', 'title', 'system', 'tools', 'maxSteps', 'model']);
+
+/**
+ * Parses a tasks file: one JSON object per line; blank lines are skipped. Never throws: every bad
+ * line (invalid JSON, missing or duplicate id, a field of the wrong type, an unknown field) is
+ * reported with its line number and what was wrong, and the good lines are kept.
+ */
+export function parseTasks(text: string): ParsedTasks {
+  const tasks: BatchTask[] = [];
+  const errors: TaskLineError[] = [];
+  const seen = new Map<string, number>();
+  const lines = text.split('\n');
+  lines.forEach((raw, index) => {
+    const line = index + 1;
+    const trimmed = raw.trim();
+    if (trimmed === '') return;
+    const checked = checkTaskLine(trimmed);
+    if (!checked.ok) {
+      errors.push({ line, message: checked.message });
+      return;
+    }
+    const first = seen.get(checked.task.id);
+    if (first !== undefined) {
+      errors.push({
+        line,
+        message: `duplicate id \`${checked.task.id}\` (first on line ${first})`,
+      });
+      return;
+    }
+    seen.set(checked.task.id, line);
+    tasks.push(checked.task);
+  });
+  return { tasks, errors };
+}
+
+export function checkTaskLine(
+  text: string,
+): { ok: true; task: BatchTask } | { ok: false; message: string } {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (error) {
+    return {
+      ok: false,
+      message: `invalid JSON: ${error instanceof Error ? error.message : String(error)}`,
+    };
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    return { ok: false, message: `expected a JSON object, got ${describeValue(value, 60)}` };
+  }
+  const record = value as Record<string, unknown>;
+  const problems: string[] = [];
+  const unknown = Object.keys(record).filter((key) => !FIELDS.has(key));
+  if (unknown.length > 0) {
+    problems.push(
+      `unknown field(s) ${unknown.map((key) => `\`${key}\``).join(', ')}; expected only ${[...FIELDS].join(', ')}`,
+    );
+  }
+  let id: string | undefined;
+  if (record.id === undefined) problems.push('missing `id`');
+  else if (typeof record.id === 'string' && record.id.trim() !== '') id = record.id;
+  else if (typeof record.id === 'number' && Number.isSafeInteger(record.id)) id = String(record.id);
+  else
+    problems.push(
+      `expected \`id\` to be a non-empty string or an integer, got ${describeValue(record.id, 60)}`,
+    );
+  if (record.prompt === undefined) problems.push('missing `prompt`');
+  else if (typeof record.prompt !== 'string' || record.prompt.trim() === '') {
+    problems.push(
+      `expected \`prompt\` to be a non-empty string, got ${describeValue(record.prompt, 60)}`,
+    );
+  }
+  for (const key of ['title', 'system', 'model'] as const) {
+    if (record[key] !== undefined && typeof record[key] !== 'string') {
+      problems.push(`expected \`${key}\` to be a string, got ${describeValue(record[key], 60)}`);
+    }
+  }
+  if (
+    record.tools !== undefined &&
+    (!Array.isArray(record.tools) || record.tools.some((tool) => typeof tool !== 'string'))
+  ) {
+    problems.push(
+      `expected \`tools\` to be an array of strings, got ${describeValue(record.tools, 60)}`,
+    );
+  }
+  if (
+    record.maxSteps !== undefined &&
+    (typeof record.maxSteps !== 'number' ||
+      !Number.isInteger(record.maxSteps) ||
+      record.maxSteps < 1)
+  ) {
+    problems.push(
+      `expected \`maxSteps\` to be a whole number from 1 and up, got ${describeValue(record.maxSteps, 60)}`,
+    );
+  }
+  if (problems.length > 0 || id === undefined) return { ok: false, message: problems.join('; ') };
+  return {
+    ok: true,
+    task: {
+      id,
+      prompt: record.prompt as string,
+      ...(record.title === undefined ? {} : { title: record.title as string }),
+      ...(record.system === undefined ? {} : { system: record.system as string }),
+      ...(record.tools === undefined ? {} : { tools: record.tools as string[] }),
+      ...(record.maxSteps === undefined ? {} : { maxSteps: record.maxSteps as number }),
+      ...(record.model === undefined ? {} : { model: record.model as string }),
+    },
+  };
+}

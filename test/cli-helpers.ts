@@ -1,0 +1,57 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+export const CLI = fileURLToPath(new URL('../dist/src/main/cli.js', import.meta.url));
+
+export interface CliRun {
+  child: ChildProcess;
+  stdout: () => string;
+  stderr: () => string;
+  /** Resolves with the first stderr/stdout text matching `pattern` seen so far or later. */
+  waitFor(pattern: RegExp, stream?: 'stdout' | 'stderr'): Promise<void>;
+  exit: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+}
+
+/** Runs the built CLI as a real child process, with a clean provider environment. */
+export function runCli(args: string[], env: NodeJS.ProcessEnv = {}): CliRun {
+  const cleanEnv = { ...process.env };
+  delete cleanEnv.ANTHROPIC_API_KEY;
+  delete cleanEnv.ANTHROPIC_BASE_URL;
+  const child = spawn(process.execPath, [CLI, ...args], {
+    env: { ...cleanEnv, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  let err = '';
+  const waiters: { pattern: RegExp; stream: 'stdout' | 'stderr'; resolve: () => void }[] = [];
+  const check = () => {
+    for (const waiter of [...waiters]) {
+      if (waiter.pattern.test(waiter.stream === 'stdout' ? out : err)) {
+        waiters.splice(waiters.indexOf(waiter), 1);
+        waiter.resolve();
+      }
+    }
+  };
+  child.stdout!.on('data', (chunk: Buffer) => {
+    out += chunk.toString();
+    check();
+  });
+  child.stderr!.on('data', (chunk: Buffer) => {
+    err += chunk.toString();
+    check();
+  });
+  const exit = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.on('close', (code, signal) => resolve({ code, signal })),
+  );
+  return {
+    child,
+    stdout: () => out,
+    stderr: () => err,
+    waitFor: (pattern, stream = 'stderr') =>
+      new Promise<void>((resolve) => {
+        waiters.push({ pattern, stream, resolve });
+        check();
+      }),
+    exit,
+  };
+}
