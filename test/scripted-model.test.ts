@@ -284,11 +284,18 @@ describe('load model', () => {
       { model: 's', max_tokens: 5, messages },
       { headers: { 'x-cohort-attempt': '2' } },
     );
-    await client.messages.stream({ model: 's', max_tokens: 5, messages }).finalMessage();
+    await client.messages
+      .stream({
+        model: 's',
+        max_tokens: 5,
+        messages,
+        tools: [{ name: 'x', input_schema: { type: 'object' } }],
+      })
+      .finalMessage();
     model.off('request', listener);
     expect(seen).toEqual([
-      { turn: 1, attempt: 2, stream: false },
-      { turn: 1, attempt: 0, stream: true },
+      { turn: 1, attempt: 2, stream: false, tools: [] },
+      { turn: 1, attempt: 0, stream: true, tools: ['x'] },
     ]);
     const after = model.stats;
     expect(after.requests - before.requests).toBe(2);

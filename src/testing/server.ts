@@ -37,6 +37,8 @@ export interface ScriptedRequestEvent {
   turn: number;
   attempt: number;
   stream: boolean;
+  /** Names of the advertised tools, in request order: tells a root from a child. */
+  tools: string[];
 }
 
 /** Payload of the `client-closed` event. */
@@ -237,6 +239,7 @@ class ScriptedModelServer extends EventEmitter implements ScriptedModel {
       turn,
       attempt,
       stream: messagesRequest.stream,
+      tools: messagesRequest.tools.map((tool) => tool.name),
     } satisfies ScriptedRequestEvent);
     this.#watchClose(exchange, { turn, attempt });
     const fate = decideFate(load, this.#options.seed, body);
