@@ -161,10 +161,11 @@ describe('a session with async agents', () => {
 
   it('agent_cancel aborts the child request; the cancelled result is delivered like any other', async () => {
     const { rig, session } = await open();
-    const requested = nextEvent(
+    // The child's own request (only children are offered `reply`) is in flight.
+    const requested = nextEvent<{ tools?: string[] }>(
       rig.model,
       'request',
-      (event: { turn: number }) => event.turn === 0,
+      (event) => event.tools?.includes('reply') === true,
     );
     await session.send(
       scripted([
