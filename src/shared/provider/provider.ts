@@ -43,6 +43,8 @@ export class Provider {
       ...(config.baseURL === undefined ? {} : { baseURL: config.baseURL }),
       maxRetries: 0,
       timeout: config.requestTimeoutMs,
+      // The SDK would print a malformed stream chunk to the console; failures are values here.
+      logLevel: 'off',
       ...(config.headers === undefined ? {} : { defaultHeaders: config.headers }),
     });
   }
@@ -116,6 +118,8 @@ export class Provider {
         const delta = assembler.push(event);
         if (delta && options.onTextDelta) options.onTextDelta(delta);
       }
+      // The SDK ends an aborted stream quietly instead of throwing: say why it ended.
+      if (controller.signal.aborted) throw controller.signal.reason;
       return assembler.finish();
     } catch (error) {
       if (options.signal.aborted) {
@@ -162,7 +166,8 @@ export function classify(error: unknown): { error: ProviderError; headers?: Head
     if (status === 529) return { error: { code: 'overloaded', ...base }, headers };
     if (status === undefined) {
       // An `error` event inside an SSE stream has no status; its type says what it was.
-      const type = error.type;
+      const body = error.error as { error?: { type?: unknown } } | undefined;
+      const type = error.type ?? body?.error?.type;
       if (type === 'overloaded_error') return { error: { code: 'overloaded', ...base } };
       if (type === 'rate_limit_error') return { error: { code: 'rate_limited', ...base } };
       return { error: { code: 'server_error', ...base } };
@@ -170,8 +175,18 @@ export function classify(error: unknown): { error: ProviderError; headers?: Head
     if (status >= 500) return { error: { code: 'server_error', ...base }, headers };
     return { error: { code: 'bad_request', ...base }, headers };
   }
-  // A stream that ended early or carried unparsable data: the server's fault, worth a retry.
-  if (error instanceof Error && /premature|terminated|ECONNRESET|socket/i.test(message)) {
+  // Unparsable data in the stream (or a non-streaming body): the server's fault, worth a retry.
+  if (
+    error instanceof SyntaxError ||
+    (error instanceof Error && error.cause instanceof SyntaxError)
+  ) {
+    return { error: { code: 'bad_response', message } };
+  }
+  // A stream that ended early: a connection fault, worth a retry.
+  if (
+    error instanceof Error &&
+    /premature|\bterminated\b|ECONNRESET|socket|other side closed/i.test(message)
+  ) {
     return { error: { code: 'connection', message } };
   }
   return { error: { code: 'bad_response', message } };
