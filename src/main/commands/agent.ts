@@ -31,8 +31,9 @@ export async function agentCommand(argv: string[]): Promise<number> {
   const maxSteps = intFlag(values, 'max-steps', 1);
   const system = stringFlag(values, 'system');
   const title = stringFlag(values, 'title');
+  const engineOptions = engineOptionsFrom(values, {});
   const provider = await selectProvider(values);
-  const engine = await Engine.start(engineOptionsFrom(values, provider.config));
+  const engine = await Engine.start({ ...engineOptions, provider: provider.config });
   try {
     const controller = new AbortController();
     const onSigint = () => controller.abort('user');

@@ -59,8 +59,9 @@ export async function batchCommand(argv: string[]): Promise<number> {
   const todo = tasks.filter((task) => !resume.done.has(task.id));
   const skipped = tasks.length - todo.length;
   const quiet = values.quiet === true;
+  const engineOptions = engineOptionsFrom(values, {});
   const provider = await selectProvider(values);
-  const engine = await Engine.start(engineOptionsFrom(values, provider.config));
+  const engine = await Engine.start({ ...engineOptions, provider: provider.config });
   if (!quiet) {
     log(
       `cohort batch: ${tasks.length} task(s)${skipped ? `, ${skipped} already in ${out}` : ''}, ${todo.length} to run, concurrency ${concurrency}`,

@@ -62,13 +62,15 @@ export interface RunSessionOptions {
 
 /** Runs a session to idle with the live view or JSONL, and handles Ctrl-C. Shared with `demo`. */
 export async function runSession(options: RunSessionOptions): Promise<number> {
+  // Options are checked before anything starts, so a bad one leaves nothing running.
+  const engineOptions = engineOptionsFrom(options.values, {});
   const provider = await selectProvider(
     options.values,
     options.mockLoad ? { mockLoad: options.mockLoad } : {},
   );
-  const engineOptions = engineOptionsFrom(options.values, provider.config);
   const engine = await Engine.start({
     ...engineOptions,
+    provider: provider.config,
     ...(options.workspace === undefined ? {} : { workspace: options.workspace }),
   });
   const session = new Session(engine, {
@@ -98,10 +100,12 @@ export async function runSession(options: RunSessionOptions): Promise<number> {
   const onSigint = () => {
     interrupts++;
     if (interrupts === 1) {
+      const cancelled = session.cancelTurn('user');
       process.stderr.write(
-        'cohort: cancelling the foreground turn (Ctrl-C again cancels everything)\n',
+        cancelled
+          ? 'cohort: cancelled the foreground turn; async agents go on (Ctrl-C again cancels everything)\n'
+          : 'cohort: no foreground turn; async agents go on (Ctrl-C again cancels everything)\n',
       );
-      session.cancelTurn('user');
     } else {
       process.stderr.write('cohort: cancelling every agent\n');
       void session.close();

@@ -24,7 +24,7 @@ export interface ProviderConfig {
 }
 
 export const DEFAULT_PROVIDER_CONFIG: ProviderConfig = {
-  model: 'claude-sonnet-4-5',
+  model: 'claude-sonnet-5',
   maxTokens: 4096,
   requestTimeoutMs: 120_000,
   idleTimeoutMs: 60_000,
