@@ -8,6 +8,7 @@ export {
   Engine,
   type EngineOptions,
 } from './main/engine.js';
+export { type MapOptions, mapAgents } from './main/map-agents.js';
 export type { ChildHandle, ChildStatus } from './main/pool.js';
 export {
   DEFAULT_ROOT_SYSTEM,
