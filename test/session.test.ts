@@ -26,6 +26,8 @@ function latch(): { open(): void; opened: Promise<void> } {
 
 const gate = latch();
 let arrivals = 0;
+const hostCallStarted = latch();
+const hostWorkAborted = latch();
 let bothArrived = latch();
 
 const hostTools: AnyTool[] = [
@@ -48,6 +50,23 @@ const hostTools: AnyTool[] = [
       await bothArrived.opened;
       return `arrived ${arrivals}`;
     },
+  },
+  {
+    name: 'host_hang',
+    description: 'Waits on the main thread until its signal aborts, and records that it did.',
+    inputSchema: { type: 'object' },
+    run: (_input: unknown, context: { signal: AbortSignal }) =>
+      new Promise((_resolve, reject) => {
+        hostCallStarted.open();
+        context.signal.addEventListener(
+          'abort',
+          () => {
+            hostWorkAborted.open();
+            reject(new Error('aborted'));
+          },
+          { once: true },
+        );
+      }),
   },
   {
     name: 'host_echo',
@@ -365,6 +384,50 @@ describe('sync agents, the root tool set, host tools and depth', () => {
     const delivered = resultHeaders(childTranscript);
     expect(delivered).toHaveLength(1);
     expect(JSON.stringify(childTranscript)).toContain('from the async grandchild');
+  });
+
+  it('host work is cancelled when the worker that asked for it dies', async () => {
+    rig = await startRig({ hostTools, threads: 1, cancelGraceMs: 50 });
+    const caller = rig.engine.spawn({
+      prompt: scripted([{ calls: [{ name: 'host_hang', input: {} }] }]),
+    });
+    await hostCallStarted.opened;
+    let spinning!: () => void;
+    const inSpin = new Promise<void>((resolve) => {
+      spinning = resolve;
+    });
+    const stuck = rig.engine.spawn({
+      prompt: scripted([{ calls: [{ name: 'spin', input: {} }] }]),
+      onEvent: (event) => {
+        if (event.type === 'tool-call' && event.name === 'spin') spinning();
+      },
+    });
+    await inSpin;
+    stuck.cancel('user');
+    // The worker is terminated; the caller settles once, and the host call it left is aborted.
+    expect((await caller.result).outcome).toBe('failed');
+    await hostWorkAborted.opened;
+    expect((await stuck.result).outcome).toBe('cancelled');
+  });
+
+  it('setModel applies to children spawned afterwards; a running child keeps its model', async () => {
+    const { rig, session } = await open();
+    const before = session.spawnAsync(
+      {
+        title: 'before',
+        prompt: scripted([{ calls: [{ name: 'gate', input: {} }] }, { reply: 'x' }]),
+      },
+      { signal: new AbortController().signal, agentId: 'root', depth: 0 },
+    );
+    session.setModel('model-b');
+    const after = await rig.engine.run({ prompt: scripted([{ reply: 'y' }]) });
+    const meta = (dir: string) =>
+      JSON.parse(readFileSync(path.join(dir, 'meta.json'), 'utf8')) as { model: string };
+    expect(meta(before.logDir).model).toBe('cohort-scripted');
+    expect(meta(after.logDir).model).toBe('model-b');
+    gate.open();
+    await session.waitIdle();
+    expect(session.pending.map((result) => result.outcome)).toEqual(['complete']);
   });
 
   it('at maxDepth 1 a child is not given the spawn family', async () => {
