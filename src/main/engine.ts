@@ -171,14 +171,23 @@ export class Engine {
             })),
           }),
     };
-    const bridge = this.#bridgeFor(spec, options);
+    // A fresh bridge at each start: a resumed child gets a new one, the old one died with its
+    // worker (and took the child's own agents with it).
+    const needsBridge = this.#hostTools.size > 0 || spec.depth < spec.maxDepth;
+    let bridge: HostBridge | undefined;
     const handle = this.#pool.spawn(spec, {
       onEvent: options.onEvent,
-      bridge: bridge?.workerPort,
+      makeBridge: needsBridge
+        ? () => {
+            bridge?.shutdown('parent');
+            bridge = this.#bridgeFor(spec, options);
+            return bridge.workerPort;
+          }
+        : undefined,
       // A cancelled child's own agents go with it.
       onCancel: () => bridge?.shutdown('parent'),
     });
-    if (bridge) void handle.result.then(() => bridge.shutdown('parent'));
+    if (needsBridge) void handle.result.then(() => bridge?.shutdown('parent'));
     const signal = options.signal;
     if (signal) {
       const onAbort = () => handle.cancel('user');
@@ -191,9 +200,8 @@ export class Engine {
     return handle;
   }
 
-  /** A host bridge when the child has host tools or may spawn agents of its own. */
-  #bridgeFor(spec: ChildSpec, options: AgentOptions): HostBridge | undefined {
-    if (this.#hostTools.size === 0 && spec.depth >= spec.maxDepth) return undefined;
+  /** A host bridge for a child that has host tools or may spawn agents of its own. */
+  #bridgeFor(spec: ChildSpec, options: AgentOptions): HostBridge {
     const ceilingMs = this.ceilingMs ?? DEFAULT_CEILING_MS;
     return new HostBridge({
       hostTools: this.#hostTools,
@@ -242,6 +250,7 @@ function validateEngineOptions(options: EngineOptions): void {
   checkInteger('cancelGraceMs', options.cancelGraceMs, 0);
   checkInteger('idleTimeoutMs', options.idleTimeoutMs, 0);
   checkInteger('maxOldGenerationSizeMb', options.maxOldGenerationSizeMb, 16);
+  checkInteger('maxCrashes', options.maxCrashes, 1, 100);
   checkInteger('maxSteps', options.maxSteps, 1);
   checkInteger('replyCap', options.replyCap, 100);
   checkInteger('maxDepth', options.maxDepth, 0, 8);

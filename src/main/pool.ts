@@ -25,9 +25,18 @@ export interface PoolOptions {
   cancelGraceMs?: number;
   /** How long an idle worker lives, in ms. */
   idleTimeoutMs?: number;
-  /** Per-worker V8 heap limit, in MB. */
+  /** Per-worker V8 heap limit, in MB: one runaway child cannot take the process down. */
   maxOldGenerationSizeMb?: number;
+  /**
+   * Crashes of its worker a child may be blamed for (it was running a tool when the worker died)
+   * before it settles `failed` instead of resuming (default 3).
+   */
+  maxCrashes?: number;
 }
+
+export const DEFAULT_MAX_CRASHES = 3;
+/** Resumes of one child for any reason, a backstop against a crash loop nobody is blamed for. */
+const MAX_RESUMES = 10;
 
 export const DEFAULT_AGENTS_PER_THREAD = 2048;
 export const DEFAULT_CANCEL_GRACE_MS = 5000;
@@ -54,18 +63,30 @@ interface Entry {
   threadId?: number;
   graceTimer?: NodeJS.Timeout;
   cancelReason?: CancelReason;
-  /** Why this child's worker was terminated under it, when a sibling was stuck. */
-  terminationNote?: string;
   onEvent: ((event: AgentEvent) => void) | undefined;
-  bridge: MessagePort | undefined;
+  makeBridge: (() => MessagePort) | undefined;
   onCancel: ((reason: CancelReason) => void) | undefined;
+  /** Tool calls started and not yet answered: a crash meanwhile is blamed on this child. */
+  openTools: Set<string>;
+  /** Crashes this child was blamed for. */
+  crashes: number;
+  /** Times it was resumed on a fresh worker. */
+  resumes: number;
+}
+
+/** What main learned when a worker died, shared by every child that was on it. */
+interface CrashRecord {
+  /** Children blamed for it. */
+  suspects: Set<string>;
+  /** Whether the death was our doing (a stuck child past its cancel grace). */
+  deliberate: boolean;
 }
 
 /** What a spawn may carry beside the spec. */
 export interface SpawnExtras {
   onEvent?: ((event: AgentEvent) => void) | undefined;
-  /** The worker end of the child's host bridge; transferred with the task. */
-  bridge?: MessagePort | undefined;
+  /** Makes the worker end of a fresh host bridge; called at each start (and resume). */
+  makeBridge?: (() => MessagePort) | undefined;
   /** Called once when the child is cancelled (before its result). */
   onCancel?: ((reason: CancelReason) => void) | undefined;
 }
@@ -124,6 +145,8 @@ export class ChildPool {
   readonly #graceMs: number;
   readonly #queue: Entry[] = [];
   readonly #running = new Map<string, Entry>();
+  readonly #crashes = new Map<number, CrashRecord>();
+  readonly #maxCrashes: number;
   #closed = false;
   /** Called with every settled result; the engine uses it for stats. */
   onSettle: ((result: AgentResult) => void) | undefined;
@@ -133,6 +156,7 @@ export class ChildPool {
     const perThread = options.agentsPerThread ?? DEFAULT_AGENTS_PER_THREAD;
     this.#capacity = threads * perThread;
     this.#graceMs = options.cancelGraceMs ?? DEFAULT_CANCEL_GRACE_MS;
+    this.#maxCrashes = options.maxCrashes ?? DEFAULT_MAX_CRASHES;
     this.#piscina = new Piscina<ChildTask, 'settled'>({
       filename: workerFile(),
       minThreads: threads,
@@ -173,8 +197,11 @@ export class ChildPool {
     const entry: Entry = {
       spec,
       onEvent: extras.onEvent,
-      bridge: extras.bridge,
+      makeBridge: extras.makeBridge,
       onCancel: extras.onCancel,
+      openTools: new Set(),
+      crashes: 0,
+      resumes: 0,
       handle: new PoolHandle(spec, (handle, reason) => this.#cancelChild(handle, reason)),
     };
     if (this.#closed) {
@@ -198,7 +225,7 @@ export class ChildPool {
     entry.port = port1;
     this.#running.set(entry.spec.id, entry);
     port1.on('message', (message: unknown) => this.#onMessage(entry, message));
-    const bridge = entry.bridge;
+    const bridge = entry.makeBridge?.();
     const task: ChildTask = bridge
       ? { spec: entry.spec, port: port2, bridge }
       : { spec: entry.spec, port: port2 };
@@ -215,9 +242,14 @@ export class ChildPool {
         entry.threadId = message.threadId;
         if (entry.handle.status === 'queued') entry.handle.status = 'running';
         return;
-      case 'event':
-        entry.onEvent?.(message.event);
+      case 'event': {
+        const event = message.event;
+        if (event.type === 'tool-call') entry.openTools.add(event.callId);
+        else if (event.type === 'tool-result') entry.openTools.delete(event.callId);
+        else if (event.type === 'step-end') entry.openTools.clear();
+        entry.onEvent?.(event);
         return;
+      }
       case 'result':
         this.#deliver(entry, message.result);
         return;
@@ -236,16 +268,67 @@ export class ChildPool {
       }
     }
     if (entry.handle.status !== 'settled') {
-      const why = error instanceof Error ? error.message : 'task ended without a result';
-      const result =
-        entry.cancelReason !== undefined
-          ? synthetic(entry, 'cancelled', entry.cancelReason)
-          : synthetic(entry, 'failed', entry.terminationNote ?? `worker: ${redactSecrets(why)}`);
-      this.#deliver(entry, result);
-      // The worker never wrote this result; record it so the log folder is complete.
-      void new AgentLog(entry.spec.logDir).writeResult(result).catch(() => {});
+      if (entry.cancelReason !== undefined) {
+        this.#deliverSynthetic(entry, synthetic(entry, 'cancelled', entry.cancelReason));
+      } else {
+        const why = redactSecrets(error instanceof Error ? error.message : 'task ended without a result');
+        const verdict = this.#judgeCrash(entry);
+        if (verdict.blamed) entry.crashes++;
+        if (entry.crashes >= this.#maxCrashes) {
+          this.#deliverSynthetic(
+            entry,
+            synthetic(entry, 'failed', `worker: crashed ${entry.crashes} times while this agent ran a tool; last: ${why}`),
+          );
+        } else if (entry.resumes >= MAX_RESUMES) {
+          this.#deliverSynthetic(
+            entry,
+            synthetic(entry, 'failed', `worker: lost its worker ${entry.resumes + 1} times; last: ${why}`),
+          );
+        } else if (!this.#closed) {
+          // A crashed worker loses no agent: resume on a fresh one from the last committed step.
+          this.#resume(entry, verdict.deliberate ? `worker terminated for a stuck sibling` : `worker crashed: ${why}`);
+          return;
+        } else {
+          this.#deliverSynthetic(entry, synthetic(entry, 'cancelled', 'shutdown'));
+        }
+      }
     }
     this.#release(entry);
+  }
+
+  /** Decides, once per dead worker, which of its children were running a tool: the suspects. */
+  #judgeCrash(entry: Entry): { blamed: boolean; deliberate: boolean } {
+    const threadId = entry.threadId;
+    if (threadId === undefined) return { blamed: false, deliberate: false };
+    let record = this.#crashes.get(threadId);
+    if (!record) {
+      const onThread = [...this.#running.values()].filter((other) => other.threadId === threadId);
+      const suspects = onThread.filter((other) => other.openTools.size > 0);
+      // Nobody was in a tool: the crash cannot be attributed, so everyone on the thread counts it.
+      record = {
+        suspects: new Set((suspects.length > 0 ? suspects : onThread).map((other) => other.spec.id)),
+        deliberate: false,
+      };
+      this.#crashes.set(threadId, record);
+    }
+    return { blamed: record.suspects.has(entry.spec.id), deliberate: record.deliberate };
+  }
+
+  #resume(entry: Entry, reason: string): void {
+    entry.port?.close();
+    delete entry.port;
+    delete entry.threadId;
+    entry.openTools.clear();
+    entry.resumes++;
+    entry.spec = { ...entry.spec, resume: true };
+    entry.onEvent?.({ type: 'agent-resume', agentId: entry.spec.id, attempt: entry.resumes, reason });
+    this.#start(entry);
+  }
+
+  #deliverSynthetic(entry: Entry, result: AgentResult): void {
+    this.#deliver(entry, result);
+    // The worker never wrote this result; record it so the log folder is complete.
+    void new AgentLog(entry.spec.logDir).writeResult(result).catch(() => {});
   }
 
   #deliver(entry: Entry, result: AgentResult): void {
@@ -285,15 +368,10 @@ export class ChildPool {
   }
 
   #terminateWorkerOf(entry: Entry): void {
-    if (entry.handle.status === 'settled') return;
-    const worker = this.#workerByThreadId(entry.threadId);
-    const stuck = entry.spec.id;
-    for (const sibling of this.#running.values()) {
-      if (sibling !== entry && sibling.threadId === entry.threadId) {
-        sibling.terminationNote = `worker: terminated because agent ${stuck} on the same thread ignored its cancel`;
-      }
-    }
-    void worker?.terminate();
+    if (entry.handle.status === 'settled' || entry.threadId === undefined) return;
+    // Only the stuck child is to blame; its siblings resume elsewhere without a mark.
+    this.#crashes.set(entry.threadId, { suspects: new Set([entry.spec.id]), deliberate: true });
+    void this.#workerByThreadId(entry.threadId)?.terminate();
   }
 
   #workerByThreadId(threadId: number | undefined): Worker | undefined {

@@ -1,4 +1,4 @@
-import { appendFile, mkdir, writeFile } from 'node:fs/promises';
+import { appendFile, mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { MessageParam } from './provider/types.js';
 import { redactSecrets } from './redact.js';
@@ -36,6 +36,24 @@ export class AgentLog {
     await this.#ensure();
     const lines = messages.map((message) => redactSecrets(JSON.stringify(message))).join('\n');
     await appendFile(path.join(this.dir, 'transcript.jsonl'), `${lines}\n`);
+  }
+
+  /** The transcript as written so far, or undefined when there is none. */
+  async readTranscript(): Promise<string | undefined> {
+    try {
+      return await readFile(path.join(this.dir, 'transcript.jsonl'), 'utf8');
+    } catch {
+      return undefined;
+    }
+  }
+
+  /** Replaces the transcript at once (temporary file + rename), for a resumed child. */
+  async rewriteTranscript(messages: readonly MessageParam[]): Promise<void> {
+    await this.#ensure();
+    const file = path.join(this.dir, 'transcript.jsonl');
+    const lines = messages.map((message) => `${redactSecrets(JSON.stringify(message))}\n`).join('');
+    await writeFile(`${file}.tmp`, lines);
+    await rename(`${file}.tmp`, file);
   }
 
   /** Writes the full reply payload and returns its path. */

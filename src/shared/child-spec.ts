@@ -25,6 +25,8 @@ export interface ChildSpec {
   tools?: string[];
   /** Whether to stream text deltas as events (costly across threads for thousands of agents). */
   streamText: boolean;
+  /** Resume from the transcript in `logDir` (after the worker it ran on died). */
+  resume?: boolean;
   /** Names of host tools registered on the main thread, reached through the host bridge. */
   hostTools?: HostToolInfo[];
 }

@@ -5,6 +5,7 @@ import { type ChildInbox, type LoopOutcome, runAgentLoop } from './loop/agent-lo
 import type { Provider } from './provider/provider.js';
 import type { MessageParam } from './provider/types.js';
 import { redactSecrets } from './redact.js';
+import { restoreTranscript } from './restore.js';
 import { clip, renderValue } from './render.js';
 import { type AgentResult, emptyUsage } from './result.js';
 import { loadToolModule } from './tools/modules.js';
@@ -63,7 +64,17 @@ export async function runChild(spec: ChildSpec, deps: ChildRunDeps): Promise<Age
   let result: AgentResult;
   try {
     const tools = await childTools(spec, deps.extraTools);
-    const messages: MessageParam[] = [{ role: 'user', content: spec.prompt }];
+    const restored = spec.resume ? restoreTranscript((await log.readTranscript()) ?? '') : undefined;
+    if (restored) {
+      usage.steps = restored.steps;
+      if (restored.ended) {
+        result = await settle(restored.ended, spec, log, base, usage, started);
+        await log.writeResult(result).catch(() => {});
+        return result;
+      }
+      await log.rewriteTranscript(restored.messages);
+    }
+    const messages: MessageParam[] = restored?.messages ?? [{ role: 'user', content: spec.prompt }];
     await log.writeMeta({
       id: spec.id,
       title: spec.title,
@@ -73,8 +84,9 @@ export async function runChild(spec: ChildSpec, deps: ChildRunDeps): Promise<Age
       baseURL: spec.provider.baseURL ?? null,
       maxSteps: spec.maxSteps,
       tools: [...tools.keys()],
+      ...(restored ? { resumedAtStep: restored.steps } : {}),
     });
-    await log.appendTranscript(messages);
+    if (!restored) await log.appendTranscript(messages);
     const emit = deps.emit;
     const agentId = spec.id;
     const outcome = await runAgentLoop({
@@ -90,6 +102,7 @@ export async function runChild(spec: ChildSpec, deps: ChildRunDeps): Promise<Age
       signal: deps.signal,
       workspace: spec.workspace,
       usage,
+      ...(restored ? { nudged: restored.nudged, resumeFrom: restored } : {}),
       ...(deps.inbox ? { inbox: deps.inbox } : {}),
       sink: {
         commit: (added) => log.appendTranscript(added),

@@ -13,6 +13,7 @@ export type AgentEvent =
   | { type: 'tool-result'; agentId: string; callId: string; name: string; isError: boolean }
   | { type: 'provider-retry'; agentId: string; attempt: number; waitMs: number; code: string }
   | { type: 'step-end'; agentId: string; step: number; usage: ProviderUsage }
+  | { type: 'agent-resume'; agentId: string; attempt: number; reason: string }
   | { type: 'agent-settle'; agentId: string; result: AgentResult };
 
 export type AgentMode = 'sync' | 'async' | 'direct';

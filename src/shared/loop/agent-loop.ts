@@ -67,6 +67,8 @@ export interface LoopOptions {
   nudged?: boolean;
   /** Results of this agent's own async agents, for children that may spawn. */
   inbox?: ChildInbox;
+  /** For a resumed child: steps already taken, and how many of them count against maxSteps. */
+  resumeFrom?: { steps: number; counted: number; nextStepFree: boolean };
 }
 
 /**
@@ -92,9 +94,9 @@ export async function runAgentLoop(options: LoopOptions): Promise<LoopOutcome> {
   }
   let nudged = options.nudged ?? false;
   // The step right after the nudge does not count against maxSteps (DESIGN §1.2).
-  let counted = 0;
-  let freeStep = false;
-  for (let step = 1; ; step++) {
+  let counted = options.resumeFrom?.counted ?? 0;
+  let freeStep = options.resumeFrom?.nextStepFree ?? false;
+  for (let step = (options.resumeFrom?.steps ?? 0) + 1; ; step++) {
     if (signal.aborted) return { kind: 'cancelled', reason: cancelReason(signal) };
     if (!freeStep && counted >= options.maxSteps) return { kind: 'capped' };
     if (!freeStep) counted++;

@@ -1,0 +1,82 @@
+import type { ContentBlockParam, MessageParam } from './provider/types.js';
+import { NUDGE_TEXT } from './tools/reply.js';
+import { REPLY_TOOL } from './tools/types.js';
+
+/** A child's state read back from its transcript, to resume it on a fresh worker. */
+export interface RestoredState {
+  /** The committed messages, ending with a user message. */
+  messages: MessageParam[];
+  nudged: boolean;
+  /** Assistant messages so far: the steps taken. */
+  steps: number;
+  /** Steps that count against maxSteps (the one after the nudge does not). */
+  counted: number;
+  /** The nudge was the last thing committed: the next step is the free one. */
+  nextStepFree: boolean;
+  /** The child had already finished when its worker died. */
+  ended?: { kind: 'replied'; replies: unknown[] } | { kind: 'empty' };
+}
+
+function blocks(message: MessageParam): ContentBlockParam[] {
+  return typeof message.content === 'string' ? [{ type: 'text', text: message.content }] : message.content;
+}
+
+function isNudge(message: MessageParam): boolean {
+  return message.role === 'user' && message.content === NUDGE_TEXT;
+}
+
+/**
+ * Reads a transcript.jsonl back. A torn or unparsable line ends it (nothing after it is
+ * trusted); an assistant message whose tool calls were never answered is dropped, so that step
+ * runs again (tools are at-least-once across a crash). Returns undefined when nothing usable is
+ * there (the child then starts over from its prompt).
+ */
+export function restoreTranscript(text: string): RestoredState | undefined {
+  const messages: MessageParam[] = [];
+  for (const line of text.split('\n')) {
+    if (line.trim() === '') continue;
+    try {
+      const message = JSON.parse(line) as MessageParam;
+      if (message.role !== 'user' && message.role !== 'assistant') break;
+      messages.push(message);
+    } catch {
+      break;
+    }
+  }
+  if (messages.length === 0 || messages[0]!.role !== 'user') return undefined;
+  const nudgeAt = messages.findIndex(isNudge);
+  const nudged = nudgeAt >= 0;
+  let ended: RestoredState['ended'];
+  const last = messages.at(-1)!;
+  if (last.role === 'assistant') {
+    const calls = blocks(last).filter((block) => block.type === 'tool_use');
+    // A lone assistant message without calls is a terminal commit: after the nudge, `empty`.
+    if (calls.length === 0 && nudged) ended = { kind: 'empty' };
+    else messages.pop();
+  } else if (messages.length >= 2) {
+    const answered = messages.at(-2)!;
+    const replies = blocks(answered).flatMap((block) =>
+      block.type === 'tool_use' && block.name === REPLY_TOOL ? [block] : [],
+    );
+    const results = new Map(
+      blocks(last).flatMap((block) => (block.type === 'tool_result' ? [[block.tool_use_id, block] as const] : [])),
+    );
+    const accepted = replies.filter((call) => {
+      const result = results.get(call.id);
+      return result !== undefined && result.is_error !== true;
+    });
+    if (accepted.length > 0) {
+      ended = { kind: 'replied', replies: accepted.map((call) => (call.input as { result?: unknown }).result) };
+    }
+  }
+  const steps = messages.filter((message) => message.role === 'assistant').length;
+  const afterNudge = nudged ? messages.slice(nudgeAt + 1).some((message) => message.role === 'assistant') : false;
+  return {
+    messages,
+    nudged,
+    steps,
+    counted: steps - (afterNudge ? 1 : 0),
+    nextStepFree: nudged && !afterNudge && messages.at(-1) !== undefined && isNudge(messages.at(-1)!),
+    ...(ended ? { ended } : {}),
+  };
+}
