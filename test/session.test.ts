@@ -404,10 +404,12 @@ describe('sync agents, the root tool set, host tools and depth', () => {
     });
     await inSpin;
     stuck.cancel('user');
-    // The worker is terminated; the caller settles once, and the host call it left is aborted.
-    expect((await caller.result).outcome).toBe('failed');
+    // The worker is terminated: the host call the caller left behind is aborted, and the caller
+    // resumes on a fresh worker (where it calls again; cancel it to end the test).
     await hostWorkAborted.opened;
     expect((await stuck.result).outcome).toBe('cancelled');
+    caller.cancel('user');
+    expect((await caller.result).outcome).toBe('cancelled');
   });
 
   it('setModel applies to children spawned afterwards; a running child keeps its model', async () => {
