@@ -260,13 +260,17 @@ export class ChildPool {
    * The task ended. Messages on the child's port and piscina's reply travel on different channels,
    * so the result may still sit on the port: drain it synchronously before deciding it is lost.
    */
-  #finish(entry: Entry, error: unknown): void {
+  /** Handles every message already on a child's port, synchronously. */
+  #drain(entry: Entry): void {
     const port = entry.port;
-    if (port) {
-      for (let next = receiveMessageOnPort(port); next; next = receiveMessageOnPort(port)) {
-        this.#onMessage(entry, next.message);
-      }
+    if (!port) return;
+    for (let next = receiveMessageOnPort(port); next; next = receiveMessageOnPort(port)) {
+      this.#onMessage(entry, next.message);
     }
+  }
+
+  #finish(entry: Entry, error: unknown): void {
+    this.#drain(entry);
     if (entry.handle.status !== 'settled') {
       if (entry.cancelReason !== undefined) {
         this.#deliverSynthetic(entry, synthetic(entry, 'cancelled', entry.cancelReason));
@@ -303,6 +307,8 @@ export class ChildPool {
     let record = this.#crashes.get(threadId);
     if (!record) {
       const onThread = [...this.#running.values()].filter((other) => other.threadId === threadId);
+      // Their last events (a tool call, say) may still sit on their ports: read them first.
+      for (const other of onThread) this.#drain(other);
       const suspects = onThread.filter((other) => other.openTools.size > 0);
       // Nobody was in a tool: the crash cannot be attributed, so everyone on the thread counts it.
       record = {

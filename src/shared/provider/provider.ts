@@ -101,7 +101,7 @@ export class Provider {
     };
     const assembler = new TurnAssembler();
     try {
-      armIdle();
+      // Until headers arrive the SDK's own timeout applies; the idle limit covers the stream.
       const stream = await this.#client.messages.create(
         {
           model: request.model ?? this.config.model,
@@ -113,6 +113,7 @@ export class Provider {
         },
         { signal: controller.signal, headers: { [ATTEMPT_HEADER]: String(attempt) } },
       );
+      armIdle();
       for await (const event of stream) {
         armIdle();
         const delta = assembler.push(event);
