@@ -375,6 +375,12 @@ export class ChildPool {
 
   #terminateWorkerOf(entry: Entry): void {
     if (entry.handle.status === 'settled' || entry.threadId === undefined) return;
+    const record = this.#crashes.get(entry.threadId);
+    if (record) {
+      // Its worker is already being terminated for another stuck child: share the blame.
+      record.suspects.add(entry.spec.id);
+      return;
+    }
     // Only the stuck child is to blame; its siblings resume elsewhere without a mark.
     this.#crashes.set(entry.threadId, { suspects: new Set([entry.spec.id]), deliberate: true });
     void this.#workerByThreadId(entry.threadId)?.terminate();
