@@ -35,8 +35,11 @@ export interface PoolOptions {
 }
 
 export const DEFAULT_MAX_CRASHES = 3;
-/** Resumes of one child for any reason, a backstop against a crash loop nobody is blamed for. */
-const MAX_RESUMES = 10;
+/**
+ * Resumes of one child for any reason: a backstop. Innocent children are not blamed, and the
+ * blamed ones resume in quarantine, so only a pathological crash loop reaches it.
+ */
+const MAX_RESUMES = 100;
 
 export const DEFAULT_AGENTS_PER_THREAD = 2048;
 export const DEFAULT_CANCEL_GRACE_MS = 5000;
@@ -141,6 +144,8 @@ class PoolHandle implements ChildHandle {
  */
 export class ChildPool {
   readonly #piscina: Piscina<ChildTask, 'settled'>;
+  #quarantine: Piscina<ChildTask, 'settled'> | undefined;
+  readonly #options: PoolOptions;
   readonly #capacity: number;
   readonly #graceMs: number;
   readonly #queue: Entry[] = [];
@@ -157,22 +162,18 @@ export class ChildPool {
     this.#capacity = threads * perThread;
     this.#graceMs = options.cancelGraceMs ?? DEFAULT_CANCEL_GRACE_MS;
     this.#maxCrashes = options.maxCrashes ?? DEFAULT_MAX_CRASHES;
-    this.#piscina = new Piscina<ChildTask, 'settled'>({
-      filename: workerFile(),
-      minThreads: threads,
-      maxThreads: threads,
-      concurrentTasksPerWorker: perThread,
-      // Blocking idle workers in Atomics.wait starves the timers and port messages of async tasks.
-      atomics: 'disabled',
-      idleTimeout: options.idleTimeoutMs ?? 60_000,
-      maxQueue: Number.POSITIVE_INFINITY,
-      ...(options.maxOldGenerationSizeMb === undefined
-        ? {}
-        : { resourceLimits: { maxOldGenerationSizeMb: options.maxOldGenerationSizeMb } }),
-    });
-    // Without a listener an 'error' event would crash the process; task failures arrive through
-    // each task's own promise, so here they are only noted.
-    this.#piscina.on('error', () => {});
+    this.#piscina = makePiscina(options, { threads, perThread, minThreads: threads });
+    this.#options = options;
+  }
+
+  /**
+   * A child blamed for a crash resumes in quarantine: a separate one-thread pool made on first
+   * need, so that if it crashes again it takes down only other suspects, not the thousands of
+   * innocent children of the main pool.
+   */
+  #quarantinePool(): Piscina<ChildTask, 'settled'> {
+    this.#quarantine ??= makePiscina(this.#options, { threads: 1, perThread: 256, minThreads: 0 });
+    return this.#quarantine;
   }
 
   get threads(): number {
@@ -229,7 +230,8 @@ export class ChildPool {
     const task: ChildTask = bridge
       ? { spec: entry.spec, port: port2, bridge }
       : { spec: entry.spec, port: port2 };
-    this.#piscina.run(task, { transferList: bridge ? [port2, bridge] : [port2] }).then(
+    const pool = entry.crashes > 0 ? this.#quarantinePool() : this.#piscina;
+    pool.run(task, { transferList: bridge ? [port2, bridge] : [port2] }).then(
       () => this.#finish(entry, undefined),
       (error: unknown) => this.#finish(entry, error),
     );
@@ -388,7 +390,8 @@ export class ChildPool {
 
   #workerByThreadId(threadId: number | undefined): Worker | undefined {
     if (threadId === undefined) return undefined;
-    return this.#piscina.threads.find((worker) => worker.threadId === threadId);
+    const threads = [...this.#piscina.threads, ...(this.#quarantine?.threads ?? [])];
+    return threads.find((worker) => worker.threadId === threadId);
   }
 
   /** Cancels every child with `reason`, waits for every result, then closes the pool. */
@@ -401,7 +404,31 @@ export class ChildPool {
     }
     await Promise.all(pending);
     await this.#piscina.destroy();
+    await this.#quarantine?.destroy();
   }
+}
+
+function makePiscina(
+  options: PoolOptions,
+  shape: { threads: number; perThread: number; minThreads: number },
+): Piscina<ChildTask, 'settled'> {
+  const piscina = new Piscina<ChildTask, 'settled'>({
+    filename: workerFile(),
+    minThreads: shape.minThreads,
+    maxThreads: shape.threads,
+    concurrentTasksPerWorker: shape.perThread,
+    // Blocking idle workers in Atomics.wait starves the timers and port messages of async tasks.
+    atomics: 'disabled',
+    idleTimeout: options.idleTimeoutMs ?? 60_000,
+    maxQueue: Number.POSITIVE_INFINITY,
+    ...(options.maxOldGenerationSizeMb === undefined
+      ? {}
+      : { resourceLimits: { maxOldGenerationSizeMb: options.maxOldGenerationSizeMb } }),
+  });
+  // Without a listener an 'error' event would crash the process; task failures arrive through
+  // each task's own promise, so here they are only noted.
+  piscina.on('error', () => {});
+  return piscina;
 }
 
 /** A result main makes for a child whose worker could not: queued, or its thread died. */
