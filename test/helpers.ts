@@ -6,6 +6,7 @@ import { Engine, type EngineOptions } from '../src/main/engine.js';
 import type { MessageParam } from '../src/shared/provider/types.js';
 import {
   type ScriptedModel,
+  type ScriptedModelOptions,
   type ScriptStep,
   scriptBlock,
   startScriptedModel,
@@ -38,8 +39,11 @@ export interface Rig {
 }
 
 /** The scripted model on real HTTP and a real engine with real workers, wired together. */
-export async function startRig(options: EngineOptions = {}): Promise<Rig> {
-  const model = await startScriptedModel({ port: 0 });
+export async function startRig(
+  options: EngineOptions = {},
+  modelOptions: ScriptedModelOptions = {},
+): Promise<Rig> {
+  const model = await startScriptedModel({ port: 0, ...modelOptions });
   const logDir = tempDir('cohort-logs-');
   const engine = await Engine.start({
     threads: 2,

@@ -1,8 +1,9 @@
-import { mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { ChildSpec } from '../shared/child-spec.js';
 import { DEFAULT_MAX_STEPS } from '../shared/child-spec.js';
+import { UsageError } from '../shared/errors.js';
 import type { AgentEvent } from '../shared/events.js';
 import { newAgentId } from '../shared/ids.js';
 import { DEFAULT_PROVIDER_CONFIG, type ProviderConfig } from '../shared/provider/config.js';
@@ -258,6 +259,13 @@ function validateEngineOptions(options: EngineOptions): void {
   checkString('logDir', options.logDir);
   checkString('workspace', options.workspace);
   checkStringArray('toolModules', options.toolModules);
+  (options.toolModules ?? []).forEach((modulePath, index) => {
+    if (!existsSync(modulePath)) {
+      throw new UsageError(
+        `Expected \`toolModules[${index}]\` to be the path of an existing ES module, got \`${modulePath}\``,
+      );
+    }
+  });
   (options.hostTools ?? []).forEach((tool, index) => {
     checkTool(tool, `hostTools[${index}]`);
   });

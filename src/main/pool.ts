@@ -277,22 +277,35 @@ export class ChildPool {
       if (entry.cancelReason !== undefined) {
         this.#deliverSynthetic(entry, synthetic(entry, 'cancelled', entry.cancelReason));
       } else {
-        const why = redactSecrets(error instanceof Error ? error.message : 'task ended without a result');
+        const why = redactSecrets(
+          error instanceof Error ? error.message : 'task ended without a result',
+        );
         const verdict = this.#judgeCrash(entry);
         if (verdict.blamed) entry.crashes++;
         if (entry.crashes >= this.#maxCrashes) {
           this.#deliverSynthetic(
             entry,
-            synthetic(entry, 'failed', `worker: crashed ${entry.crashes} times while this agent ran a tool; last: ${why}`),
+            synthetic(
+              entry,
+              'failed',
+              `worker: crashed ${entry.crashes} times while this agent ran a tool; last: ${why}`,
+            ),
           );
         } else if (entry.resumes >= MAX_RESUMES) {
           this.#deliverSynthetic(
             entry,
-            synthetic(entry, 'failed', `worker: lost its worker ${entry.resumes + 1} times; last: ${why}`),
+            synthetic(
+              entry,
+              'failed',
+              `worker: lost its worker ${entry.resumes + 1} times; last: ${why}`,
+            ),
           );
         } else if (!this.#closed) {
           // A crashed worker loses no agent: resume on a fresh one from the last committed step.
-          this.#resume(entry, verdict.deliberate ? `worker terminated for a stuck sibling` : `worker crashed: ${why}`);
+          this.#resume(
+            entry,
+            verdict.deliberate ? `worker terminated for a stuck sibling` : `worker crashed: ${why}`,
+          );
           return;
         } else {
           this.#deliverSynthetic(entry, synthetic(entry, 'cancelled', 'shutdown'));
@@ -314,7 +327,9 @@ export class ChildPool {
       const suspects = onThread.filter((other) => other.openTools.size > 0);
       // Nobody was in a tool: the crash cannot be attributed, so everyone on the thread counts it.
       record = {
-        suspects: new Set((suspects.length > 0 ? suspects : onThread).map((other) => other.spec.id)),
+        suspects: new Set(
+          (suspects.length > 0 ? suspects : onThread).map((other) => other.spec.id),
+        ),
         deliberate: false,
       };
       this.#crashes.set(threadId, record);
@@ -329,7 +344,12 @@ export class ChildPool {
     entry.openTools.clear();
     entry.resumes++;
     entry.spec = { ...entry.spec, resume: true };
-    entry.onEvent?.({ type: 'agent-resume', agentId: entry.spec.id, attempt: entry.resumes, reason });
+    entry.onEvent?.({
+      type: 'agent-resume',
+      agentId: entry.spec.id,
+      attempt: entry.resumes,
+      reason,
+    });
     this.#start(entry);
   }
 

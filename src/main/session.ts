@@ -3,6 +3,7 @@ import type { AgentEvent } from '../shared/events.js';
 import { runAgentLoop } from '../shared/loop/agent-loop.js';
 import { Provider } from '../shared/provider/provider.js';
 import type { ContentBlockParam, MessageParam } from '../shared/provider/types.js';
+import { redactEvent, redactSecrets } from '../shared/redact.js';
 import { type AgentResult, type AgentUsage, emptyUsage, outcomeTag } from '../shared/result.js';
 import { loadToolModule } from '../shared/tools/modules.js';
 import {
@@ -116,6 +117,11 @@ export class Session implements AgentSpawner {
     return [...this.#inbox];
   }
 
+  /** Every event leaves through here, with secrets removed. */
+  #emit(event: SessionEvent): void {
+    this.#events.emit(redactEvent(event));
+  }
+
   /** Live events of the session: the root's and every child's. */
   events(signal?: AbortSignal): AsyncIterableIterator<SessionEvent> {
     return this.#events.subscribe(signal);
@@ -163,7 +169,7 @@ export class Session implements AgentSpawner {
     this.#messages = [];
     this.#foreground?.abort('clear');
     for (const live of this.#live.values()) live.handle.cancel('clear');
-    this.#events.emit({ type: 'session-clear', generation: this.#generation });
+    this.#emit({ type: 'session-clear', generation: this.#generation });
   }
 
   /**
@@ -215,11 +221,11 @@ export class Session implements AgentSpawner {
         title: input.title,
         ...(input.system === undefined ? {} : { system: input.system }),
         ...(input.tools === undefined ? {} : { tools: input.tools }),
-        onEvent: (event) => this.#events.emit(event),
+        onEvent: (event) => this.#emit(event),
       },
       { depth: context.depth + 1, generation: this.#generation },
     );
-    this.#events.emit({
+    this.#emit({
       type: 'agent-start',
       agentId: handle.id,
       title: handle.title,
@@ -255,7 +261,7 @@ export class Session implements AgentSpawner {
     const ceilingMs = this.#options.ceilingMs ?? this.#engine.ceilingMs ?? DEFAULT_CEILING_MS;
     const ceiling = setTimeout(() => handle.cancel('ceiling'), ceilingMs);
     this.#live.set(handle.id, { handle, logDir, ceiling });
-    this.#events.emit({
+    this.#emit({
       type: 'agent-start',
       agentId: handle.id,
       title: handle.title,
@@ -270,9 +276,9 @@ export class Session implements AgentSpawner {
     const live = this.#live.get(result.id);
     if (live) clearTimeout(live.ceiling);
     this.#live.delete(result.id);
-    this.#events.emit({ type: 'agent-settle', agentId: result.id, result });
+    this.#emit({ type: 'agent-settle', agentId: result.id, result });
     if (generation !== this.#generation || result.generation !== this.#generation || this.#closed) {
-      this.#events.emit({
+      this.#emit({
         type: 'agent-stale',
         agentId: result.id,
         generation: result.generation,
@@ -323,7 +329,7 @@ export class Session implements AgentSpawner {
     }
     this.#delivered.push(...deliver);
     this.#appendUser(blocks);
-    this.#events.emit({ type: 'turn-start', turn, generation, delivered: deliver.length });
+    this.#emit({ type: 'turn-start', turn, generation, delivered: deliver.length });
     const controller = new AbortController();
     this.#foreground = controller;
     const onAbort = () => controller.abort('user');
@@ -345,10 +351,10 @@ export class Session implements AgentSpawner {
         usage,
         sink: {
           commit: () => {},
-          stepStart: (step) => this.#events.emit({ type: 'step-start', agentId: ROOT_ID, step }),
-          textDelta: (text) => this.#events.emit({ type: 'text-delta', agentId: ROOT_ID, text }),
+          stepStart: (step) => this.#emit({ type: 'step-start', agentId: ROOT_ID, step }),
+          textDelta: (text) => this.#emit({ type: 'text-delta', agentId: ROOT_ID, text }),
           toolCall: (call) =>
-            this.#events.emit({
+            this.#emit({
               type: 'tool-call',
               agentId: ROOT_ID,
               callId: call.id,
@@ -356,7 +362,7 @@ export class Session implements AgentSpawner {
               input: call.input,
             }),
           toolResult: (call, block) =>
-            this.#events.emit({
+            this.#emit({
               type: 'tool-result',
               agentId: ROOT_ID,
               callId: call.id,
@@ -364,14 +370,14 @@ export class Session implements AgentSpawner {
               isError: block.is_error === true,
             }),
           stepEnd: (step, stepUsage) =>
-            this.#events.emit({ type: 'step-end', agentId: ROOT_ID, step, usage: stepUsage }),
+            this.#emit({ type: 'step-end', agentId: ROOT_ID, step, usage: stepUsage }),
           providerRetry: (info) =>
-            this.#events.emit({ type: 'provider-retry', agentId: ROOT_ID, ...info }),
+            this.#emit({ type: 'provider-retry', agentId: ROOT_ID, ...info }),
         },
       });
       switch (outcome.kind) {
         case 'ready':
-          result = { outcome: 'ready', text: outcome.text, usage, generation };
+          result = { outcome: 'ready', text: redactSecrets(outcome.text), usage, generation };
           break;
         case 'cancelled':
           result = { outcome: 'cancelled', text: '', reason: outcome.reason, usage, generation };
@@ -399,7 +405,7 @@ export class Session implements AgentSpawner {
       signal?.removeEventListener('abort', onAbort);
       if (this.#foreground === controller) this.#foreground = undefined;
     }
-    this.#events.emit({ type: 'turn-end', turn, result });
+    this.#emit({ type: 'turn-end', turn, result });
     return result;
   }
 

@@ -4,9 +4,9 @@ import type { AgentEvent } from './events.js';
 import { type ChildInbox, type LoopOutcome, runAgentLoop } from './loop/agent-loop.js';
 import type { Provider } from './provider/provider.js';
 import type { MessageParam } from './provider/types.js';
-import { redactSecrets } from './redact.js';
-import { restoreTranscript } from './restore.js';
+import { redactEvent, redactSecrets } from './redact.js';
 import { clip, renderValue } from './render.js';
+import { restoreTranscript } from './restore.js';
 import { type AgentResult, emptyUsage } from './result.js';
 import { loadToolModule } from './tools/modules.js';
 import { DELIVERY_DISCIPLINE } from './tools/reply.js';
@@ -64,7 +64,9 @@ export async function runChild(spec: ChildSpec, deps: ChildRunDeps): Promise<Age
   let result: AgentResult;
   try {
     const tools = await childTools(spec, deps.extraTools);
-    const restored = spec.resume ? restoreTranscript((await log.readTranscript()) ?? '') : undefined;
+    const restored = spec.resume
+      ? restoreTranscript((await log.readTranscript()) ?? '')
+      : undefined;
     if (restored) {
       usage.steps = restored.steps;
       if (restored.ended) {
@@ -87,7 +89,7 @@ export async function runChild(spec: ChildSpec, deps: ChildRunDeps): Promise<Age
       ...(restored ? { resumedAtStep: restored.steps } : {}),
     });
     if (!restored) await log.appendTranscript(messages);
-    const emit = deps.emit;
+    const emit = (event: AgentEvent) => deps.emit(redactEvent(event));
     const agentId = spec.id;
     const outcome = await runAgentLoop({
       agentId,
@@ -166,7 +168,7 @@ async function settle(
       return {
         ...common,
         outcome: 'complete',
-        text: clipped.text,
+        text: redactSecrets(clipped.text),
         truncated: clipped.truncated,
         replyFile,
         elapsedMs: elapsed(started),

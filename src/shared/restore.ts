@@ -18,7 +18,9 @@ export interface RestoredState {
 }
 
 function blocks(message: MessageParam): ContentBlockParam[] {
-  return typeof message.content === 'string' ? [{ type: 'text', text: message.content }] : message.content;
+  return typeof message.content === 'string'
+    ? [{ type: 'text', text: message.content }]
+    : message.content;
 }
 
 function isNudge(message: MessageParam): boolean {
@@ -44,6 +46,11 @@ export function restoreTranscript(text: string): RestoredState | undefined {
     }
   }
   if (messages.length === 0 || messages[0]!.role !== 'user') return undefined;
+  // Roles alternate in anything we wrote; trust nothing past the first place they do not.
+  const broken = messages.findIndex(
+    (message, index) => index > 0 && message.role === messages[index - 1]!.role,
+  );
+  if (broken > 0) messages.length = broken;
   const nudgeAt = messages.findIndex(isNudge);
   const nudged = nudgeAt >= 0;
   let ended: RestoredState['ended'];
@@ -59,24 +66,32 @@ export function restoreTranscript(text: string): RestoredState | undefined {
       block.type === 'tool_use' && block.name === REPLY_TOOL ? [block] : [],
     );
     const results = new Map(
-      blocks(last).flatMap((block) => (block.type === 'tool_result' ? [[block.tool_use_id, block] as const] : [])),
+      blocks(last).flatMap((block) =>
+        block.type === 'tool_result' ? [[block.tool_use_id, block] as const] : [],
+      ),
     );
     const accepted = replies.filter((call) => {
       const result = results.get(call.id);
       return result !== undefined && result.is_error !== true;
     });
     if (accepted.length > 0) {
-      ended = { kind: 'replied', replies: accepted.map((call) => (call.input as { result?: unknown }).result) };
+      ended = {
+        kind: 'replied',
+        replies: accepted.map((call) => (call.input as { result?: unknown }).result),
+      };
     }
   }
   const steps = messages.filter((message) => message.role === 'assistant').length;
-  const afterNudge = nudged ? messages.slice(nudgeAt + 1).some((message) => message.role === 'assistant') : false;
+  const afterNudge = nudged
+    ? messages.slice(nudgeAt + 1).some((message) => message.role === 'assistant')
+    : false;
   return {
     messages,
     nudged,
     steps,
     counted: steps - (afterNudge ? 1 : 0),
-    nextStepFree: nudged && !afterNudge && messages.at(-1) !== undefined && isNudge(messages.at(-1)!),
+    nextStepFree:
+      nudged && !afterNudge && messages.at(-1) !== undefined && isNudge(messages.at(-1)!),
     ...(ended ? { ended } : {}),
   };
 }
