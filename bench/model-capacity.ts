@@ -4,15 +4,13 @@
  * over keep-alive HTTP, so the figure is the server's, not the SDK's. Each response
  * carries ~200 output tokens, unpaced.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
-import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
 import { Agent, request } from 'node:http';
-import { fileURLToPath } from 'node:url';
 import { scriptBlock } from '../src/testing/index.js';
-import type { BenchPart, BenchRow } from './run.js';
+import { startModelProcess } from './model-process.js';
+import type { BenchPart, BenchRow } from './part.js';
+import { median } from './stats.js';
 
-const SERVE_ENTRY = fileURLToPath(new URL('../src/testing/serve.js', import.meta.url));
 const CONCURRENCIES = [64, 256];
 const REQUESTS_PER_RUN = 10_000;
 const WARMUP_REQUESTS = 2000;
@@ -22,30 +20,6 @@ const OUTPUT_CHARS = 800; // ≈ 200 tokens
 interface RunFigures {
   requestsPerSecond: number;
   megabytesPerSecond: number;
-}
-
-async function startServer(): Promise<{ child: ChildProcess; url: string }> {
-  const child = spawn(process.execPath, [SERVE_ENTRY, '--port', '0', '--chunk-chars', '8'], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  const url = await new Promise<string>((resolve, reject) => {
-    let buffered = '';
-    const onData = (chunk: Buffer): void => {
-      buffered += chunk.toString('utf8');
-      const newline = buffered.indexOf('\n');
-      if (newline === -1) return;
-      child.stdout?.off('data', onData);
-      const match = /listening on (http:\/\/\S+)/.exec(buffered.slice(0, newline));
-      if (match?.[1] === undefined)
-        reject(new Error(`Unexpected first line from serve.js: ${buffered}`));
-      else resolve(match[1]);
-    };
-    child.stdout?.on('data', onData);
-    child.once('exit', (code) =>
-      reject(new Error(`serve.js exited with code ${code} before listening`)),
-    );
-  });
-  return { child, url };
 }
 
 function streamOnce(url: URL, agent: Agent, body: Buffer): Promise<number> {
@@ -113,13 +87,9 @@ function processCpuMs(pid: number | undefined): number | undefined {
   }
 }
 
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)] ?? Number.NaN;
-}
-
 async function run(): Promise<BenchRow[]> {
-  const { child, url } = await startServer();
+  const server = await startModelProcess(['--chunk-chars', '8']);
+  const { child, url } = server;
   const target = new URL('/v1/messages', url);
   const text = 'The scripted model streams this sentence as many small deltas. '
     .repeat(13)
@@ -173,8 +143,7 @@ async function run(): Promise<BenchRow[]> {
       }
     }
   } finally {
-    child.kill('SIGTERM');
-    await once(child, 'exit');
+    await server.stop();
   }
   return rows;
 }
@@ -184,5 +153,5 @@ export const modelCapacity: BenchPart = {
   name: 'model',
   description:
     'streamed responses/s and MB/s the scripted model serves (server in its own process)',
-  run,
+  run: async () => ({ rows: await run() }),
 };

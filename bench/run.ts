@@ -1,86 +1,125 @@
 /**
- * `npm run bench [part...]`: runs the named benchmark parts, or all of them, and prints
- * one table. A part is a name and a function that returns rows; add one with an import
- * and a line in PARTS.
+ * `npm run bench [part...] [flags]` / `cohort bench`: runs the named benchmark parts, or all of
+ * them, prints their tables, and writes a JSON report and an SVG chart. A part is a name and a
+ * function that returns rows (see part.ts); add one with an import and a line in PARTS.
  */
-import { realpathSync } from 'node:fs';
+import { mkdirSync, realpathSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { UsageError } from '../src/shared/errors.js';
+import { renderSvg } from './chart.js';
+import { concurrencyPart } from './concurrency.js';
 import { modelCapacity } from './model-capacity.js';
+import { BENCH_USAGE, type BenchOptions, parseBenchArgs } from './options.js';
+import type { BenchPart, PartReport } from './part.js';
+import { spawnPart } from './spawn.js';
+import { formatTable } from './table.js';
 
-/** One measured figure. */
-export interface BenchRow {
-  part: string;
-  case: string;
-  metric: string;
-  value: number;
-  unit: string;
-  note?: string;
+export type { BenchContext, BenchPart, BenchRow, PartReport } from './part.js';
+export { formatTable } from './table.js';
+
+/** Every part, in the order they run. */
+export const PARTS: BenchPart[] = [modelCapacity, concurrencyPart, spawnPart];
+
+/** Where `runBench` writes; tests pass their own. */
+export interface BenchIo {
+  stdout?: { write(text: string): unknown };
+  stderr?: { write(text: string): unknown };
+  env?: NodeJS.ProcessEnv;
 }
 
-/** A named benchmark. */
-export interface BenchPart {
-  name: string;
-  description: string;
-  run(): Promise<BenchRow[]>;
+function machine(): Record<string, unknown> {
+  return {
+    node: process.version,
+    platform: `${process.platform}/${process.arch}`,
+    cpus: os.availableParallelism(),
+    cpuModel: os.cpus()[0]?.model ?? 'unknown',
+    totalMemoryGB: Number((os.totalmem() / 1024 ** 3).toFixed(1)),
+  };
 }
 
-const PARTS: BenchPart[] = [modelCapacity];
-
-function formatValue(value: number): string {
-  if (!Number.isFinite(value)) return String(value);
-  return value >= 100 ? value.toFixed(0) : value.toFixed(2);
+function loadAverage(): number[] {
+  return os.loadavg().map((value) => Number(value.toFixed(2)));
 }
 
-/** Renders rows as a fixed-width text table. */
-export function formatTable(rows: BenchRow[]): string {
-  const header = ['part', 'case', 'metric', 'value', 'unit', 'note'];
-  const cells = rows.map((row) => [
-    row.part,
-    row.case,
-    row.metric,
-    formatValue(row.value),
-    row.unit,
-    row.note ?? '',
-  ]);
-  const widths = header.map((title, column) =>
-    Math.max(title.length, ...cells.map((line) => (line[column] ?? '').length)),
-  );
-  const render = (line: string[]): string =>
-    line
-      .map((cell, column) =>
-        column === 3 ? cell.padStart(widths[column] ?? 0) : cell.padEnd(widths[column] ?? 0),
-      )
-      .join('  ')
-      .trimEnd();
-  return [
-    render(header),
-    render(widths.map((width) => '-'.repeat(width))),
-    ...cells.map(render),
-  ].join('\n');
-}
-
-/** Runs the parts named in `argv` (all when empty); resolves to an exit code. */
-export async function runBench(argv: string[]): Promise<number> {
-  const unknown = argv.filter((name) => !PARTS.some((part) => part.name === name));
-  if (unknown.length > 0) {
-    const known = PARTS.map((part) => `${part.name} (${part.description})`).join('\n  ');
-    process.stderr.write(
-      `Expected a bench part name, got ${unknown.map((name) => `\`${name}\``).join(', ')}. Parts:\n  ${known}\n`,
+/**
+ * Runs the parts named in `argv` (all when none is named) with its flags; resolves to an exit
+ * code: 0, or 2 for a bad flag or part name.
+ */
+export async function runBench(argv: string[], io: BenchIo = {}): Promise<number> {
+  const stdout = io.stdout ?? process.stdout;
+  const stderr = io.stderr ?? process.stderr;
+  let parsed: BenchOptions | 'help';
+  try {
+    parsed = parseBenchArgs(
+      argv,
+      PARTS.map((part) => part.name),
+      io.env ?? process.env,
     );
+  } catch (error) {
+    if (!(error instanceof UsageError)) throw error;
+    stderr.write(`cohort bench: ${error.message}\nSee cohort bench --help\n`);
     return 2;
   }
-  const chosen = argv.length === 0 ? PARTS : PARTS.filter((part) => argv.includes(part.name));
-  const rows: BenchRow[] = [];
-  for (const part of chosen) {
-    process.stderr.write(`bench: running ${part.name}: ${part.description}\n`);
-    const begin = performance.now();
-    rows.push(...(await part.run()));
-    process.stderr.write(
-      `bench: ${part.name} took ${((performance.now() - begin) / 1000).toFixed(1)} s\n`,
-    );
+  if (parsed === 'help') {
+    stdout.write(`${BENCH_USAGE}\n`);
+    return 0;
   }
-  process.stdout.write(
-    `node ${process.version}, ${process.platform}/${process.arch}\n\n${formatTable(rows)}\n`,
+  const options = parsed;
+  const chosen =
+    options.parts.length === 0 ? PARTS : PARTS.filter((part) => options.parts.includes(part.name));
+  const log = (line: string): void => {
+    stderr.write(`${line}\n`);
+  };
+  const startedAt = new Date().toISOString();
+  const loadBefore = loadAverage();
+  const reports: { part: BenchPart; report: PartReport; seconds: number }[] = [];
+  for (const part of chosen) {
+    log(`bench: running ${part.name}: ${part.description}`);
+    const begin = performance.now();
+    const report = await part.run({ options, log });
+    const seconds = (performance.now() - begin) / 1000;
+    log(`bench: ${part.name} took ${seconds.toFixed(1)} s`);
+    reports.push({ part, report, seconds });
+  }
+  const info = machine();
+  const loadAfter = loadAverage();
+  const sections = reports.map(
+    ({ part, report }) =>
+      `== ${part.name}: ${part.description}\n\n${report.table ?? formatTable(report.rows)}`,
+  );
+  const outputs: string[] = [];
+  const json = {
+    startedAt,
+    argv,
+    machine: info,
+    loadAverage: { before: loadBefore, after: loadAfter },
+    parts: Object.fromEntries(
+      reports.map(({ part, report, seconds }) => [
+        part.name,
+        { seconds, rows: report.rows, ...(report.data === undefined ? {} : { data: report.data }) },
+      ]),
+    ),
+  };
+  mkdirSync(path.dirname(path.resolve(options.out)), { recursive: true });
+  writeFileSync(options.out, `${JSON.stringify(json, null, 2)}\n`);
+  outputs.push(`report: ${options.out}`);
+  const chart = reports.find(({ report }) => report.chart !== undefined)?.report.chart;
+  if (chart) {
+    const svg = await renderSvg(chart);
+    if (svg === undefined) {
+      log('bench: chart skipped: the vega package (a dev dependency) is not installed; npm i vega');
+    } else {
+      mkdirSync(path.dirname(path.resolve(options.chart)), { recursive: true });
+      writeFileSync(options.chart, svg);
+      outputs.push(`chart: ${options.chart}`);
+    }
+  }
+  stdout.write(
+    `node ${info.node}, ${info.platform}, ${info.cpus} cores (${info.cpuModel}), ${info.totalMemoryGB} GB; ` +
+      `load average before ${loadBefore.join(' ')}, after ${loadAfter.join(' ')}\n\n` +
+      `${sections.join('\n\n')}\n\n${outputs.join('\n')}\n`,
   );
   return 0;
 }

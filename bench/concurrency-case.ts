@@ -1,0 +1,96 @@
+/** One concurrency case, run inside a fresh measuring process (see engine-process.ts). */
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import type { AgentEvent } from '../src/shared/events.js';
+import { type AgentOutcome, type AgentResult, emptyUsage } from '../src/shared/result.js';
+import { startEngine } from './engines.js';
+import type { ConcurrencyJob, ConcurrencyMeasurement } from './jobs.js';
+import { type LimitedRun, runLimited } from './limiter.js';
+import { builtPath } from './paths.js';
+import { MainThreadProbe, type ProbeFigures } from './probes.js';
+import { agentPrompt } from './scenario.js';
+import { spread } from './stats.js';
+
+export async function measureConcurrency(job: ConcurrencyJob): Promise<ConcurrencyMeasurement> {
+  const { scenario, concurrency } = job;
+  const logDir = mkdtempSync(path.join(os.tmpdir(), 'cohort-bench-'));
+  const retries = { rate_limited: 0, overloaded: 0 };
+  const onEvent = (event: AgentEvent): void => {
+    if (event.type !== 'provider-retry') return;
+    if (event.code === 'rate_limited' || event.code === 'overloaded') retries[event.code]++;
+  };
+  const prompts = Array.from({ length: scenario.agents }, (_, index) =>
+    agentPrompt(index, scenario),
+  );
+  const baselineRssBytes = process.memoryUsage.rss();
+  const begin = performance.now();
+  const engine = await startEngine(job.engine, {
+    provider: job.provider,
+    logDir,
+    toolModules: [builtPath('bench/work-tool.js')],
+    concurrency,
+    threads: job.threads,
+  });
+  const startMs = performance.now() - begin;
+  const probe = new MainThreadProbe();
+  probe.start();
+  let run: LimitedRun<AgentResult>;
+  let probed: ProbeFigures;
+  try {
+    run = await runLimited(scenario.agents, concurrency, (index) =>
+      engine.run({
+        prompt: prompts[index]!,
+        title: `bench ${index}`,
+        // Room for the nudge step a confused real model may need; the script never uses it.
+        maxSteps: scenario.steps + 2,
+        onEvent,
+      }),
+    );
+  } finally {
+    probed = probe.stop();
+    await engine.close();
+    rmSync(logDir, { recursive: true, force: true });
+  }
+  const outcomes: Record<AgentOutcome, number> = {
+    complete: 0,
+    empty: 0,
+    cancelled: 0,
+    capped: 0,
+    failed: 0,
+  };
+  const usage = emptyUsage();
+  const reasons = new Set<string>();
+  let rateLimited = retries.rate_limited;
+  let overloaded = retries.overloaded;
+  for (const result of run.results) {
+    outcomes[result.outcome]++;
+    usage.providerCalls += result.usage.providerCalls;
+    usage.steps += result.usage.steps;
+    if (result.outcome !== 'complete' && reasons.size < 5) {
+      reasons.add(`${result.outcome}: ${result.reason ?? ''}`.slice(0, 200));
+    }
+    // The last attempt's 429/529 is no retry event: it is in the failure reason.
+    if (result.reason?.startsWith('provider:rate_limited')) rateLimited++;
+    if (result.reason?.startsWith('provider:overloaded')) overloaded++;
+  }
+  return {
+    engine: job.engine,
+    concurrency,
+    agents: scenario.agents,
+    threads: engine.threads,
+    outcomes,
+    failureReasons: [...reasons],
+    startMs,
+    makespanMs: run.makespanMs,
+    providerCalls: usage.providerCalls,
+    steps: usage.steps,
+    latencyMs: spread(run.latenciesMs),
+    rateLimited,
+    overloaded,
+    eventLoopDelayMs: probed.eventLoopDelay,
+    baselineRssBytes,
+    peakRssBytes: probed.peakRssBytes,
+    maxLive: run.maxLive,
+  };
+}

@@ -1,0 +1,29 @@
+/**
+ * Entry of a measuring process. The bench forks one per case, so every engine starts from the
+ * same clean process: its own RSS baseline, heap, JIT state and event loop, with nothing left
+ * over from the engine measured before it. It takes one Job on the IPC channel and answers once.
+ */
+import { measureConcurrency } from './concurrency-case.js';
+import { EngineStartError } from './engines.js';
+import type { Job, JobReply } from './jobs.js';
+import { measureSpawn } from './spawn-case.js';
+
+async function answer(job: Job): Promise<JobReply> {
+  try {
+    const measurement =
+      job.kind === 'concurrency' ? await measureConcurrency(job) : await measureSpawn(job);
+    return { ok: true, measurement };
+  } catch (error) {
+    return {
+      ok: false,
+      error: error instanceof Error ? (error.stack ?? error.message) : String(error),
+      phase: error instanceof EngineStartError ? 'start' : 'measure',
+    };
+  }
+}
+
+process.once('message', (job: Job) => {
+  void answer(job).then((reply) => {
+    process.send?.(reply, () => process.disconnect());
+  });
+});

@@ -1,0 +1,87 @@
+/**
+ * What the bench asks a fresh measuring process to do, and what it answers: plain data that
+ * crosses the IPC channel of `child_process.fork`.
+ */
+import type { ProviderConfig } from '../src/shared/provider/config.js';
+import type { AgentOutcome } from '../src/shared/result.js';
+import type { EngineName } from './engines.js';
+import type { Scenario } from './scenario.js';
+import type { Spread } from './stats.js';
+
+/** Run `scenario.agents` agents on `engine` with `concurrency` in flight. */
+export interface ConcurrencyJob {
+  kind: 'concurrency';
+  engine: EngineName;
+  concurrency: number;
+  scenario: Scenario;
+  provider: Partial<ProviderConfig>;
+  threads?: number | undefined;
+}
+
+export interface ConcurrencyMeasurement {
+  engine: EngineName;
+  concurrency: number;
+  agents: number;
+  /** Worker threads the engine ran (0 for in-process). */
+  threads: number;
+  outcomes: Record<AgentOutcome, number>;
+  /** Up to five distinct reasons of agents that did not complete. */
+  failureReasons: string[];
+  /** Engine start (pool warm-up) before the first agent, ms. */
+  startMs: number;
+  /** First agent started → last agent settled, ms. */
+  makespanMs: number;
+  /** HTTP requests to the provider, retries included. */
+  providerCalls: number;
+  steps: number;
+  /** Per agent, start → result, ms. */
+  latencyMs: Spread;
+  /** 429 answers: retried ones (provider-retry events) plus final ones (failed results). */
+  rateLimited: number;
+  /** 529 answers, counted the same way. */
+  overloaded: number;
+  eventLoopDelayMs: { p50: number; p99: number; max: number; samples: number };
+  /** RSS just before the engine started, bytes. */
+  baselineRssBytes: number;
+  peakRssBytes: number;
+  maxLive: number;
+}
+
+/**
+ * Spawn `children` children that park in a slow provider call, `wave` at a time, each wave
+ * waiting for its children's first request; measure, then close the engine (cancels them all).
+ */
+export interface SpawnJob {
+  kind: 'spawn';
+  engine: 'cohort' | 'thread-per-child';
+  children: number;
+  wave: number;
+  provider: Partial<ProviderConfig>;
+  threads?: number | undefined;
+}
+
+export interface SpawnMeasurement {
+  engine: 'cohort' | 'thread-per-child';
+  children: number;
+  wave: number;
+  threads: number;
+  startMs: number;
+  /** Spawn call → the child's `step-start` event (emitted right before its first request), ms. */
+  firstRequestMs: Spread;
+  /** First spawn → last child at its first request, ms. */
+  spawnAllMs: number;
+  baselineRssBytes: number;
+  /** RSS after start and warm-up, before the measured children, bytes. */
+  warmRssBytes: number;
+  /** RSS with every measured child live (median of samples over a second), bytes. */
+  liveRssBytes: number;
+  peakRssBytes: number;
+  /** engine.close() with every child live, ms. */
+  closeMs: number;
+  outcomes: Record<AgentOutcome, number>;
+}
+
+export type Job = ConcurrencyJob | SpawnJob;
+export type JobReply =
+  | { ok: true; measurement: ConcurrencyMeasurement | SpawnMeasurement }
+  | { ok: false; error: string; phase: 'start' | 'measure' };
