@@ -1,5 +1,6 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
+import Anthropic from '@anthropic-ai/sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SessionEvent } from '../src/main/session.js';
 import { type ScriptedModel, startScriptedModel } from '../src/testing/index.js';
@@ -198,6 +199,40 @@ describe('cohort run', () => {
       settles.map((result) => `${result.title}:${result.outcome}:${result.reason}`).sort(),
     ).toEqual(['s1:cancelled:shutdown', 's2:cancelled:shutdown']);
     expect(lines.at(-1)).toMatchObject({ type: 'final', agents: { total: 2 } });
+  });
+});
+
+describe('cohort mock', () => {
+  it('serves the official SDK, streaming and not, until it is stopped', async () => {
+    const server = runCli(['mock', '--port', '0', '--chunk-chars', '4']);
+    await server.waitFor(/listening on (http:\/\/\S+)/, 'stdout');
+    const url = /listening on (http:\/\/\S+)/.exec(server.stdout())![1]!;
+    const client = new Anthropic({ apiKey: 'unused', baseURL: url, maxRetries: 0 });
+    const prompt = scripted([{ text: 'hello from the mock process' }]);
+    const plain = await client.messages.create({
+      model: 'cohort-scripted',
+      max_tokens: 100,
+      messages: [{ role: 'user', content: prompt }],
+    });
+    expect(plain.content).toEqual([{ type: 'text', text: 'hello from the mock process' }]);
+    const stream = client.messages.stream({
+      model: 'cohort-scripted',
+      max_tokens: 100,
+      messages: [{ role: 'user', content: prompt }],
+    });
+    const deltas: string[] = [];
+    stream.on('text', (text) => deltas.push(text));
+    const final = await stream.finalMessage();
+    expect(deltas.length).toBeGreaterThan(3);
+    expect(final.content).toEqual([{ type: 'text', text: 'hello from the mock process' }]);
+    server.child.kill('SIGTERM');
+    expect((await server.exit).code).toBe(0);
+  });
+
+  it('refuses a bad flag with exit code 2', async () => {
+    const bad = runCli(['mock', '--tps', 'fast']);
+    expect((await bad.exit).code).toBe(2);
+    expect(bad.stderr()).toMatch(/--tps/);
   });
 });
 

@@ -1,3 +1,4 @@
+import { getEventListeners } from 'node:events';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_PROVIDER_CONFIG, type ProviderConfig } from '../src/shared/provider/config.js';
 import { Provider } from '../src/shared/provider/provider.js';
@@ -197,6 +198,25 @@ describe('Provider against the scripted model (real SDK, real HTTP)', () => {
     );
     expect(result).toMatchObject({ ok: false, error: { code: 'aborted' } });
     await closed;
+  });
+
+  it('removes every abort listener it adds, whatever ends the request', async () => {
+    const controller = new AbortController();
+    const cases: ScriptStep[][] = [
+      [{ text: 'plain' }],
+      [{ calls: [{ name: 'lookup', input: {} }] }],
+      [{ error: { status: 429, retryAfterMs: 1 }, faultAttempts: 1, text: 'retried' }],
+      [{ error: { status: 400 } }],
+      [{ text: 'x', disconnect: true, faultAttempts: 1 }],
+      [{ text: 'x', malformed: true }],
+      [{ text: 'x', stall: { ms: 2000 }, faultAttempts: 1 }],
+    ];
+    for (const steps of cases) {
+      await provider({ idleTimeoutMs: 100, maxRetries: 1 }).complete(request(steps), {
+        signal: controller.signal,
+      });
+      expect(getEventListeners(controller.signal, 'abort')).toHaveLength(0);
+    }
   });
 
   it('an abort during the backoff wait returns at once', async () => {

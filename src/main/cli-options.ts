@@ -14,6 +14,8 @@ export const COMMON_OPTIONS = {
   'max-depth': { type: 'string' },
   workspace: { type: 'string' },
   tools: { type: 'string', multiple: true },
+  'worker-heap-mb': { type: 'string' },
+  'cancel-grace': { type: 'string' },
   json: { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
 } as const satisfies ParseArgsConfig['options'];

@@ -14,7 +14,8 @@ Commands:
   cohort mock [--port P] [load flags] run the scripted model server on its own
 
 Common options: --provider anthropic|mock, --model, --base-url, --threads,
-  --agents-per-thread, --ceiling, --log-dir, --max-depth, --workspace, --tools MODULE, --json
+  --agents-per-thread, --ceiling, --log-dir, --max-depth, --workspace, --tools MODULE,
+  --worker-heap-mb N, --cancel-grace DURATION, --json
 
 ${AGENT_USAGE}`;
 

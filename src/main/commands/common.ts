@@ -14,6 +14,8 @@ export function engineOptionsFrom(
   const logDir = stringFlag(values, 'log-dir');
   const workspace = stringFlag(values, 'workspace');
   const tools = values.tools as string[] | undefined;
+  const heap = intFlag(values, 'worker-heap-mb', 16);
+  const grace = durationFlag(values, 'cancel-grace');
   return {
     provider,
     ...(threads === undefined ? {} : { threads }),
@@ -23,5 +25,7 @@ export function engineOptionsFrom(
     ...(logDir === undefined ? {} : { logDir }),
     ...(workspace === undefined ? {} : { workspace }),
     ...(tools === undefined ? {} : { toolModules: tools }),
+    ...(heap === undefined ? {} : { maxOldGenerationSizeMb: heap }),
+    ...(grace === undefined ? {} : { cancelGraceMs: grace }),
   };
 }
