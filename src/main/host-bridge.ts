@@ -9,6 +9,7 @@ import type { AgentInfo, AgentReceipt, AgentToolInput } from '../shared/tools/sp
 import type { AnyTool } from '../shared/tools/types.js';
 import { renderInbox } from './inbox.js';
 import type { ChildHandle } from './pool.js';
+import { AgentRegistry } from './registry.js';
 
 /** The result of a host tool call as it crosses back to the worker: data, never an Error. */
 export type BridgeToolResult = { ok: true; text: string } | { ok: false; error: string };
@@ -39,7 +40,7 @@ export class HostBridge {
   readonly #port: MessagePort;
   readonly #work = new AbortController();
   readonly #children = new Map<string, ChildHandle>();
-  readonly #live = new Map<string, { handle: ChildHandle; logDir: string }>();
+  readonly #live = new AgentRegistry();
   readonly #inbox: AgentResult[] = [];
   #wakers: ((pending: boolean) => void)[] = [];
   #closed = false;
@@ -82,31 +83,19 @@ export class HostBridge {
       spawnAsync: (input) => {
         const handle = this.#track(options.spawn(input, 'async'));
         const logDir = options.logDirOf(handle.id);
-        const ceiling = setTimeout(() => handle.cancel('ceiling'), options.ceilingMs);
-        this.#live.set(handle.id, { handle, logDir });
-        void handle.result.then((result) => {
-          clearTimeout(ceiling);
-          this.#live.delete(result.id);
-          if (this.#closed) return;
-          this.#inbox.push(result);
-          this.#wake();
+        this.#live.add(handle, {
+          logDir,
+          ceilingMs: options.ceilingMs,
+          onSettle: (result) => {
+            if (this.#closed) return;
+            this.#inbox.push(result);
+            this.#wake();
+          },
         });
         return { id: handle.id, title: handle.title, status: 'started', logDir };
       },
-      list: () => {
-        const now = performance.now();
-        return [...this.#live.entries()].map(([id, live]) => ({
-          id,
-          title: live.handle.title,
-          status: live.handle.status === 'queued' ? 'queued' : 'running',
-          logDir: live.logDir,
-          elapsedMs: Math.round(now - live.handle.spawnedAt),
-        }));
-      },
-      cancel: (id) => {
-        const live = this.#live.get(id);
-        return { id, wasLive: live ? live.handle.cancel('user') : false };
-      },
+      list: () => this.#live.list(),
+      cancel: (id) => this.#live.cancel(id),
       drain: () => {
         const pending = this.#inbox.splice(0);
         return pending.length === 0 ? [] : renderInbox(pending);

@@ -19,7 +19,7 @@ import { DEFAULT_CEILING_MS, type Engine } from './engine.js';
 import { EventHub } from './event-hub.js';
 import { renderInbox } from './inbox.js';
 import { checkInteger, checkString } from './options.js';
-import type { ChildHandle } from './pool.js';
+import { AgentRegistry } from './registry.js';
 
 export const DEFAULT_ROOT_SYSTEM = [
   'You are the root agent of a cohort session, working for the user.',
@@ -58,12 +58,6 @@ export type SessionEvent =
   | { type: 'agent-stale'; agentId: string; generation: number; current: number }
   | { type: 'session-clear'; generation: number };
 
-interface LiveAgent {
-  handle: ChildHandle;
-  logDir: string;
-  ceiling: NodeJS.Timeout;
-}
-
 /** The id the root's own events carry. */
 export const ROOT_ID = 'root';
 
@@ -75,7 +69,7 @@ export class Session implements AgentSpawner {
   readonly #engine: Engine;
   readonly #options: SessionOptions;
   readonly #events = new EventHub<SessionEvent>();
-  readonly #live = new Map<string, LiveAgent>();
+  readonly #live = new AgentRegistry();
   readonly #inbox: AgentResult[] = [];
   readonly #delivered: AgentResult[] = [];
   #messages: MessageParam[] = [];
@@ -141,20 +135,12 @@ export class Session implements AgentSpawner {
 
   /** Live async agents. */
   list(): AgentInfo[] {
-    const now = performance.now();
-    return [...this.#live.entries()].map(([id, live]) => ({
-      id,
-      title: live.handle.title,
-      status: live.handle.status === 'queued' ? 'queued' : 'running',
-      logDir: live.logDir,
-      elapsedMs: Math.round(now - live.handle.spawnedAt),
-    }));
+    return this.#live.list();
   }
 
   /** Cancels one async agent (reason `user`); says whether it was live. */
   cancel(id: string): { id: string; wasLive: boolean } {
-    const live = this.#live.get(id);
-    return { id, wasLive: live ? live.handle.cancel('user') : false };
+    return this.#live.cancel(id);
   }
 
   /**
@@ -168,7 +154,7 @@ export class Session implements AgentSpawner {
     this.#inbox.length = 0;
     this.#messages = [];
     this.#foreground?.abort('clear');
-    for (const live of this.#live.values()) live.handle.cancel('clear');
+    void this.#live.cancelAll('clear');
     this.#emit({ type: 'session-clear', generation: this.#generation });
   }
 
@@ -198,9 +184,7 @@ export class Session implements AgentSpawner {
     if (this.#closed) return;
     this.#closed = true;
     this.#foreground?.abort('shutdown');
-    const pending = [...this.#live.values()].map((live) => live.handle.result);
-    for (const live of this.#live.values()) live.handle.cancel('shutdown');
-    await Promise.all(pending);
+    await this.#live.cancelAll('shutdown');
     await this.#turnChain.catch(() => {});
     this.#events.close();
   }
@@ -258,9 +242,11 @@ export class Session implements AgentSpawner {
       { depth: context.depth + 1, generation },
     );
     const logDir = path.join(this.#engine.logDir, handle.id);
-    const ceilingMs = this.#options.ceilingMs ?? this.#engine.ceilingMs ?? DEFAULT_CEILING_MS;
-    const ceiling = setTimeout(() => handle.cancel('ceiling'), ceilingMs);
-    this.#live.set(handle.id, { handle, logDir, ceiling });
+    this.#live.add(handle, {
+      logDir,
+      ceilingMs: this.#options.ceilingMs ?? this.#engine.ceilingMs ?? DEFAULT_CEILING_MS,
+      onSettle: (result) => this.#onAsyncSettle(result, generation),
+    });
     this.#emit({
       type: 'agent-start',
       agentId: handle.id,
@@ -268,14 +254,10 @@ export class Session implements AgentSpawner {
       depth: context.depth + 1,
       mode: 'async',
     });
-    void handle.result.then((result) => this.#onAsyncSettle(result, generation));
     return { id: handle.id, title: handle.title, status: 'started', logDir };
   }
 
   #onAsyncSettle(result: AgentResult, generation: number): void {
-    const live = this.#live.get(result.id);
-    if (live) clearTimeout(live.ceiling);
-    this.#live.delete(result.id);
     this.#emit({ type: 'agent-settle', agentId: result.id, result });
     if (generation !== this.#generation || result.generation !== this.#generation || this.#closed) {
       this.#emit({
