@@ -35,8 +35,10 @@ export async function measureConcurrency(job: ConcurrencyJob): Promise<Concurren
   const startMs = performance.now() - begin;
   const probe = new MainThreadProbe();
   probe.start();
+  const cpuBefore = process.cpuUsage();
   let run: LimitedRun<AgentResult>;
   let probed: ProbeFigures;
+  let cpu: NodeJS.CpuUsage;
   try {
     run = await runLimited(scenario.agents, concurrency, (index) =>
       engine.run({
@@ -49,6 +51,7 @@ export async function measureConcurrency(job: ConcurrencyJob): Promise<Concurren
     );
   } finally {
     probed = probe.stop();
+    cpu = process.cpuUsage(cpuBefore);
     await engine.close();
     rmSync(logDir, { recursive: true, force: true });
   }
@@ -92,5 +95,6 @@ export async function measureConcurrency(job: ConcurrencyJob): Promise<Concurren
     baselineRssBytes,
     peakRssBytes: probed.peakRssBytes,
     maxLive: run.maxLive,
+    processCpuMs: (cpu.user + cpu.system) / 1000,
   };
 }

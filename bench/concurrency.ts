@@ -7,7 +7,7 @@ import { type ChartPoint, concurrencyChartSpec } from './chart.js';
 import { type EngineName, MAX_THREADS } from './engines.js';
 import { measureInFreshProcess } from './fork.js';
 import type { ConcurrencyJob, ConcurrencyMeasurement } from './jobs.js';
-import { loadFlags, startModelProcess } from './model-process.js';
+import { loadFlags, processCpuMs, startModelProcess } from './model-process.js';
 import type { BenchOptions } from './options.js';
 import type { BenchContext, BenchPart, BenchRow, PartReport } from './part.js';
 import { idealAgentMs, idealMakespanMs, type Scenario } from './scenario.js';
@@ -36,6 +36,10 @@ export interface CaseFigures {
   rssPerLiveAgentMB: number;
   maxLive: number;
   startMs: number;
+  /** CPU of the measuring process (all its threads) per provider call, ms. */
+  cpuPerCallMs: number;
+  /** CPU of the scripted model's process per provider call, ms; null when unknown. */
+  modelCpuPerCallMs: number | null;
 }
 
 /** Medians over the runs of one engine at one level. */
@@ -89,6 +93,11 @@ export function caseFigures(
       Math.max(1, measurement.maxLive),
     maxLive: measurement.maxLive,
     startMs: measurement.startMs,
+    cpuPerCallMs: measurement.processCpuMs / Math.max(1, measurement.providerCalls),
+    modelCpuPerCallMs:
+      measurement.modelCpuMs === null || measurement.modelCpuMs === undefined
+        ? null
+        : measurement.modelCpuMs / Math.max(1, measurement.providerCalls),
   };
 }
 
@@ -181,11 +190,17 @@ async function run(context: BenchContext): Promise<PartReport> {
               ? { threads: options.threads }
               : {}),
           };
+          const modelCpuBefore = processCpuMs(server?.child.pid);
           const measurement = await measureInFreshProcess<ConcurrencyMeasurement>(job, {
             env,
             log,
             startFailures,
           });
+          const modelCpuAfter = processCpuMs(server?.child.pid);
+          measurement.modelCpuMs =
+            modelCpuBefore === undefined || modelCpuAfter === undefined
+              ? null
+              : modelCpuAfter - modelCpuBefore;
           measurements.push(measurement);
           runOf.push(runIndex);
           const figures = caseFigures(measurement, scenario, realProvider);
@@ -380,6 +395,8 @@ function summaryTable(summary: CaseSummary[]): string {
     'eld p99',
     'peak MB',
     'MB/agent',
+    'cpu ms/call',
+    'model ms/call',
     'start ms',
   ];
   const cells = summary.map((item) => [
@@ -398,6 +415,8 @@ function summaryTable(summary: CaseSummary[]): string {
     formatValue(item.eventLoopP99Ms),
     formatValue(item.peakRssMB),
     formatValue(item.rssPerLiveAgentMB),
+    formatValue(item.cpuPerCallMs),
+    formatValue(item.modelCpuPerCallMs),
     formatValue(item.startMs),
   ]);
   return formatGrid(

@@ -45,6 +45,10 @@ export interface ConcurrencyMeasurement {
   baselineRssBytes: number;
   peakRssBytes: number;
   maxLive: number;
+  /** CPU time of the measuring process (every thread), first agent → last result, ms. */
+  processCpuMs: number;
+  /** CPU time of the scripted model's process over the case, ms (the orchestrator adds it). */
+  modelCpuMs?: number | null;
 }
 
 /**

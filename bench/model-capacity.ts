@@ -4,10 +4,9 @@
  * over keep-alive HTTP, so the figure is the server's, not the SDK's. Each response
  * carries ~200 output tokens, unpaced.
  */
-import { readFileSync } from 'node:fs';
 import { Agent, request } from 'node:http';
 import { scriptBlock } from '../src/testing/index.js';
-import { startModelProcess } from './model-process.js';
+import { processCpuMs, startModelProcess } from './model-process.js';
 import type { BenchPart, BenchRow } from './part.js';
 import { median } from './stats.js';
 
@@ -73,18 +72,6 @@ async function runOnce(
   const seconds = (performance.now() - begin) / 1000;
   agent.destroy();
   return { requestsPerSecond: requests / seconds, megabytesPerSecond: bytes / 1e6 / seconds };
-}
-
-/** CPU time (user + system) a process has used, in ms; undefined where /proc is missing. */
-function processCpuMs(pid: number | undefined): number | undefined {
-  if (pid === undefined) return undefined;
-  try {
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
-    // utime and stime are fields 14 and 15 of stat, in clock ticks (100 per second on Linux).
-    return (Number(fields[11]) + Number(fields[12])) * 10;
-  } catch {
-    return undefined;
-  }
 }
 
 async function run(): Promise<BenchRow[]> {

@@ -4,6 +4,7 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
+import { readFileSync } from 'node:fs';
 import { builtPath } from './paths.js';
 
 export interface ModelProcess {
@@ -72,4 +73,16 @@ export function loadFlags(load: {
   add('--overload', load.overload);
   add('--jitter', load.jitter);
   return flags;
+}
+
+/** CPU time (user + system) a process has used, in ms; undefined where /proc is missing. */
+export function processCpuMs(pid: number | undefined): number | undefined {
+  if (pid === undefined) return undefined;
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
+    // utime and stime are fields 14 and 15 of stat, in clock ticks (100 per second on Linux).
+    return (Number(fields[11]) + Number(fields[12])) * 10;
+  } catch {
+    return undefined;
+  }
 }

@@ -46,7 +46,7 @@ Parts: model, concurrency, spawn (default: all). Defaults are a quick sweep.
 concurrency — cohort vs in-process vs thread-per-child on one scripted model:
   --agents N            agents per case (default 100)
   --steps K             provider requests per agent: K-1 work-tool steps, then reply (default 3)
-  --concurrency A,B,…   levels to sweep (default 5,20,50)
+  --concurrency A,B,…   levels to sweep (default 5,15,30)
   --ttft-ms MS          model time to first token (default 50)
   --tps N               model output tokens per second, 0 unpaced (default 0)
   --cpu-ms MS           synchronous CPU per work-tool call (default 2)
@@ -118,7 +118,7 @@ export function parseBenchArgs(
     parts: known.filter((name) => positionals.includes(name)),
     agents: intFlag(values, 'agents', 1, 1_000_000) ?? 100,
     steps: intFlag(values, 'steps', 1, 1000) ?? 3,
-    concurrency: listFlag(values, 'concurrency', 1, 1_000_000) ?? [5, 20, 50],
+    concurrency: listFlag(values, 'concurrency', 1, 1_000_000) ?? [5, 15, 30],
     ttftMs: intFlag(values, 'ttft-ms', 0, 600_000) ?? 50,
     tps: intFlag(values, 'tps', 0, 1_000_000) ?? 0,
     cpuMs: intFlag(values, 'cpu-ms', 0, 60_000) ?? 2,
