@@ -4,123 +4,20 @@
  */
 import { DEFAULT_PROVIDER_CONFIG, type ProviderConfig } from '../src/shared/provider/config.js';
 import { type ChartPoint, concurrencyChartSpec } from './chart.js';
-import { type EngineName, MAX_THREADS } from './engines.js';
+import {
+  type CaseSummary,
+  caseFigures,
+  type RunMeasurement,
+  summariseConcurrency,
+} from './concurrency-summary.js';
+import { MAX_THREADS } from './engines.js';
 import { measureInFreshProcess } from './fork.js';
 import type { ConcurrencyJob, ConcurrencyMeasurement } from './jobs.js';
 import { loadFlags, processCpuMs, startModelProcess } from './model-process.js';
 import type { BenchOptions } from './options.js';
 import type { BenchContext, BenchPart, BenchRow, PartReport } from './part.js';
-import { idealAgentMs, idealMakespanMs, type Scenario } from './scenario.js';
-import { median } from './stats.js';
+import { idealAgentMs, type Scenario } from './scenario.js';
 import { formatCount, formatGrid, formatTable, formatValue } from './table.js';
-
-const MB = 1024 * 1024;
-
-/** The figures of one case (one engine, one level, one run), derived from its measurement. */
-export interface CaseFigures {
-  completed: number;
-  agentsPerSecond: number;
-  providerCallsPerSecond: number;
-  latencyP50Ms: number;
-  latencyP95Ms: number;
-  latencyP99Ms: number;
-  /** ideal makespan / makespan; null against a real provider (its latency is unknown). */
-  efficiency: number | null;
-  makespanMs: number;
-  rateLimited429: number;
-  overloaded529: number;
-  eventLoopP50Ms: number;
-  eventLoopP99Ms: number;
-  peakRssMB: number;
-  /** (peak RSS − RSS before the engine started) / most agents live at once. */
-  rssPerLiveAgentMB: number;
-  maxLive: number;
-  startMs: number;
-  /** CPU of the measuring process (all its threads) per provider call, ms. */
-  cpuPerCallMs: number;
-  /** CPU of the scripted model's process per provider call, ms; null when unknown. */
-  modelCpuPerCallMs: number | null;
-}
-
-/** Medians over the runs of one engine at one level. */
-export interface CaseSummary extends CaseFigures {
-  engine: EngineName;
-  concurrency: number;
-  agents: number;
-  threads: number;
-  runs: number;
-  idealMakespanMs: number;
-}
-
-/** Side-by-side ratios at one level: computed within each run, then the median over runs. */
-export interface LevelRatios {
-  concurrency: number;
-  /** in-process event-loop p99 / cohort's. */
-  eventLoopP99InProcessOverCohort: number | null;
-  /** cohort provider calls/s / in-process's. */
-  callsPerSecondCohortOverInProcess: number | null;
-  /** thread-per-child RSS per live agent / cohort's. */
-  rssPerAgentThreadPerChildOverCohort: number | null;
-  /** cohort agents/s / thread-per-child's. */
-  agentsPerSecondCohortOverThreadPerChild: number | null;
-}
-
-export function caseFigures(
-  measurement: ConcurrencyMeasurement,
-  scenario: Scenario,
-  realProvider: boolean,
-): CaseFigures {
-  const seconds = measurement.makespanMs / 1000;
-  return {
-    completed: measurement.outcomes.complete,
-    agentsPerSecond: measurement.outcomes.complete / seconds,
-    providerCallsPerSecond: measurement.providerCalls / seconds,
-    latencyP50Ms: measurement.latencyMs.p50,
-    latencyP95Ms: measurement.latencyMs.p95,
-    latencyP99Ms: measurement.latencyMs.p99,
-    efficiency: realProvider
-      ? null
-      : idealMakespanMs(scenario, measurement.concurrency) / measurement.makespanMs,
-    makespanMs: measurement.makespanMs,
-    rateLimited429: measurement.rateLimited,
-    overloaded529: measurement.overloaded,
-    eventLoopP50Ms: measurement.eventLoopDelayMs.p50,
-    eventLoopP99Ms: measurement.eventLoopDelayMs.p99,
-    peakRssMB: measurement.peakRssBytes / MB,
-    rssPerLiveAgentMB:
-      Math.max(0, measurement.peakRssBytes - measurement.baselineRssBytes) /
-      MB /
-      Math.max(1, measurement.maxLive),
-    maxLive: measurement.maxLive,
-    startMs: measurement.startMs,
-    cpuPerCallMs: measurement.processCpuMs / Math.max(1, measurement.providerCalls),
-    modelCpuPerCallMs:
-      measurement.modelCpuMs === null || measurement.modelCpuMs === undefined
-        ? null
-        : measurement.modelCpuMs / Math.max(1, measurement.providerCalls),
-  };
-}
-
-/** The median of each figure over runs (null when any run has none). */
-function medianFigures(runs: CaseFigures[]): CaseFigures {
-  const result = {} as Record<keyof CaseFigures, number | null>;
-  for (const key of Object.keys(runs[0]!) as (keyof CaseFigures)[]) {
-    const values = runs.map((figures) => figures[key]);
-    result[key] = values.some((value) => value === null) ? null : median(values as number[]);
-  }
-  return result as unknown as CaseFigures;
-}
-
-function ratio(numerator: number | undefined, denominator: number | undefined): number | null {
-  if (numerator === undefined || denominator === undefined || denominator <= 0) return null;
-  const value = numerator / denominator;
-  return Number.isFinite(value) ? value : null;
-}
-
-function medianRatio(values: (number | null)[]): number | null {
-  const present = values.filter((value): value is number => value !== null);
-  return present.length === 0 ? null : median(present);
-}
 
 /** The environment of the measuring processes: no credentials when they talk to the local model. */
 function childEnv(options: BenchOptions): NodeJS.ProcessEnv {
@@ -166,8 +63,7 @@ async function run(context: BenchContext): Promise<PartReport> {
     ? { baseURL: server.url, model: 'cohort-bench', maxRetries: options.maxRetries }
     : { model: options.model ?? DEFAULT_PROVIDER_CONFIG.model, maxRetries: options.maxRetries };
   const env = childEnv(options);
-  const measurements: ConcurrencyMeasurement[] = [];
-  const runOf: number[] = [];
+  const measurements: RunMeasurement[] = [];
   const skipped = new Set<string>();
   const startFailures: string[] = [];
   try {
@@ -201,8 +97,7 @@ async function run(context: BenchContext): Promise<PartReport> {
             modelCpuBefore === undefined || modelCpuAfter === undefined
               ? null
               : modelCpuAfter - modelCpuBefore;
-          measurements.push(measurement);
-          runOf.push(runIndex);
+          measurements.push({ ...measurement, run: runIndex });
           const figures = caseFigures(measurement, scenario, realProvider);
           log(
             `bench: concurrency ${concurrency}, ${engine}, run ${runIndex + 1}/${options.runs}: ` +
@@ -216,64 +111,14 @@ async function run(context: BenchContext): Promise<PartReport> {
     await server?.stop();
   }
 
-  const summary: CaseSummary[] = [];
-  for (const concurrency of options.concurrency) {
-    for (const engine of options.engines) {
-      const cases = measurements.filter(
-        (item) => item.engine === engine && item.concurrency === concurrency,
-      );
-      if (cases.length === 0) continue;
-      summary.push({
-        engine,
-        concurrency,
-        agents: scenario.agents,
-        threads: cases[0]!.threads,
-        runs: cases.length,
-        idealMakespanMs: idealMakespanMs(scenario, concurrency),
-        ...medianFigures(cases.map((item) => caseFigures(item, scenario, realProvider))),
-      });
-    }
-  }
-
-  const figuresOf = (engine: EngineName, concurrency: number, runIndex: number) => {
-    const index = measurements.findIndex(
-      (item, at) =>
-        item.engine === engine && item.concurrency === concurrency && runOf[at] === runIndex,
-    );
-    return index < 0 ? undefined : caseFigures(measurements[index]!, scenario, realProvider);
-  };
-  const ratios: LevelRatios[] = options.concurrency.map((concurrency) => {
-    const perRun = Array.from({ length: options.runs }, (_, runIndex) => ({
-      cohort: figuresOf('cohort', concurrency, runIndex),
-      inProcess: figuresOf('in-process', concurrency, runIndex),
-      perChild: figuresOf('thread-per-child', concurrency, runIndex),
-    }));
-    return {
-      concurrency,
-      eventLoopP99InProcessOverCohort: medianRatio(
-        perRun.map((r) => ratio(r.inProcess?.eventLoopP99Ms, r.cohort?.eventLoopP99Ms)),
-      ),
-      callsPerSecondCohortOverInProcess: medianRatio(
-        perRun.map((r) =>
-          ratio(r.cohort?.providerCallsPerSecond, r.inProcess?.providerCallsPerSecond),
-        ),
-      ),
-      rssPerAgentThreadPerChildOverCohort: medianRatio(
-        perRun.map((r) => ratio(r.perChild?.rssPerLiveAgentMB, r.cohort?.rssPerLiveAgentMB)),
-      ),
-      agentsPerSecondCohortOverThreadPerChild: medianRatio(
-        perRun.map((r) => ratio(r.cohort?.agentsPerSecond, r.perChild?.agentsPerSecond)),
-      ),
-    };
+  const { summary, ratios, highestCallsPerSecond } = summariseConcurrency({
+    measurements,
+    levels: options.concurrency,
+    engines: options.engines,
+    runs: options.runs,
+    scenario,
+    realProvider,
   });
-  const highestCallsPerSecond = Object.fromEntries(
-    options.engines.map((engine) => {
-      const values = summary
-        .filter((item) => item.engine === engine)
-        .map((item) => item.providerCallsPerSecond);
-      return [engine, values.length === 0 ? null : Math.max(...values)];
-    }),
-  ) as Partial<Record<EngineName, number | null>>;
 
   const rows: BenchRow[] = [];
   const addRow = (
@@ -372,7 +217,7 @@ async function run(context: BenchContext): Promise<PartReport> {
       highestProviderCallsPerSecond: highestCallsPerSecond,
       skipped: [...skipped],
       startFailures,
-      measurements: measurements.map((item, index) => ({ run: runOf[index], ...item })),
+      measurements,
     },
     chart: concurrencyChartSpec({ points, engines: options.engines, subtitle }),
   };
