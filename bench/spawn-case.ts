@@ -22,7 +22,7 @@ export async function measureSpawn(job: SpawnJob): Promise<SpawnMeasurement> {
   const baselineRssBytes = process.memoryUsage.rss();
   const begin = performance.now();
   const engine = await startEngine(job.engine, {
-    // A parked request must outlive neither the request timeout nor the stream idle timer.
+    // Neither the request timeout nor the stream idle timer may end a parked request.
     provider: {
       ...job.provider,
       requestTimeoutMs: 3_600_000,
@@ -116,6 +116,7 @@ export async function measureSpawn(job: SpawnJob): Promise<SpawnMeasurement> {
       outcomes,
     };
   } finally {
+    // Already closed on the measured path (close is idempotent); this covers a failure midway.
     await engine.close();
     rmSync(logDir, { recursive: true, force: true });
   }
