@@ -11,6 +11,7 @@ Commands:
   cohort run PROMPT [options]         run a root session with the agent tools until idle
   cohort batch TASKS.jsonl --out RESULTS.jsonl [--concurrency N]
                                       one child per task line; resumable
+  cohort bench [part…] [options]      benchmark concurrency limits (docs/BENCHMARKS.md)
   cohort mock [--port P] [load flags] run the scripted model server on its own
 
 Common options: --provider anthropic|mock, --model, --base-url, --threads,
@@ -27,6 +28,7 @@ const COMMANDS: Record<string, () => Promise<Command>> = {
   demo: async () => (await import('./commands/demo.js')).demoCommand,
   run: async () => (await import('./commands/run.js')).runCommand,
   batch: async () => (await import('./commands/batch.js')).batchCommand,
+  bench: async () => (await import('./commands/bench.js')).benchCommand,
 };
 
 async function main(argv: string[]): Promise<number> {

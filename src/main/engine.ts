@@ -158,6 +158,7 @@ export class Engine {
       logDir: path.join(this.logDir, id),
       toolModules: this.toolModules,
       streamText: options.streamText ?? options.onEvent !== undefined,
+      liveEvents: options.onEvent !== undefined,
       ...(options.system === undefined ? {} : { system: options.system }),
       ...(options.tools === undefined ? {} : { tools: options.tools }),
       ...(this.workspace === undefined ? {} : { workspace: this.workspace }),

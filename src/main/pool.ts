@@ -356,7 +356,11 @@ export class ChildPool {
   #deliverSynthetic(entry: Entry, result: AgentResult): void {
     this.#deliver(entry, result);
     // The worker never wrote this result; record it so the log folder is complete.
-    void new AgentLog(entry.spec.logDir).writeResult(result).catch(() => {});
+    try {
+      new AgentLog(entry.spec.logDir).writeResult(result);
+    } catch {
+      // The result is delivered all the same; a log that cannot be written must not lose it.
+    }
   }
 
   #deliver(entry: Entry, result: AgentResult): void {

@@ -25,6 +25,11 @@ export interface ChildSpec {
   tools?: string[];
   /** Whether to stream text deltas as events (costly across threads for thousands of agents). */
   streamText: boolean;
+  /**
+   * Whether anyone listens to this child's events. When false the worker sends only what main
+   * needs (tool calls and results, slim) and the result: port messages cost CPU at scale.
+   */
+  liveEvents?: boolean;
   /** Resume from the transcript in `logDir` (after the worker it ran on died). */
   resume?: boolean;
   /** Names of host tools registered on the main thread, reached through the host bridge. */

@@ -64,20 +64,18 @@ export async function runChild(spec: ChildSpec, deps: ChildRunDeps): Promise<Age
   let result: AgentResult;
   try {
     const tools = await childTools(spec, deps.extraTools);
-    const restored = spec.resume
-      ? restoreTranscript((await log.readTranscript()) ?? '')
-      : undefined;
+    const restored = spec.resume ? restoreTranscript(log.readTranscript() ?? '') : undefined;
     if (restored) {
       usage.steps = restored.steps;
       if (restored.ended) {
-        result = await settle(restored.ended, spec, log, base, usage, started);
-        await log.writeResult(result).catch(() => {});
+        result = settle(restored.ended, spec, log, base, usage, started);
+        log.writeResult(result);
         return result;
       }
-      await log.rewriteTranscript(restored.messages);
+      log.rewriteTranscript(restored.messages);
     }
     const messages: MessageParam[] = restored?.messages ?? [{ role: 'user', content: spec.prompt }];
-    await log.writeMeta({
+    log.writeMeta({
       id: spec.id,
       title: spec.title,
       depth: spec.depth,
@@ -88,9 +86,10 @@ export async function runChild(spec: ChildSpec, deps: ChildRunDeps): Promise<Age
       tools: [...tools.keys()],
       ...(restored ? { resumedAtStep: restored.steps } : {}),
     });
-    if (!restored) await log.appendTranscript(messages);
+    if (!restored) log.appendTranscript(messages);
     const emit = (event: AgentEvent) => deps.emit(redactEvent(event));
     const agentId = spec.id;
+    const live = spec.liveEvents !== false;
     const outcome = await runAgentLoop({
       agentId,
       depth: spec.depth,
@@ -108,12 +107,19 @@ export async function runChild(spec: ChildSpec, deps: ChildRunDeps): Promise<Age
       ...(deps.inbox ? { inbox: deps.inbox } : {}),
       sink: {
         commit: (added) => log.appendTranscript(added),
-        stepStart: (step) => emit({ type: 'step-start', agentId, step }),
         ...(spec.streamText
           ? { textDelta: (text: string) => emit({ type: 'text-delta', agentId, text }) }
           : {}),
+        // Tool calls always go out: main needs to know who was inside a tool if the worker dies.
+        // Without a listener they go slim, and the step and retry events not at all.
         toolCall: (call) =>
-          emit({ type: 'tool-call', agentId, callId: call.id, name: call.name, input: call.input }),
+          emit({
+            type: 'tool-call',
+            agentId,
+            callId: call.id,
+            name: call.name,
+            input: live ? call.input : undefined,
+          }),
         toolResult: (call, block) =>
           emit({
             type: 'tool-result',
@@ -122,11 +128,18 @@ export async function runChild(spec: ChildSpec, deps: ChildRunDeps): Promise<Age
             name: call.name,
             isError: block.is_error === true,
           }),
-        stepEnd: (step, stepUsage) => emit({ type: 'step-end', agentId, step, usage: stepUsage }),
-        providerRetry: (info) => emit({ type: 'provider-retry', agentId, ...info }),
+        ...(live
+          ? {
+              stepStart: (step: number) => emit({ type: 'step-start', agentId, step }),
+              stepEnd: (step: number, stepUsage: { inputTokens: number; outputTokens: number }) =>
+                emit({ type: 'step-end', agentId, step, usage: stepUsage }),
+              providerRetry: (info: { attempt: number; waitMs: number; code: string }) =>
+                emit({ type: 'provider-retry', agentId, ...info }),
+            }
+          : {}),
       },
     });
-    result = await settle(outcome, spec, log, base, usage, started);
+    result = settle(outcome, spec, log, base, usage, started);
   } catch (error) {
     const message = redactSecrets(error instanceof Error ? error.message : String(error));
     result = {
@@ -140,21 +153,21 @@ export async function runChild(spec: ChildSpec, deps: ChildRunDeps): Promise<Age
     };
   }
   try {
-    await log.writeResult(result);
+    log.writeResult(result);
   } catch {
     // The result is still delivered; a log that cannot be written must not lose it.
   }
   return result;
 }
 
-async function settle(
+function settle(
   outcome: LoopOutcome,
   spec: ChildSpec,
   log: AgentLog,
   base: Pick<AgentResult, 'id' | 'title' | 'logDir' | 'generation'>,
   usage: AgentResult['usage'],
   started: number,
-): Promise<AgentResult> {
+): AgentResult {
   const common = { ...base, truncated: false, usage, text: '' };
   switch (outcome.kind) {
     case 'replied': {
@@ -163,7 +176,7 @@ async function settle(
       if (full === '') return { ...common, outcome: 'empty', elapsedMs: elapsed(started) };
       const only = outcome.replies.length === 1 ? outcome.replies[0] : undefined;
       const structured = typeof only === 'object' && only !== null;
-      const replyFile = await log.spillReply(full, structured);
+      const replyFile = log.spillReply(full, structured);
       const clipped = clip(full, spec.replyCap);
       return {
         ...common,
