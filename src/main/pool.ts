@@ -98,11 +98,11 @@ export interface SpawnExtras {
 export function workerFile(): string {
   const here = fileURLToPath(import.meta.url);
   if (here.endsWith('.ts')) {
-    const built = path.resolve(path.dirname(here), '../../dist/src/worker/child-task.js');
+    const built = path.resolve(path.dirname(here), '../../dist/src/worker/entry.cjs');
     if (!existsSync(built)) throw new Error(`worker build missing at ${built}: run npm run build`);
     return built;
   }
-  return path.resolve(path.dirname(here), '../worker/child-task.js');
+  return path.resolve(path.dirname(here), '../worker/entry.cjs');
 }
 
 class PoolHandle implements ChildHandle {
