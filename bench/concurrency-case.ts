@@ -3,7 +3,12 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { AgentEvent } from '../src/shared/events.js';
-import { type AgentOutcome, type AgentResult, emptyUsage } from '../src/shared/result.js';
+import {
+  type AgentOutcome,
+  type AgentResult,
+  emptyOutcomeCounts,
+  emptyUsage,
+} from '../src/shared/result.js';
 import { startEngine } from './engines.js';
 import type { ConcurrencyJob, ConcurrencyMeasurement } from './jobs.js';
 import { type LimitedRun, runLimited } from './limiter.js';
@@ -55,13 +60,7 @@ export async function measureConcurrency(job: ConcurrencyJob): Promise<Concurren
     await engine.close();
     rmSync(logDir, { recursive: true, force: true });
   }
-  const outcomes: Record<AgentOutcome, number> = {
-    complete: 0,
-    empty: 0,
-    cancelled: 0,
-    capped: 0,
-    failed: 0,
-  };
+  const outcomes: Record<AgentOutcome, number> = emptyOutcomeCounts();
   const usage = emptyUsage();
   const reasons = new Set<string>();
   let rateLimited = retries.rate_limited;

@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { AgentEvent } from '../src/shared/events.js';
-import type { AgentOutcome, AgentResult } from '../src/shared/result.js';
+import { type AgentOutcome, type AgentResult, emptyOutcomeCounts } from '../src/shared/result.js';
 import { scriptBlock } from '../src/testing/index.js';
 import { startEngine } from './engines.js';
 import type { SpawnJob, SpawnMeasurement } from './jobs.js';
@@ -92,13 +92,7 @@ export async function measureSpawn(job: SpawnJob): Promise<SpawnMeasurement> {
     const closeBegin = performance.now();
     await engine.close();
     const closeMs = performance.now() - closeBegin;
-    const outcomes: Record<AgentOutcome, number> = {
-      complete: 0,
-      empty: 0,
-      cancelled: 0,
-      capped: 0,
-      failed: 0,
-    };
+    const outcomes: Record<AgentOutcome, number> = emptyOutcomeCounts();
     for (const result of await Promise.all(results)) outcomes[result.outcome]++;
     return {
       engine: job.engine,

@@ -8,7 +8,7 @@ import type { ChildHandle } from '../src/main/pool.js';
 import { Session, type SessionEvent } from '../src/main/session.js';
 import type { AgentEvent } from '../src/shared/events.js';
 import type { MessageParam } from '../src/shared/provider/types.js';
-import type { AgentOutcome, AgentResult } from '../src/shared/result.js';
+import { type AgentOutcome, type AgentResult, emptyOutcomeCounts } from '../src/shared/result.js';
 import { type ScriptStep, scriptBlock, startScriptedModel } from '../src/testing/index.js';
 import { Random } from './random.js';
 import { emptyFaults, type FaultCounts, randomChild, severeChild } from './scripts.js';
@@ -280,13 +280,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     await model.close();
   }
 
-  const outcomes: Record<AgentOutcome, number> = {
-    complete: 0,
-    empty: 0,
-    cancelled: 0,
-    capped: 0,
-    failed: 0,
-  };
+  const outcomes: Record<AgentOutcome, number> = emptyOutcomeCounts();
   let lost = 0;
   let duplicated = 0;
   let invalidTranscripts = 0;

@@ -62,3 +62,8 @@ export function outcomeTag(result: Pick<AgentResult, 'title' | 'outcome' | 'reas
       return `[agent '${title}' failed: ${result.reason ?? 'unknown'}]`;
   }
 }
+
+/** A count per outcome, all at zero. */
+export function emptyOutcomeCounts(): Record<AgentOutcome, number> {
+  return { complete: 0, empty: 0, cancelled: 0, capped: 0, failed: 0 };
+}

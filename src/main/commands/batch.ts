@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import cliProgress from 'cli-progress';
 import { UsageError } from '../../shared/errors.js';
-import type { AgentOutcome } from '../../shared/result.js';
+import { type AgentOutcome, emptyOutcomeCounts } from '../../shared/result.js';
 import { type BatchTask, parseTasks } from '../batch-tasks.js';
 import { COMMON_OPTIONS, intFlag, parseCommand, stringFlag } from '../cli-options.js';
 import { type AgentOptions, Engine } from '../engine.js';
@@ -69,13 +69,7 @@ export async function batchCommand(argv: string[]): Promise<number> {
   }
 
   const writer = new ResultsWriter(out);
-  const counts: Record<AgentOutcome, number> = {
-    complete: 0,
-    empty: 0,
-    cancelled: 0,
-    capped: 0,
-    failed: 0,
-  };
+  const counts: Record<AgentOutcome, number> = emptyOutcomeCounts();
   const progress = new Progress({
     total: todo.length,
     quiet,
