@@ -3,11 +3,11 @@
  * them, prints their tables, and writes a JSON report and an SVG chart. A part is a name and a
  * function that returns rows (see part.ts); add one with an import and a line in PARTS.
  */
-import { mkdirSync, realpathSync, writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { UsageError } from '../src/shared/errors.js';
+import { isEntryScript } from '../src/testing/entry-script.js';
 import { renderSvg } from './chart.js';
 import { concurrencyPart } from './concurrency.js';
 import { modelCapacity } from './model-capacity.js';
@@ -124,16 +124,6 @@ export async function runBench(argv: string[], io: BenchIo = {}): Promise<number
   return 0;
 }
 
-function isEntry(): boolean {
-  const entry = process.argv[1];
-  if (entry === undefined) return false;
-  try {
-    return realpathSync(entry) === realpathSync(fileURLToPath(import.meta.url));
-  } catch {
-    return false;
-  }
-}
-
-if (isEntry()) {
+if (isEntryScript(import.meta.url)) {
   process.exitCode = await runBench(process.argv.slice(2));
 }
