@@ -149,7 +149,8 @@ describe('the reply contract, through the real pool and the real SDK', () => {
       prompt: scripted([{ error: { status: 529, retryAfterMs: 1 } }]),
     });
     expect(result.outcome).toBe('failed');
-    expect(result.reason).toMatch(/^provider:overloaded/);
+    expect(result.code).toBe('overloaded');
+    expect(result.reason).toMatch(/^provider overloaded: 529/);
     expect(result.text).toBe('');
     expect(result.usage.providerCalls).toBe(3);
   });
@@ -193,6 +194,7 @@ describe('the reply contract, through the real pool and the real SDK', () => {
       'list_files',
       'cleanup',
       'echo',
+      'throw',
       'count',
       'crash',
       'exit',

@@ -37,17 +37,36 @@ export function toErrorData(error: unknown): ErrorData {
   return { code: 'internal', message: String(error) };
 }
 
+/** How `describeValue` shows a value. */
+export interface DescribeValueOptions {
+  /**
+   * Show a string as JSON (`` `"user"` ``) instead of bare (`` `user` ``). For values read from a
+   * JSON document, where the quotes set `"0"` apart from `0` and make an empty string visible; a
+   * word from the command line reads better bare.
+   */
+  quoteStrings?: boolean;
+}
+
 /**
  * Shows a received value for an error message, in the shape p-queue uses:
- * `` `0` (number) ``. Long values are shortened so a message stays readable.
+ * `` `0` (number) ``, or `nothing` for `undefined`. Long values are shortened so a message stays
+ * readable.
  */
-export function describeValue(value: unknown, maxChars = 120): string {
+export function describeValue(
+  value: unknown,
+  maxChars = 120,
+  options: DescribeValueOptions = {},
+): string {
+  if (value === undefined) return 'nothing';
   let shown: string;
   let kind: string = typeof value;
   if (value === null) kind = 'null';
   else if (Array.isArray(value)) kind = 'array';
   try {
-    shown = typeof value === 'string' ? value : (JSON.stringify(value) ?? String(value));
+    shown =
+      typeof value === 'string' && !options.quoteStrings
+        ? value
+        : (JSON.stringify(value) ?? String(value));
   } catch {
     shown = String(value);
   }

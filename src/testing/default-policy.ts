@@ -1,5 +1,5 @@
-import { isRecord } from './describe-value.js';
 import { digestFile, digestPrompt } from './digest.js';
+import { isRecord } from './is-record.js';
 import {
   type MessagesRequest,
   messageText,

@@ -1,5 +1,5 @@
 import type { IncomingHttpHeaders } from 'node:http';
-import { describeValue } from './describe-value.js';
+import { describeValue } from '../shared/errors.js';
 import { fnv1a, seededRandom } from './hash.js';
 
 /** Options of `startScriptedModel`. Every one can also be set by a `cohort mock` flag. */
@@ -63,7 +63,7 @@ function satisfies(value: number, rule: Rule): boolean {
 export function checkNumber(label: string, value: unknown, rule: Rule): number {
   if (typeof value !== 'number' || !satisfies(value, rule)) {
     throw new ScriptedModelOptionError(
-      `Expected ${label} to be ${RULE_TEXT[rule]}, got ${describeValue(value)}`,
+      `Expected ${label} to be ${RULE_TEXT[rule]}, got ${describeValue(value, 80, { quoteStrings: true })}`,
     );
   }
   return value;
@@ -86,7 +86,7 @@ export function resolveOptions(options: ScriptedModelOptions = {}): ResolvedOpti
   const host = options.host ?? '127.0.0.1';
   if (typeof host !== 'string' || host === '') {
     throw new ScriptedModelOptionError(
-      `Expected \`host\` to be a non-empty string, got ${describeValue(host)}`,
+      `Expected \`host\` to be a non-empty string, got ${describeValue(host, 80, { quoteStrings: true })}`,
     );
   }
   return {

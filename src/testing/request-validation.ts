@@ -1,4 +1,5 @@
-import { describeValue, isRecord } from './describe-value.js';
+import { describeValue } from '../shared/errors.js';
+import { isRecord } from './is-record.js';
 import type {
   MessagesRequest,
   RequestBlock,
@@ -13,7 +14,9 @@ export type Validation<T> = { ok: true; value: T } | { ok: false; message: strin
 class RequestProblem extends Error {}
 
 function fail(path: string, expected: string, got: unknown): never {
-  throw new RequestProblem(`Expected \`${path}\` to be ${expected}, got ${describeValue(got)}`);
+  throw new RequestProblem(
+    `Expected \`${path}\` to be ${expected}, got ${describeValue(got, 80, { quoteStrings: true })}`,
+  );
 }
 
 /**

@@ -1,4 +1,5 @@
-import { describeValue, isRecord } from './describe-value.js';
+import { describeValue } from '../shared/errors.js';
+import { isRecord } from './is-record.js';
 
 /** A tool call a step makes. `input` defaults to `{}`; `id` defaults to a deterministic id. */
 export interface ScriptToolCall {
@@ -136,7 +137,7 @@ export function checkScript(value: unknown): ParsedScript {
   if (!Array.isArray(steps)) {
     return {
       ok: false,
-      error: `Expected the cohort-script to be {"steps": [...]} or an array of steps, got ${describeValue(value)}`,
+      error: `Expected the cohort-script to be {"steps": [...]} or an array of steps, got ${describeValue(value, 80, { quoteStrings: true })}`,
     };
   }
   if (isRecord(value)) {
@@ -156,7 +157,7 @@ export function checkScript(value: unknown): ParsedScript {
 }
 
 function expected(path: string, what: string, got: unknown): string {
-  return `expected \`${path}\` to be ${what}, got ${describeValue(got)}`;
+  return `expected \`${path}\` to be ${what}, got ${describeValue(got, 80, { quoteStrings: true })}`;
 }
 
 function isNonNegative(value: unknown): value is number {
