@@ -73,8 +73,8 @@ export async function measureConcurrency(job: ConcurrencyJob): Promise<Concurren
       reasons.add(`${result.outcome}: ${result.reason ?? ''}`.slice(0, 200));
     }
     // The last attempt's 429/529 is no retry event: it is in the failure reason.
-    if (result.reason?.startsWith('provider:rate_limited')) rateLimited++;
-    if (result.reason?.startsWith('provider:overloaded')) overloaded++;
+    if (result.code === 'rate_limited') rateLimited++;
+    if (result.code === 'overloaded') overloaded++;
   }
   return {
     engine: job.engine,

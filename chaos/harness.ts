@@ -4,7 +4,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Engine } from '../src/main/engine.js';
 import { mapAgents } from '../src/main/map-agents.js';
-import type { ChildHandle } from '../src/main/pool.js';
+import type { ChildHandle } from '../src/main/runners/local/pool.js';
 import { Session, type SessionEvent } from '../src/main/session.js';
 import type { AgentEvent } from '../src/shared/events.js';
 import type { MessageParam } from '../src/shared/provider/types.js';
@@ -49,16 +49,18 @@ export interface ChaosReport {
   resumed: number;
   /** Children that failed because they crashed their worker too often. */
   failedByCrash: number;
-  /** Failed results by the kind of their reason (`provider:overloaded`, `worker`, …). */
+  /** Failed results by their failure code (`overloaded`, `worker_crashed`, …). */
   failures: Record<string, number>;
   elapsedMs: number;
 }
 
 function toolsModule(): string {
   const here = fileURLToPath(import.meta.url);
-  // From the sources (vitest) the module sits beside this file; from dist/chaos, two levels up.
-  const beside = path.resolve(path.dirname(here), 'tools.mjs');
-  return existsSync(beside) ? beside : path.resolve(path.dirname(here), '../../chaos/tools.mjs');
+  // The tests' tool module: one level up from the sources (vitest), two from dist/chaos.
+  const fromSources = path.resolve(path.dirname(here), '../test/fixtures/test-tools.mjs');
+  return existsSync(fromSources)
+    ? fromSources
+    : path.resolve(path.dirname(here), '../../test/fixtures/test-tools.mjs');
 }
 
 /** Counts results and events per agent id, across every part of the run. */
@@ -293,10 +295,10 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     const result = ledger.results.get(id);
     if (!result) continue;
     outcomes[result.outcome]++;
-    if (result.reason?.startsWith('worker: crashed')) failedByCrash++;
+    if (result.code === 'worker_crashed') failedByCrash++;
     if (result.outcome === 'failed') {
-      const kind = (result.reason ?? 'unknown').split(':').slice(0, 2).join(':').trim();
-      failures[kind] = (failures[kind] ?? 0) + 1;
+      const code = result.code ?? 'missing';
+      failures[code] = (failures[code] ?? 0) + 1;
     }
     if (!transcriptValid(result.logDir)) invalidTranscripts++;
   }

@@ -49,7 +49,7 @@ async function main(): Promise<number> {
     out(`  resumed           ${report.resumed} (children moved to a fresh worker after a crash)`);
     out(`  failed by crash   ${report.failedByCrash}`);
     out(
-      `  failures by kind  ${Object.entries(report.failures)
+      `  failures by code  ${Object.entries(report.failures)
         .map(([kind, count]) => `${kind} ${count}`)
         .join(', ')}`,
     );

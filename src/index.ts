@@ -9,7 +9,7 @@ export {
   type EngineOptions,
 } from './main/engine.js';
 export { type MapOptions, mapAgents } from './main/map-agents.js';
-export type { ChildHandle, ChildStatus } from './main/pool.js';
+export type { ChildHandle, ChildStatus } from './main/runners/local/pool.js';
 export {
   DEFAULT_ROOT_SYSTEM,
   ROOT_ID,

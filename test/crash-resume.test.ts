@@ -44,9 +44,8 @@ describe('a crashed worker loses no agent', () => {
         });
         const [siblingResult, culpritResult] = await Promise.all([sibling.result, culprit.result]);
         expect(culpritResult.outcome).toBe('failed');
-        expect(culpritResult.reason).toMatch(
-          /^worker: crashed 3 times while this agent ran a tool/,
-        );
+        expect(culpritResult.code).toBe('worker_crashed');
+        expect(culpritResult.reason).toMatch(/^worker crashed 3 times while this agent ran a tool/);
         expect(siblingResult).toMatchObject({ outcome: 'complete', text: 'sibling survived' });
         // Resumed from its committed step: the first step's tool did not run again.
         expect(readFileSync(counter, 'utf8')).toBe('ran\n');

@@ -80,13 +80,10 @@ describe('exactly one result under random interleavings of spawn / settle / canc
           switch (op.kind) {
             case 'spawn': {
               const key = `r${run}-c${spawned.length}`;
-              const receipt = session.spawnAsync(
-                {
-                  title: key,
-                  prompt: scripted([{ calls: [{ name: 'hold', input: { key } }] }, { reply: key }]),
-                },
-                { signal: new AbortController().signal, agentId: 'root', depth: 0 },
-              );
+              const receipt = session.spawnAsync({
+                title: key,
+                prompt: scripted([{ calls: [{ name: 'hold', input: { key } }] }, { reply: key }]),
+              });
               spawned.push({ id: receipt.id, key, generation: session.generation });
               break;
             }

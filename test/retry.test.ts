@@ -44,8 +44,16 @@ describe('parseDuration', () => {
 
   it('says what was expected and what arrived', () => {
     expect(() => parseDuration('soon', '--ceiling')).toThrow(
-      'Expected `--ceiling` to be a duration like 500ms, 2s, 5m, 1h or a number of milliseconds, got `soon` (string)',
+      'Expected `--ceiling` to be a duration like 500ms, 2s, 5m, 1h or a number of milliseconds, at most 2147483647 ms (about 24.8 days), got `soon` (string)',
     );
     expect(() => parseDuration('-1s')).toThrow(/got `-1s`/);
+  });
+
+  it('refuses durations a Node timer cannot honour (over 2³¹−1 ms), by flag and in the library', () => {
+    expect(parseDuration(2 ** 31 - 1)).toBe(2 ** 31 - 1);
+    expect(parseDuration('596h')).toBe(596 * 3_600_000);
+    // 30 days: a setTimeout this long would fire after 1 ms and reap every agent at once.
+    expect(() => parseDuration('720h', '--ceiling')).toThrow(/at most 2147483647 ms.*got `720h`/);
+    expect(() => parseDuration(2 ** 31)).toThrow(/got `2147483648` \(number\)/);
   });
 });

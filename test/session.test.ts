@@ -4,7 +4,6 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { Session, type SessionEvent } from '../src/main/session.js';
 import type { ContentBlockParam, MessageParam } from '../src/shared/provider/types.js';
 import type { AgentResult } from '../src/shared/result.js';
-import { spawnTools } from '../src/shared/tools/spawn-tools.js';
 import type { AnyTool } from '../src/shared/tools/types.js';
 import {
   assertToolUsesAnswered,
@@ -195,16 +194,7 @@ describe('a session with async agents', () => {
     await requested;
     const [live] = session.list();
     const closed = nextEvent(rig.model, 'client-closed');
-    const cancelTool = spawnTools(session).find((tool) => tool.name === 'agent_cancel')!;
-    expect(
-      await cancelTool.run(
-        { id: live!.id },
-        { signal: new AbortController().signal, agentId: 'root', depth: 0 },
-      ),
-    ).toEqual({
-      id: live!.id,
-      wasLive: true,
-    });
+    expect(session.cancel(live!.id)).toEqual({ id: live!.id, wasLive: true });
     await closed;
     await session.waitIdle();
     expect(session.pending).toMatchObject([{ id: live!.id, outcome: 'cancelled', reason: 'user' }]);
@@ -414,13 +404,10 @@ describe('sync agents, the root tool set, host tools and depth', () => {
 
   it('setModel applies to children spawned afterwards; a running child keeps its model', async () => {
     const { rig, session } = await open();
-    const before = session.spawnAsync(
-      {
-        title: 'before',
-        prompt: scripted([{ calls: [{ name: 'gate', input: {} }] }, { reply: 'x' }]),
-      },
-      { signal: new AbortController().signal, agentId: 'root', depth: 0 },
-    );
+    const before = session.spawnAsync({
+      title: 'before',
+      prompt: scripted([{ calls: [{ name: 'gate', input: {} }] }, { reply: 'x' }]),
+    });
     session.setModel('model-b');
     const after = await rig.engine.run({ prompt: scripted([{ reply: 'y' }]) });
     const meta = (dir: string) =>

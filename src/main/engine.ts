@@ -12,8 +12,14 @@ import type { AgentResult } from '../shared/result.js';
 import { checkTool } from '../shared/tools/modules.js';
 import type { AnyTool } from '../shared/tools/types.js';
 import { HostBridge } from './host-bridge.js';
-import { checkInteger, checkString, checkStringArray } from './options.js';
-import { type ChildHandle, ChildPool, type PoolOptions } from './pool.js';
+import { checkDurationMs, checkInteger, checkString, checkStringArray } from './options.js';
+import {
+  type ChildHandle,
+  ChildPool,
+  type PoolOptions,
+  type PoolStats,
+} from './runners/local/pool.js';
+import { AgentScope } from './scope.js';
 
 /** Default lifetime ceiling of an async agent: one hour. */
 export const DEFAULT_CEILING_MS = 3_600_000;
@@ -140,6 +146,14 @@ export class Engine {
     return this.#pool.threads;
   }
 
+  /**
+   * Counts taken at the child ports: results sent by workers, made on main, delivered, and
+   * duplicates dropped. Independent of the guard that makes delivery exactly-once.
+   */
+  get stats(): PoolStats {
+    return this.#pool.stats;
+  }
+
   /** Spawns one child and returns its handle at once. */
   spawn(options: AgentOptions, context: SpawnContext = {}): ChildHandle {
     validateAgentOptions(options);
@@ -174,22 +188,21 @@ export class Engine {
           }),
     };
     // A fresh bridge at each start: a resumed child gets a new one, the old one died with its
-    // worker (and took the child's own agents with it).
+    // worker (and took the child's own agents with it). The bridge lives until the child has
+    // settled, so a cancelled child can still finish its calls' aborts over it.
     const needsBridge = this.#hostTools.size > 0 || spec.depth < spec.maxDepth;
     let bridge: HostBridge | undefined;
     const handle = this.#pool.spawn(spec, {
       onEvent: options.onEvent,
       makeBridge: needsBridge
         ? () => {
-            bridge?.shutdown('parent');
-            bridge = this.#bridgeFor(spec, options);
+            void bridge?.shutdown();
+            bridge = this.#bridgeFor(spec, options.onEvent);
             return bridge.workerPort;
           }
         : undefined,
-      // A cancelled child's own agents go with it.
-      onCancel: () => bridge?.shutdown('parent'),
     });
-    if (needsBridge) void handle.result.then(() => bridge?.shutdown('parent'));
+    if (needsBridge) void handle.result.then(() => bridge?.shutdown());
     const signal = options.signal;
     if (signal) {
       const onAbort = () => handle.cancel('user');
@@ -203,27 +216,25 @@ export class Engine {
   }
 
   /** A host bridge for a child that has host tools or may spawn agents of its own. */
-  #bridgeFor(spec: ChildSpec, options: AgentOptions): HostBridge {
-    const ceilingMs = this.ceilingMs ?? DEFAULT_CEILING_MS;
+  #bridgeFor(spec: ChildSpec, onEvent: ((event: AgentEvent) => void) | undefined): HostBridge {
+    const scope =
+      spec.depth < spec.maxDepth
+        ? new AgentScope({
+            spawn: (options, context) => this.spawn(options, context),
+            ownerDepth: spec.depth,
+            generation: spec.generation,
+            ceilingMs: this.ceilingMs ?? DEFAULT_CEILING_MS,
+            logDirOf: (id) => path.join(this.logDir, id),
+            provider: spec.provider,
+            // The child's own agents report into its parent's events when someone listens.
+            ...(onEvent ? { emit: onEvent } : {}),
+          })
+        : undefined;
     return new HostBridge({
       hostTools: this.#hostTools,
       agentId: spec.id,
       depth: spec.depth,
-      ceilingMs,
-      logDirOf: (id) => path.join(this.logDir, id),
-      spawn: (input, mode) =>
-        this.spawn(
-          {
-            prompt: input.prompt,
-            title: input.title,
-            ...(input.system === undefined ? {} : { system: input.system }),
-            ...(input.tools === undefined ? {} : { tools: input.tools }),
-            // Sync grandchildren stream into their parent's events; async ones only to logs.
-            ...(mode === 'sync' && options.onEvent ? { onEvent: options.onEvent } : {}),
-            streamText: mode === 'sync' && options.onEvent !== undefined,
-          },
-          { depth: spec.depth + 1, generation: spec.generation, provider: spec.provider },
-        ),
+      ...(scope ? { scope } : {}),
     });
   }
 
@@ -249,14 +260,14 @@ function timestamp(): string {
 function validateEngineOptions(options: EngineOptions): void {
   checkInteger('threads', options.threads, 1, 256);
   checkInteger('agentsPerThread', options.agentsPerThread, 1);
-  checkInteger('cancelGraceMs', options.cancelGraceMs, 0);
-  checkInteger('idleTimeoutMs', options.idleTimeoutMs, 0);
+  checkDurationMs('cancelGraceMs', options.cancelGraceMs, 0);
+  checkDurationMs('idleTimeoutMs', options.idleTimeoutMs, 0);
   checkInteger('maxOldGenerationSizeMb', options.maxOldGenerationSizeMb, 16);
   checkInteger('maxCrashes', options.maxCrashes, 1, 100);
   checkInteger('maxSteps', options.maxSteps, 1);
   checkInteger('replyCap', options.replyCap, 100);
   checkInteger('maxDepth', options.maxDepth, 0, 8);
-  checkInteger('ceilingMs', options.ceilingMs, 1);
+  checkDurationMs('ceilingMs', options.ceilingMs, 1);
   checkString('logDir', options.logDir);
   checkString('workspace', options.workspace);
   checkStringArray('toolModules', options.toolModules);
@@ -275,8 +286,10 @@ function validateEngineOptions(options: EngineOptions): void {
   checkString('provider.baseURL', provider.baseURL);
   checkInteger('provider.maxTokens', provider.maxTokens, 1);
   checkInteger('provider.maxRetries', provider.maxRetries, 0, 20);
-  checkInteger('provider.idleTimeoutMs', provider.idleTimeoutMs, 1);
-  checkInteger('provider.requestTimeoutMs', provider.requestTimeoutMs, 1);
+  checkDurationMs('provider.idleTimeoutMs', provider.idleTimeoutMs, 1);
+  checkDurationMs('provider.requestTimeoutMs', provider.requestTimeoutMs, 1);
+  checkDurationMs('provider.backoffBaseMs', provider.backoffBaseMs, 0);
+  checkDurationMs('provider.backoffMaxMs', provider.backoffMaxMs, 0);
 }
 
 function validateAgentOptions(options: AgentOptions): void {

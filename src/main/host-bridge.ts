@@ -1,135 +1,128 @@
 import { MessageChannel, type MessagePort } from 'node:worker_threads';
-import * as Comlink from 'comlink';
-import type { ContentBlockParam } from '../shared/provider/types.js';
+import { internalFailure } from '../shared/failure.js';
+import {
+  type BridgeRequest,
+  type BridgeResponse,
+  type HostMethod,
+  type HostMethods,
+  isBridgeRequest,
+} from '../shared/protocol.js';
 import { redactSecrets } from '../shared/redact.js';
 import { renderValue } from '../shared/render.js';
-import type { AgentResult, CancelReason } from '../shared/result.js';
-import { outcomeTag } from '../shared/result.js';
-import type { AgentInfo, AgentReceipt, AgentToolInput } from '../shared/tools/spawn-tools.js';
-import type { AnyTool } from '../shared/tools/types.js';
+import type { AnyTool, ToolContext } from '../shared/tools/types.js';
 import { renderInbox } from './inbox.js';
-import type { ChildHandle } from './pool.js';
-import { AgentRegistry } from './registry.js';
+import type { AgentScope } from './scope.js';
 
-/** The result of a host tool call as it crosses back to the worker: data, never an Error. */
-export type BridgeToolResult = { ok: true; text: string } | { ok: false; error: string };
-
-/** What a child in a worker may call on the main thread, through comlink. */
-export interface HostApi {
-  callTool(name: string, input: unknown): Promise<BridgeToolResult>;
-  runSync(input: AgentToolInput): Promise<string>;
-  spawnAsync(input: AgentToolInput): AgentReceipt;
-  list(): AgentInfo[];
-  cancel(id: string): { id: string; wasLive: boolean };
-  drain(): ContentBlockParam[];
-  waitForResult(): Promise<boolean>;
-}
-
-/** How the bridge spawns: the engine's spawn, bound to this child's place in the tree. */
-export type BridgeSpawn = (input: AgentToolInput, mode: 'sync' | 'async') => ChildHandle;
+type Handlers = {
+  [M in HostMethod]: (
+    input: HostMethods[M]['input'],
+    signal: AbortSignal,
+  ) => HostMethods[M]['output'] | Promise<HostMethods[M]['output']>;
+};
 
 /**
- * The main-thread end of one child's host bridge: host tools run here, and a child that may
- * spawn gets its own registry and inbox one level down (the same rules as the session's).
- * `shutdown` ends it: host work in flight is aborted, grandchildren are cancelled with reason
- * `parent`, proxies are released and the port is closed. It also happens if the worker dies.
+ * The main-thread end of one child's host bridge. Host tools run here, and a child that may
+ * spawn owns an `AgentScope` one level down (the same rules as the root's).
+ *
+ * Every call gets its own AbortController: the worker aborts it when the child is cancelled
+ * while waiting (a host tool's signal fires, a sync grandchild is cancelled `parent`).
+ * `shutdown` ends the bridge after the child settled, or when its worker died (the port's
+ * `close`): calls in flight are aborted, the child's own agents are cancelled, the port closes.
  */
 export class HostBridge {
   /** The end to transfer to the worker. */
   readonly workerPort: MessagePort;
   readonly #port: MessagePort;
-  readonly #work = new AbortController();
-  readonly #children = new Map<string, ChildHandle>();
-  readonly #live = new AgentRegistry();
-  readonly #inbox: AgentResult[] = [];
-  #wakers: ((pending: boolean) => void)[] = [];
+  readonly #scope: AgentScope | undefined;
+  readonly #calls = new Map<number, AbortController>();
   #closed = false;
 
   constructor(options: {
     hostTools: ReadonlyMap<string, AnyTool>;
-    spawn: BridgeSpawn;
+    /** The child's own agents; only for a child that may spawn. */
+    scope?: AgentScope;
     agentId: string;
     depth: number;
-    /** Lifetime ceiling of this child's async agents, in ms. */
-    ceilingMs: number;
-    logDirOf: (id: string) => string;
   }) {
     const { port1, port2 } = new MessageChannel();
     this.#port = port1;
     this.workerPort = port2;
-    const api: HostApi = {
-      callTool: async (name, input) => {
+    this.#scope = options.scope;
+    const context = (signal: AbortSignal): ToolContext => ({
+      signal,
+      agentId: options.agentId,
+      depth: options.depth,
+    });
+    const scope = (): AgentScope => {
+      if (!this.#scope) throw new Error('this agent may not spawn agents');
+      return this.#scope;
+    };
+    const handlers: Handlers = {
+      callTool: async ({ name, input }, signal) => {
         const tool = options.hostTools.get(name);
         if (!tool) return { ok: false, error: `no host tool named \`${name}\`` };
         try {
-          const value = await tool.run(input, {
-            signal: this.#work.signal,
-            agentId: options.agentId,
-            depth: options.depth,
-          });
-          return { ok: true, text: renderValue(value) };
+          return { ok: true, text: renderValue(await tool.run(input, context(signal))) };
         } catch (error) {
-          return {
-            ok: false,
-            error: redactSecrets(error instanceof Error ? error.message : String(error)),
-          };
+          const message = error instanceof Error ? error.message : String(error);
+          return { ok: false, error: redactSecrets(message) };
         }
       },
-      runSync: async (input) => {
-        const handle = this.#track(options.spawn(input, 'sync'));
-        const result = await handle.result;
-        return result.text !== '' ? result.text : outcomeTag(result);
-      },
-      spawnAsync: (input) => {
-        const handle = this.#track(options.spawn(input, 'async'));
-        const logDir = options.logDirOf(handle.id);
-        this.#live.add(handle, {
-          logDir,
-          ceilingMs: options.ceilingMs,
-          onSettle: (result) => {
-            if (this.#closed) return;
-            this.#inbox.push(result);
-            this.#wake();
-          },
-        });
-        return { id: handle.id, title: handle.title, status: 'started', logDir };
-      },
-      list: () => this.#live.list(),
-      cancel: (id) => this.#live.cancel(id),
+      runSync: (input, signal) => scope().runSync(input, context(signal)),
+      spawnAsync: (input) => scope().spawnAsync(input),
+      list: () => scope().list(),
+      cancel: ({ id }) => scope().cancel(id),
       drain: () => {
-        const pending = this.#inbox.splice(0);
+        const pending = scope().drain();
         return pending.length === 0 ? [] : renderInbox(pending);
       },
-      waitForResult: () => {
-        if (this.#inbox.length > 0) return Promise.resolve(true);
-        if (this.#live.size === 0 || this.#closed) return Promise.resolve(false);
-        return new Promise((resolve) => this.#wakers.push(resolve));
-      },
+      waitForResult: (_input, signal) => scope().waitForResult(signal),
     };
-    Comlink.expose(api, port1);
+    port1.on('message', (message: unknown) => {
+      if (isBridgeRequest(message)) this.#onRequest(message, handlers);
+    });
     // The worker died or closed its end: nothing may keep running on its behalf.
-    port1.once('close', () => this.shutdown('parent'));
+    port1.once('close', () => this.shutdown());
   }
 
-  #track(handle: ChildHandle): ChildHandle {
-    this.#children.set(handle.id, handle);
-    void handle.result.then(() => this.#children.delete(handle.id));
-    if (this.#closed) handle.cancel('parent');
-    return handle;
+  #onRequest(request: BridgeRequest, handlers: Handlers): void {
+    if (request.type === 'abort') {
+      this.#calls.get(request.id)?.abort('parent');
+      return;
+    }
+    const controller = new AbortController();
+    if (this.#closed) controller.abort('parent');
+    this.#calls.set(request.id, controller);
+    const handler = handlers[request.method] as (
+      input: unknown,
+      signal: AbortSignal,
+    ) => unknown | Promise<unknown>;
+    Promise.resolve()
+      .then(() => handler(request.input, controller.signal))
+      .then(
+        (value) => this.#reply({ type: 'return', id: request.id, ok: true, value }),
+        (error: unknown) => {
+          const failure = internalFailure(error);
+          failure.message = redactSecrets(failure.message);
+          this.#reply({ type: 'return', id: request.id, ok: false, failure });
+        },
+      )
+      .finally(() => this.#calls.delete(request.id));
   }
 
-  #wake(): void {
-    const wakers = this.#wakers.splice(0);
-    for (const wake of wakers) wake(this.#inbox.length > 0);
+  #reply(response: BridgeResponse): void {
+    if (!this.#closed) this.#port.postMessage(response);
   }
 
-  /** Ends the bridge; its grandchildren are cancelled with `reason` (default `parent`). */
-  shutdown(reason: CancelReason = 'parent'): void {
+  /**
+   * Ends the bridge. Calls in flight are aborted, the child's own agents are cancelled with reason
+   * `parent`; resolves when each of them has its result.
+   */
+  async shutdown(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
-    this.#work.abort(reason);
-    for (const handle of this.#children.values()) handle.cancel(reason);
-    this.#wake();
+    for (const controller of this.#calls.values()) controller.abort('parent');
     this.#port.close();
+    await this.#scope?.close('parent');
   }
 }

@@ -1,3 +1,4 @@
+import { MAX_DURATION_MS } from '../shared/duration.js';
 import { expected } from '../shared/errors.js';
 
 /** Checks an optional whole number within bounds; the message says what arrived. */
@@ -29,4 +30,26 @@ export function checkStringArray(name: string, value: unknown): string[] | undef
     throw expected(name, 'an array of strings', value);
   }
   return value as string[];
+}
+
+/**
+ * Checks an optional duration in whole milliseconds. Node fires a timer longer than 2³¹−1 ms
+ * after 1 ms, so anything above that (about 24.8 days) is refused rather than silently becoming
+ * "now".
+ */
+export function checkDurationMs(name: string, value: unknown, min: number): number | undefined {
+  if (value === undefined) return undefined;
+  if (
+    typeof value !== 'number' ||
+    !Number.isInteger(value) ||
+    value < min ||
+    value > MAX_DURATION_MS
+  ) {
+    throw expected(
+      name,
+      `a whole number of milliseconds from ${min} to ${MAX_DURATION_MS} (about 24.8 days)`,
+      value,
+    );
+  }
+  return value;
 }

@@ -1,6 +1,6 @@
 import type { AgentResult, CancelReason } from '../shared/result.js';
 import type { AgentInfo } from '../shared/tools/spawn-tools.js';
-import type { ChildHandle } from './pool.js';
+import type { ChildHandle } from './runners/local/pool.js';
 
 interface Live {
   handle: ChildHandle;

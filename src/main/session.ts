@@ -1,25 +1,21 @@
 import path from 'node:path';
+import { UsageError } from '../shared/errors.js';
 import type { AgentEvent } from '../shared/events.js';
-import { runAgentLoop } from '../shared/loop/agent-loop.js';
 import { Provider } from '../shared/provider/provider.js';
 import type { ContentBlockParam, MessageParam } from '../shared/provider/types.js';
-import { redactEvent, redactSecrets } from '../shared/redact.js';
-import { type AgentResult, type AgentUsage, emptyUsage, outcomeTag } from '../shared/result.js';
+import { redactEvent } from '../shared/redact.js';
+import { type AgentResult, emptyUsage } from '../shared/result.js';
 import { loadToolModule } from '../shared/tools/modules.js';
-import {
-  type AgentInfo,
-  type AgentReceipt,
-  type AgentSpawner,
-  type AgentToolInput,
-  spawnTools,
-} from '../shared/tools/spawn-tools.js';
-import type { AnyTool, ToolContext } from '../shared/tools/types.js';
+import type { AgentInfo, AgentReceipt, AgentToolInput } from '../shared/tools/spawn-tools.js';
+import { spawnTools } from '../shared/tools/spawn-tools.js';
+import type { AnyTool } from '../shared/tools/types.js';
 import { WORKSPACE_TOOLS } from '../shared/tools/workspace.js';
 import { DEFAULT_CEILING_MS, type Engine } from './engine.js';
 import { EventHub } from './event-hub.js';
 import { renderInbox } from './inbox.js';
-import { checkInteger, checkString } from './options.js';
-import { AgentRegistry } from './registry.js';
+import { checkDurationMs, checkInteger, checkString } from './options.js';
+import { ROOT_ID, runRootTurn, type TurnResult } from './root-turn.js';
+import { AgentScope } from './scope.js';
 
 export const DEFAULT_ROOT_SYSTEM = [
   'You are the root agent of a cohort session, working for the user.',
@@ -40,40 +36,33 @@ export interface SessionOptions {
   maxSteps?: number;
 }
 
-/** How one root turn ended. */
-export interface TurnResult {
-  outcome: 'ready' | 'cancelled' | 'capped' | 'failed';
-  /** The root's final text, when ready. */
-  text: string;
-  reason?: string;
-  usage: AgentUsage;
-  generation: number;
-}
-
 /** Everything a session's event stream carries. */
 export type SessionEvent =
   | AgentEvent
   | { type: 'turn-start'; turn: number; generation: number; delivered: number }
   | { type: 'turn-end'; turn: number; result: TurnResult }
-  | { type: 'agent-stale'; agentId: string; generation: number; current: number }
-  | { type: 'session-clear'; generation: number };
+  | { type: 'session-clear'; generation: number }
+  /** A subscriber that fell behind lost this many of its oldest queued events. */
+  | { type: 'events-dropped'; count: number };
 
-/** The id the root's own events carry. */
-export const ROOT_ID = 'root';
+export { ROOT_ID, type TurnResult };
 
 /**
- * A parent session on the main thread: the root turn loop (the same loop children run), its
- * registry of live async agents, the typed inbox, the generation, and the reaper.
+ * A parent session on the main thread: the root turn loop (the same loop children run) and the
+ * root's `AgentScope` (live async agents, reaper, typed inbox, generation).
+ *
+ * Turns never overlap. After `close()` no turn runs: turns still queued end `cancelled`
+ * (reason `shutdown`) without a step, and `send` is refused.
  */
-export class Session implements AgentSpawner {
+export class Session {
   readonly #engine: Engine;
   readonly #options: SessionOptions;
-  readonly #events = new EventHub<SessionEvent>();
-  readonly #live = new AgentRegistry();
-  readonly #inbox: AgentResult[] = [];
+  readonly #events = new EventHub<SessionEvent>({
+    overflow: (count) => ({ type: 'events-dropped', count }),
+  });
+  readonly #scope: AgentScope;
   readonly #delivered: AgentResult[] = [];
   #messages: MessageParam[] = [];
-  #generation = 0;
   #turn = 0;
   #turnChain: Promise<unknown> = Promise.resolve();
   #running = 0;
@@ -85,15 +74,24 @@ export class Session implements AgentSpawner {
 
   constructor(engine: Engine, options: SessionOptions = {}) {
     checkString('system', options.system, true);
-    checkInteger('ceilingMs', options.ceilingMs, 1);
+    checkDurationMs('ceilingMs', options.ceilingMs, 1);
     checkInteger('maxSteps', options.maxSteps, 1);
     this.#engine = engine;
     this.#options = options;
     this.#provider = new Provider(engine.provider);
+    this.#scope = new AgentScope({
+      spawn: (agent, context) => engine.spawn(agent, context),
+      ownerDepth: 0,
+      generation: 0,
+      ceilingMs: options.ceilingMs ?? engine.ceilingMs ?? DEFAULT_CEILING_MS,
+      logDirOf: (id) => path.join(engine.logDir, id),
+      emit: (event) => this.#emit(event),
+      onSettle: (_result, delivered) => this.#onAsyncSettle(delivered),
+    });
   }
 
   get generation(): number {
-    return this.#generation;
+    return this.#scope.generation;
   }
 
   /** The root's transcript (a copy). */
@@ -108,7 +106,12 @@ export class Session implements AgentSpawner {
 
   /** Results waiting for the next turn boundary (a copy). */
   get pending(): AgentResult[] {
-    return [...this.#inbox];
+    return this.#scope.pending;
+  }
+
+  /** Whether `close()` was called. */
+  get closed(): boolean {
+    return this.#closed;
   }
 
   /** Every event leaves through here, with secrets removed. */
@@ -116,14 +119,25 @@ export class Session implements AgentSpawner {
     this.#events.emit(redactEvent(event));
   }
 
-  /** Live events of the session: the root's and every child's. */
+  /**
+   * Live events of the session: the root's and every child's. A subscriber that falls more than
+   * 10,000 events behind loses the oldest and is told so by an `events-dropped` event.
+   */
   events(signal?: AbortSignal): AsyncIterableIterator<SessionEvent> {
     return this.#events.subscribe(signal);
   }
 
-  /** Sends a user message and runs a root turn. Turns never overlap: this waits its turn. */
+  /**
+   * Sends a user message and runs a root turn. Turns never overlap: this waits its turn.
+   * Rejects with a UsageError once the session is closed.
+   */
   send(text: string, options: { signal?: AbortSignal } = {}): Promise<TurnResult> {
     checkString('text', text);
+    if (this.#closed) {
+      return Promise.reject(
+        new UsageError('Expected an open session for `send`, got one that was closed'),
+      );
+    }
     return this.#enqueueTurn([{ type: 'text', text }], options.signal);
   }
 
@@ -133,29 +147,37 @@ export class Session implements AgentSpawner {
     this.#provider = new Provider(this.#engine.provider);
   }
 
+  /**
+   * Starts an async agent as if the root had called `agent` with mode `async`: its result
+   * arrives in this session's inbox, under the same generation and ceiling rules.
+   */
+  spawnAsync(input: AgentToolInput): AgentReceipt {
+    if (this.#closed) {
+      throw new UsageError('Expected an open session for `spawnAsync`, got one that was closed');
+    }
+    return this.#scope.spawnAsync(input);
+  }
+
   /** Live async agents. */
   list(): AgentInfo[] {
-    return this.#live.list();
+    return this.#scope.list();
   }
 
   /** Cancels one async agent (reason `user`); says whether it was live. */
   cancel(id: string): { id: string; wasLive: boolean } {
-    return this.#live.cancel(id);
+    return this.#scope.cancel(id);
   }
 
   /**
-   * Cancels every live async agent (reason `clear`), empties the transcript and the inbox, and
-   * increments the generation: no result of an older generation is ever delivered.
+   * Cancels the foreground turn and every live async agent (reason `clear`), empties the
+   * transcript and the inbox, and increments the generation: no result of an older generation is
+   * ever delivered; each one dropped is reported by an `agent-stale` event.
    */
   clear(): void {
-    // The generation moves first: anything that settles from here on is stale, whatever order
-    // the cancels and settles run in.
-    this.#generation++;
-    this.#inbox.length = 0;
+    this.#scope.clear();
     this.#messages = [];
     this.#foreground?.abort('clear');
-    void this.#live.cancelAll('clear');
-    this.#emit({ type: 'session-clear', generation: this.#generation });
+    this.#emit({ type: 'session-clear', generation: this.#scope.generation });
   }
 
   /**
@@ -179,13 +201,17 @@ export class Session implements AgentSpawner {
     });
   }
 
-  /** Cancels the foreground turn and every live agent, then ends the event stream. */
+  /**
+   * Cancels the foreground turn and every live agent (reason `shutdown`); turns still queued end
+   * without running. Resolves when every agent has its result and the event stream has ended.
+   */
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
     this.#foreground?.abort('shutdown');
-    await this.#live.cancelAll('shutdown');
+    await this.#scope.close('shutdown');
     await this.#turnChain.catch(() => {});
+    this.#checkIdle();
     this.#events.close();
   }
 
@@ -196,82 +222,10 @@ export class Session implements AgentSpawner {
     return true;
   }
 
-  // ── AgentSpawner: what the root's spawn tools call ────────────────────────────────────────
-
-  async runSync(input: AgentToolInput, context: ToolContext): Promise<string> {
-    const handle = this.#engine.spawn(
-      {
-        prompt: input.prompt,
-        title: input.title,
-        ...(input.system === undefined ? {} : { system: input.system }),
-        ...(input.tools === undefined ? {} : { tools: input.tools }),
-        onEvent: (event) => this.#emit(event),
-      },
-      { depth: context.depth + 1, generation: this.#generation },
-    );
-    this.#emit({
-      type: 'agent-start',
-      agentId: handle.id,
-      title: handle.title,
-      depth: context.depth + 1,
-      mode: 'sync',
-    });
-    // A sync child is bounded by its parent's turn.
-    const onAbort = () => handle.cancel('parent');
-    if (context.signal.aborted) onAbort();
-    else context.signal.addEventListener('abort', onAbort, { once: true });
-    try {
-      const result = await handle.result;
-      return result.text !== '' ? result.text : outcomeTag(result);
-    } finally {
-      context.signal.removeEventListener('abort', onAbort);
-    }
-  }
-
-  spawnAsync(input: AgentToolInput, context: ToolContext): AgentReceipt {
-    const generation = this.#generation;
-    const handle = this.#engine.spawn(
-      {
-        prompt: input.prompt,
-        title: input.title,
-        ...(input.system === undefined ? {} : { system: input.system }),
-        ...(input.tools === undefined ? {} : { tools: input.tools }),
-        // Async output goes only to the child's own log; the session sees start and settle.
-        streamText: false,
-      },
-      { depth: context.depth + 1, generation },
-    );
-    const logDir = path.join(this.#engine.logDir, handle.id);
-    this.#live.add(handle, {
-      logDir,
-      ceilingMs: this.#options.ceilingMs ?? this.#engine.ceilingMs ?? DEFAULT_CEILING_MS,
-      onSettle: (result) => this.#onAsyncSettle(result, generation),
-    });
-    this.#emit({
-      type: 'agent-start',
-      agentId: handle.id,
-      title: handle.title,
-      depth: context.depth + 1,
-      mode: 'async',
-    });
-    return { id: handle.id, title: handle.title, status: 'started', logDir };
-  }
-
-  #onAsyncSettle(result: AgentResult, generation: number): void {
-    this.#emit({ type: 'agent-settle', agentId: result.id, result });
-    if (generation !== this.#generation || result.generation !== this.#generation || this.#closed) {
-      this.#emit({
-        type: 'agent-stale',
-        agentId: result.id,
-        generation: result.generation,
-        current: this.#generation,
-      });
-    } else {
-      this.#inbox.push(result);
-      if (this.#options.autoWake && this.#running === 0) {
-        void this.#enqueueTurn([], undefined);
-        return;
-      }
+  #onAsyncSettle(delivered: boolean): void {
+    if (delivered && this.#options.autoWake && this.#running === 0 && !this.#closed) {
+      void this.#enqueueTurn([], undefined);
+      return;
     }
     this.#checkIdle();
   }
@@ -288,7 +242,7 @@ export class Session implements AgentSpawner {
       if (
         this.#options.autoWake &&
         this.#running === 0 &&
-        this.#inbox.length > 0 &&
+        this.#scope.pending.length > 0 &&
         !this.#closed
       ) {
         void this.#enqueueTurn([], undefined);
@@ -301,14 +255,16 @@ export class Session implements AgentSpawner {
     content: ContentBlockParam[],
     signal: AbortSignal | undefined,
   ): Promise<TurnResult> {
-    const generation = this.#generation;
+    const generation = this.#scope.generation;
     const usage = emptyUsage();
-    const deliver = this.#inbox.splice(0);
+    // A turn queued before close() never runs: it could spawn agents nobody will collect.
+    if (this.#closed) {
+      return { outcome: 'cancelled', text: '', reason: 'shutdown', usage, generation };
+    }
+    const deliver = this.#scope.drain();
     const blocks = [...(deliver.length > 0 ? renderInbox(deliver) : []), ...content];
     const turn = ++this.#turn;
-    if (blocks.length === 0) {
-      return { outcome: 'ready', text: '', usage, generation };
-    }
+    if (blocks.length === 0) return { outcome: 'ready', text: '', usage, generation };
     this.#delivered.push(...deliver);
     this.#appendUser(blocks);
     this.#emit({ type: 'turn-start', turn, generation, delivered: deliver.length });
@@ -319,9 +275,7 @@ export class Session implements AgentSpawner {
     else signal?.addEventListener('abort', onAbort, { once: true });
     let result: TurnResult;
     try {
-      const outcome = await runAgentLoop({
-        agentId: ROOT_ID,
-        depth: 0,
+      result = await runRootTurn({
         maxDepth: this.#engine.maxDepth,
         system: this.#options.system ?? DEFAULT_ROOT_SYSTEM,
         messages: this.#messages,
@@ -331,58 +285,9 @@ export class Session implements AgentSpawner {
         signal: controller.signal,
         workspace: this.#engine.workspace,
         usage,
-        sink: {
-          commit: () => {},
-          stepStart: (step) => this.#emit({ type: 'step-start', agentId: ROOT_ID, step }),
-          textDelta: (text) => this.#emit({ type: 'text-delta', agentId: ROOT_ID, text }),
-          toolCall: (call) =>
-            this.#emit({
-              type: 'tool-call',
-              agentId: ROOT_ID,
-              callId: call.id,
-              name: call.name,
-              input: call.input,
-            }),
-          toolResult: (call, block) =>
-            this.#emit({
-              type: 'tool-result',
-              agentId: ROOT_ID,
-              callId: call.id,
-              name: call.name,
-              isError: block.is_error === true,
-            }),
-          stepEnd: (step, stepUsage) =>
-            this.#emit({ type: 'step-end', agentId: ROOT_ID, step, usage: stepUsage }),
-          providerRetry: (info) =>
-            this.#emit({ type: 'provider-retry', agentId: ROOT_ID, ...info }),
-        },
+        generation,
+        emit: (event) => this.#emit(event),
       });
-      switch (outcome.kind) {
-        case 'ready':
-          result = { outcome: 'ready', text: redactSecrets(outcome.text), usage, generation };
-          break;
-        case 'cancelled':
-          result = { outcome: 'cancelled', text: '', reason: outcome.reason, usage, generation };
-          break;
-        case 'capped':
-          result = { outcome: 'capped', text: '', usage, generation };
-          break;
-        case 'failed':
-          result = { outcome: 'failed', text: '', reason: outcome.reason, usage, generation };
-          break;
-        default:
-          // The root is never advertised `reply` and never nudged; these cannot end a root turn.
-          result = {
-            outcome: 'failed',
-            text: '',
-            reason: `internal: ${outcome.kind}`,
-            usage,
-            generation,
-          };
-      }
-    } catch (error) {
-      const reason = `internal: ${error instanceof Error ? error.message : String(error)}`;
-      result = { outcome: 'failed', text: '', reason, usage, generation };
     } finally {
       signal?.removeEventListener('abort', onAbort);
       if (this.#foreground === controller) this.#foreground = undefined;
@@ -408,7 +313,9 @@ export class Session implements AgentSpawner {
   async #rootTools(): Promise<Map<string, AnyTool>> {
     if (this.#tools) return this.#tools;
     const tools = new Map<string, AnyTool>();
-    if (this.#engine.maxDepth > 0) for (const tool of spawnTools(this)) tools.set(tool.name, tool);
+    if (this.#engine.maxDepth > 0) {
+      for (const tool of spawnTools(this.#scope)) tools.set(tool.name, tool);
+    }
     if (this.#engine.workspace) for (const tool of WORKSPACE_TOOLS) tools.set(tool.name, tool);
     for (const modulePath of this.#engine.toolModules) {
       for (const tool of await loadToolModule(modulePath)) tools.set(tool.name, tool);
@@ -420,9 +327,9 @@ export class Session implements AgentSpawner {
 
   #isIdle(): boolean {
     return (
-      this.#live.size === 0 &&
+      this.#scope.liveCount === 0 &&
       this.#running === 0 &&
-      (!this.#options.autoWake || this.#inbox.length === 0)
+      (!this.#options.autoWake || this.#scope.pending.length === 0 || this.#closed)
     );
   }
 

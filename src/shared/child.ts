@@ -1,13 +1,19 @@
 import { AgentLog } from './agent-log.js';
 import type { ChildSpec } from './child-spec.js';
 import type { AgentEvent } from './events.js';
-import { type ChildInbox, type LoopOutcome, runAgentLoop } from './loop/agent-loop.js';
+import { internalFailure } from './failure.js';
+import {
+  type ChildInbox,
+  type LoopOutcome,
+  type LoopSink,
+  runAgentLoop,
+} from './loop/agent-loop.js';
 import type { Provider } from './provider/provider.js';
-import type { MessageParam } from './provider/types.js';
+import type { MessageParam, ToolCall, ToolResultBlock } from './provider/types.js';
 import { redactEvent, redactSecrets } from './redact.js';
 import { clip, renderValue } from './render.js';
 import { restoreTranscript } from './restore.js';
-import { type AgentResult, emptyUsage } from './result.js';
+import { type AgentResult, type AgentUsage, emptyUsage } from './result.js';
 import { loadToolModule } from './tools/modules.js';
 import { DELIVERY_DISCIPLINE } from './tools/reply.js';
 import type { AnyTool } from './tools/types.js';
@@ -21,6 +27,8 @@ export interface ChildRunDeps {
   extraTools?: readonly AnyTool[];
   /** Results of this child's own async agents. */
   inbox?: ChildInbox;
+  /** A tool that runs in this worker entered or left its `run`: crash forensics rests on it. */
+  onLocalTool?: (phase: 'enter' | 'exit', callId: string) => void;
 }
 
 /** The tools a child may have, before its spec's `tools` selection. */
@@ -52,131 +60,157 @@ export function childSystemPrompt(system: string | undefined): string {
  * the log before the result settles.
  */
 export async function runChild(spec: ChildSpec, deps: ChildRunDeps): Promise<AgentResult> {
-  const started = performance.now();
-  const usage = emptyUsage();
-  const log = new AgentLog(spec.logDir);
-  const base = {
-    id: spec.id,
-    title: spec.title,
-    logDir: spec.logDir,
-    generation: spec.generation,
+  const run: ChildRun = {
+    spec,
+    log: new AgentLog(spec.logDir),
+    usage: emptyUsage(),
+    started: performance.now(),
   };
   let result: AgentResult;
   try {
-    const tools = await childTools(spec, deps.extraTools);
-    const restored = spec.resume ? restoreTranscript(log.readTranscript() ?? '') : undefined;
-    if (restored) {
-      usage.steps = restored.steps;
-      if (restored.ended) {
-        result = settle(restored.ended, spec, log, base, usage, started);
-        log.writeResult(result);
-        return result;
-      }
-      log.rewriteTranscript(restored.messages);
-    }
-    const messages: MessageParam[] = restored?.messages ?? [{ role: 'user', content: spec.prompt }];
-    log.writeMeta({
-      id: spec.id,
-      title: spec.title,
-      depth: spec.depth,
-      generation: spec.generation,
-      model: spec.provider.model,
-      baseURL: spec.provider.baseURL ?? null,
-      maxSteps: spec.maxSteps,
-      tools: [...tools.keys()],
-      ...(restored ? { resumedAtStep: restored.steps } : {}),
-    });
-    if (!restored) log.appendTranscript(messages);
-    const emit = (event: AgentEvent) => deps.emit(redactEvent(event));
-    const agentId = spec.id;
-    const live = spec.liveEvents !== false;
-    const outcome = await runAgentLoop({
-      agentId,
-      depth: spec.depth,
-      maxDepth: spec.maxDepth,
-      system: childSystemPrompt(spec.system),
-      messages,
-      tools,
-      provider: deps.provider,
-      model: spec.provider.model,
-      maxSteps: spec.maxSteps,
-      signal: deps.signal,
-      workspace: spec.workspace,
-      usage,
-      ...(restored ? { nudged: restored.nudged, resumeFrom: restored } : {}),
-      ...(deps.inbox ? { inbox: deps.inbox } : {}),
-      sink: {
-        commit: (added) => log.appendTranscript(added),
-        ...(spec.streamText
-          ? { textDelta: (text: string) => emit({ type: 'text-delta', agentId, text }) }
-          : {}),
-        // Tool calls always go out: main needs to know who was inside a tool if the worker dies.
-        // Without a listener they go slim, and the step and retry events not at all.
-        toolCall: (call) =>
-          emit({
-            type: 'tool-call',
-            agentId,
-            callId: call.id,
-            name: call.name,
-            input: live ? call.input : undefined,
-          }),
-        toolResult: (call, block) =>
-          emit({
-            type: 'tool-result',
-            agentId,
-            callId: call.id,
-            name: call.name,
-            isError: block.is_error === true,
-          }),
-        ...(live
-          ? {
-              stepStart: (step: number) => emit({ type: 'step-start', agentId, step }),
-              stepEnd: (step: number, stepUsage: { inputTokens: number; outputTokens: number }) =>
-                emit({ type: 'step-end', agentId, step, usage: stepUsage }),
-              providerRetry: (info: { attempt: number; waitMs: number; code: string }) =>
-                emit({ type: 'provider-retry', agentId, ...info }),
-            }
-          : {}),
-      },
-    });
-    result = settle(outcome, spec, log, base, usage, started);
+    result = await runLoop(run, deps);
   } catch (error) {
-    const message = redactSecrets(error instanceof Error ? error.message : String(error));
-    result = {
-      ...base,
-      outcome: 'failed',
-      text: '',
-      reason: `internal: ${message}`,
-      truncated: false,
-      elapsedMs: elapsed(started),
-      usage,
-    };
+    const { message } = internalFailure(error);
+    result = settle(run, {
+      kind: 'failed',
+      failure: { code: 'internal', message: redactSecrets(message) },
+    });
   }
   try {
-    log.writeResult(result);
+    run.log.writeResult(result);
   } catch {
     // The result is still delivered; a log that cannot be written must not lose it.
   }
   return result;
 }
 
-function settle(
-  outcome: LoopOutcome,
+/** One child's run: what its result is made from. */
+interface ChildRun {
+  spec: ChildSpec;
+  log: AgentLog;
+  usage: AgentUsage;
+  started: number;
+}
+
+async function runLoop(run: ChildRun, deps: ChildRunDeps): Promise<AgentResult> {
+  const { spec, log, usage } = run;
+  const tools = await childTools(spec, deps.extraTools);
+  const restored = spec.resume ? restoreTranscript(log.readTranscript() ?? '') : undefined;
+  if (restored) {
+    usage.steps = restored.steps;
+    if (restored.ended) return settle(run, restored.ended);
+    log.rewriteTranscript(restored.messages);
+  }
+  const messages: MessageParam[] = restored?.messages ?? [{ role: 'user', content: spec.prompt }];
+  log.writeMeta({
+    id: spec.id,
+    title: spec.title,
+    depth: spec.depth,
+    generation: spec.generation,
+    model: spec.provider.model,
+    baseURL: spec.provider.baseURL ?? null,
+    maxSteps: spec.maxSteps,
+    tools: [...tools.keys()],
+    ...(restored ? { resumedAtStep: restored.steps } : {}),
+  });
+  if (!restored) log.appendTranscript(messages);
+  // Tools from the host side run on main: only the others can take this worker down.
+  const remote = new Set((deps.extraTools ?? []).map((tool) => tool.name));
+  const outcome = await runAgentLoop({
+    agentId: spec.id,
+    depth: spec.depth,
+    maxDepth: spec.maxDepth,
+    system: childSystemPrompt(spec.system),
+    messages,
+    tools,
+    provider: deps.provider,
+    model: spec.provider.model,
+    maxSteps: spec.maxSteps,
+    signal: deps.signal,
+    workspace: spec.workspace,
+    usage,
+    ...(restored ? { nudged: restored.nudged, resumeFrom: restored } : {}),
+    ...(deps.inbox ? { inbox: deps.inbox } : {}),
+    sink: childSink(spec, log, deps, remote),
+  });
+  return settle(run, outcome);
+}
+
+/** Where a child's loop reports: its log, its events (slim or none without a listener). */
+function childSink(
   spec: ChildSpec,
   log: AgentLog,
-  base: Pick<AgentResult, 'id' | 'title' | 'logDir' | 'generation'>,
-  usage: AgentResult['usage'],
-  started: number,
-): AgentResult {
-  const common = { ...base, truncated: false, usage, text: '' };
+  deps: ChildRunDeps,
+  remote: ReadonlySet<string>,
+): LoopSink {
+  const emit = (event: AgentEvent) => deps.emit(redactEvent(event));
+  const agentId = spec.id;
+  const live = spec.liveEvents !== false;
+  const onLocalTool = deps.onLocalTool;
+  return {
+    commit: (added) => log.appendTranscript(added),
+    ...(spec.streamText
+      ? { textDelta: (text: string) => emit({ type: 'text-delta', agentId, text }) }
+      : {}),
+    ...(onLocalTool
+      ? {
+          toolEnter: (call: ToolCall) => {
+            if (!remote.has(call.name)) onLocalTool('enter', call.id);
+          },
+          toolExit: (call: ToolCall) => {
+            if (!remote.has(call.name)) onLocalTool('exit', call.id);
+          },
+        }
+      : {}),
+    ...(live
+      ? {
+          toolCall: (call: ToolCall) =>
+            emit({
+              type: 'tool-call',
+              agentId,
+              callId: call.id,
+              name: call.name,
+              input: call.input,
+            }),
+          toolResult: (call: ToolCall, block: ToolResultBlock) =>
+            emit({
+              type: 'tool-result',
+              agentId,
+              callId: call.id,
+              name: call.name,
+              isError: block.is_error === true,
+            }),
+          stepStart: (step: number) => emit({ type: 'step-start', agentId, step }),
+          stepEnd: (step: number, stepUsage: { inputTokens: number; outputTokens: number }) =>
+            emit({ type: 'step-end', agentId, step, usage: stepUsage }),
+          providerRetry: (info: { attempt: number; waitMs: number; code: string }) =>
+            emit({ type: 'provider-retry', agentId, ...info }),
+        }
+      : {}),
+  };
+}
+
+/** The child's one AgentResult, from how its loop ended. */
+function settle(run: ChildRun, outcome: LoopOutcome): AgentResult {
+  const { spec } = run;
+  const common = {
+    id: spec.id,
+    title: spec.title,
+    logDir: spec.logDir,
+    generation: spec.generation,
+    truncated: false,
+    usage: run.usage,
+    text: '',
+    elapsedMs: Math.round(performance.now() - run.started),
+  };
   switch (outcome.kind) {
     case 'replied': {
       const rendered = outcome.replies.map(renderValue).filter((text) => text !== '');
       const full = rendered.join('\n\n');
-      if (full === '') return { ...common, outcome: 'empty', elapsedMs: elapsed(started) };
+      if (full === '') return { ...common, outcome: 'empty' };
       const only = outcome.replies.length === 1 ? outcome.replies[0] : undefined;
       const structured = typeof only === 'object' && only !== null;
-      const replyFile = log.spillReply(full, structured);
+      const replyFile = run.log.spillReply(full, structured);
       const clipped = clip(full, spec.replyCap);
       return {
         ...common,
@@ -184,28 +218,22 @@ function settle(
         text: redactSecrets(clipped.text),
         truncated: clipped.truncated,
         replyFile,
-        elapsedMs: elapsed(started),
       };
     }
     case 'empty':
-      return { ...common, outcome: 'empty', elapsedMs: elapsed(started) };
+    case 'ready':
+      // A child never ends `ready` (the loop nudges it instead); kept total for the type.
+      return { ...common, outcome: 'empty' };
     case 'capped':
-      return { ...common, outcome: 'capped', elapsedMs: elapsed(started) };
+      return { ...common, outcome: 'capped' };
     case 'cancelled':
+      return { ...common, outcome: 'cancelled', reason: outcome.reason };
+    case 'failed':
       return {
         ...common,
-        outcome: 'cancelled',
-        reason: outcome.reason,
-        elapsedMs: elapsed(started),
+        outcome: 'failed',
+        reason: redactSecrets(outcome.failure.message),
+        code: outcome.failure.code,
       };
-    case 'failed':
-      return { ...common, outcome: 'failed', reason: outcome.reason, elapsedMs: elapsed(started) };
-    case 'ready':
-      // A child never ends ready: the loop nudges it instead. Kept total for the type.
-      return { ...common, outcome: 'empty', elapsedMs: elapsed(started) };
   }
-}
-
-function elapsed(started: number): number {
-  return Math.round(performance.now() - started);
 }

@@ -14,6 +14,8 @@ export type AgentEvent =
   | { type: 'provider-retry'; agentId: string; attempt: number; waitMs: number; code: string }
   | { type: 'step-end'; agentId: string; step: number; usage: ProviderUsage }
   | { type: 'agent-resume'; agentId: string; attempt: number; reason: string }
-  | { type: 'agent-settle'; agentId: string; result: AgentResult };
+  | { type: 'agent-settle'; agentId: string; result: AgentResult }
+  /** A result of an older generation (or for a closed scope): never delivered, only reported. */
+  | { type: 'agent-stale'; agentId: string; generation: number; current: number };
 
 export type AgentMode = 'sync' | 'async' | 'direct';

@@ -1,20 +1,33 @@
 import type { MessagePort } from 'node:worker_threads';
 import type { ChildSpec } from './child-spec.js';
 import type { AgentEvent } from './events.js';
+import type { Failure } from './failure.js';
+import type { ContentBlockParam } from './provider/types.js';
 import type { AgentResult, CancelReason } from './result.js';
+import type { AgentInfo, AgentReceipt, AgentToolInput } from './tools/spawn-tools.js';
 
-/** The piscina task for one child: its spec and the port it talks over. */
+// Every message that crosses between main and a worker is defined here, once, for both sides.
+
+/** The piscina task for one child: its spec and the ports it talks over. */
 export interface ChildTask {
   spec: ChildSpec;
   port: MessagePort;
-  /** The host bridge's port (comlink), when the child has host tools or may spawn. */
+  /** The host bridge's port, when the child has host tools or may spawn. */
   bridge?: MessagePort;
 }
 
-/** Worker → main, on the child's own port. */
+// ── A child's own port ─────────────────────────────────────────────────────────────────────────
+
+/**
+ * Worker → main, on the child's own port. `tool-enter`/`tool-exit` bracket a tool that runs in
+ * the worker (not one that runs on main through the bridge); they are sent whether or not anyone
+ * listens to events, because crash forensics rests on them.
+ */
 export type WorkerMessage =
   | { type: 'started'; threadId: number }
   | { type: 'event'; event: AgentEvent }
+  | { type: 'tool-enter'; callId: string }
+  | { type: 'tool-exit'; callId: string }
   | { type: 'result'; result: AgentResult };
 
 /** Main → worker, on the child's own port. */
@@ -22,32 +35,94 @@ export type MainMessage = { type: 'cancel'; reason: CancelReason };
 
 /** Checks a message that arrived on a child's port; anything else is ignored, never trusted. */
 export function isWorkerMessage(value: unknown): value is WorkerMessage {
-  if (typeof value !== 'object' || value === null) return false;
-  const message = value as Record<string, unknown>;
-  switch (message.type) {
+  if (!isRecord(value)) return false;
+  switch (value.type) {
     case 'started':
-      return typeof message.threadId === 'number';
+      return typeof value.threadId === 'number';
     case 'event':
-      return typeof message.event === 'object' && message.event !== null;
-    case 'result': {
-      const result = message.result as Record<string, unknown> | null;
+      return isRecord(value.event);
+    case 'tool-enter':
+    case 'tool-exit':
+      return typeof value.callId === 'string';
+    case 'result':
       return (
-        typeof result === 'object' &&
-        result !== null &&
-        typeof result.id === 'string' &&
-        typeof result.outcome === 'string'
+        isRecord(value.result) &&
+        typeof value.result.id === 'string' &&
+        typeof value.result.outcome === 'string'
       );
-    }
     default:
       return false;
   }
 }
 
 export function isMainMessage(value: unknown): value is MainMessage {
+  return isRecord(value) && value.type === 'cancel' && typeof value.reason === 'string';
+}
+
+// ── The host bridge ────────────────────────────────────────────────────────────────────────────
+
+/** A host tool's outcome as it crosses back to the worker: data, never an Error. */
+export type HostToolOutcome = { ok: true; text: string } | { ok: false; error: string };
+
+/**
+ * What a child in a worker may ask of the main thread: each method's input and output. Both ends
+ * are typed from this one table.
+ */
+export interface HostMethods {
+  callTool: { input: { name: string; input: unknown }; output: HostToolOutcome };
+  runSync: { input: AgentToolInput; output: string };
+  spawnAsync: { input: AgentToolInput; output: AgentReceipt };
+  list: { input: null; output: AgentInfo[] };
+  cancel: { input: { id: string }; output: { id: string; wasLive: boolean } };
+  /** Takes the pending results of the child's own async agents, rendered. */
+  drain: { input: null; output: ContentBlockParam[] };
+  /** Resolves true once a result is pending, false when none can come. */
+  waitForResult: { input: null; output: boolean };
+}
+
+export type HostMethod = keyof HostMethods;
+
+export const HOST_METHODS: readonly HostMethod[] = [
+  'callTool',
+  'runSync',
+  'spawnAsync',
+  'list',
+  'cancel',
+  'drain',
+  'waitForResult',
+];
+
+/** Worker → main: start a call, or abort one (the child was cancelled while it waited). */
+export type BridgeRequest =
+  | {
+      [M in HostMethod]: { type: 'call'; id: number; method: M; input: HostMethods[M]['input'] };
+    }[HostMethod]
+  | { type: 'abort'; id: number };
+
+/** Main → worker: how a call ended. A failure is data; nothing is thrown across. */
+export type BridgeResponse =
+  | { type: 'return'; id: number; ok: true; value: unknown }
+  | { type: 'return'; id: number; ok: false; failure: Failure };
+
+export function isBridgeRequest(value: unknown): value is BridgeRequest {
+  if (!isRecord(value) || typeof value.id !== 'number') return false;
+  if (value.type === 'abort') return true;
   return (
-    typeof value === 'object' &&
-    value !== null &&
-    (value as Record<string, unknown>).type === 'cancel' &&
-    typeof (value as Record<string, unknown>).reason === 'string'
+    value.type === 'call' &&
+    typeof value.method === 'string' &&
+    (HOST_METHODS as readonly string[]).includes(value.method)
   );
+}
+
+export function isBridgeResponse(value: unknown): value is BridgeResponse {
+  return (
+    isRecord(value) &&
+    value.type === 'return' &&
+    typeof value.id === 'number' &&
+    typeof value.ok === 'boolean'
+  );
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null;
 }

@@ -1,3 +1,5 @@
+import type { FailureCode } from './failure.js';
+
 /** What an agent's run came to. */
 export type AgentOutcome = 'complete' | 'empty' | 'cancelled' | 'capped' | 'failed';
 
@@ -31,8 +33,13 @@ export interface AgentResult {
   outcome: AgentOutcome;
   /** The rendered reply payload, clipped at the reply cap. Empty unless `complete`. */
   text: string;
-  /** Cancel reason, or the failure reason (`provider:rate_limited: …`, `worker: …`, …). */
+  /**
+   * Why it did not complete, for people: the cancel reason (`user`, `ceiling`, …), or what
+   * failed. Decide on `outcome` and `code`, never on this text.
+   */
   reason?: string;
+  /** Set exactly when `outcome` is `failed`: what failed, as a stable code. */
+  code?: FailureCode;
   logDir: string;
   /** The full, unclipped reply payload on disk. */
   replyFile?: string;

@@ -1,65 +1,131 @@
 import type { MessagePort } from 'node:worker_threads';
-import * as Comlink from 'comlink';
 import type { ChildSpec } from '../shared/child-spec.js';
 import type { ChildInbox } from '../shared/loop/agent-loop.js';
+import {
+  type BridgeRequest,
+  type HostMethod,
+  type HostMethods,
+  isBridgeResponse,
+} from '../shared/protocol.js';
 import { spawnTools } from '../shared/tools/spawn-tools.js';
 import type { AnyTool } from '../shared/tools/types.js';
 
-/** The main-thread API as the worker sees it (mirrors HostApi in src/main/host-bridge.ts). */
-interface RemoteHost {
-  callTool(
-    name: string,
-    input: unknown,
-  ): Promise<{ ok: true; text: string } | { ok: false; error: string }>;
-  runSync(input: unknown): Promise<string>;
-  spawnAsync(
-    input: unknown,
-  ): Promise<{ id: string; title: string; status: 'started'; logDir: string }>;
-  list(): Promise<
-    { id: string; title: string; status: 'queued' | 'running'; logDir: string; elapsedMs: number }[]
-  >;
-  cancel(id: string): Promise<{ id: string; wasLive: boolean }>;
-  drain(): Promise<import('../shared/provider/types.js').ContentBlockParam[]>;
-  waitForResult(): Promise<boolean>;
+/** A call into main that will not complete: the child was cancelled, or the bridge closed. */
+export class BridgeCallError extends Error {
+  readonly code: 'aborted' | 'bridge_closed';
+
+  constructor(code: 'aborted' | 'bridge_closed', message: string) {
+    super(message);
+    this.name = 'BridgeCallError';
+    this.code = code;
+  }
+}
+
+interface Pending {
+  resolve(value: unknown): void;
+  reject(error: Error): void;
+}
+
+/**
+ * The worker end of a child's host bridge: typed calls into main, each raced with the child's
+ * signal. An aborted call rejects at once and tells main to abort its side; when the port closes
+ * (main shut the bridge, or is gone) every pending call rejects, so nothing waits forever.
+ */
+export class HostConnection {
+  readonly #port: MessagePort;
+  readonly #pending = new Map<number, Pending>();
+  #nextId = 1;
+  #closed = false;
+
+  constructor(port: MessagePort) {
+    this.#port = port;
+    port.on('message', (message: unknown) => {
+      if (!isBridgeResponse(message)) return;
+      const pending = this.#pending.get(message.id);
+      if (!pending) return;
+      this.#pending.delete(message.id);
+      if (message.ok) pending.resolve(message.value);
+      else pending.reject(new Error(message.failure.message));
+    });
+    port.once('close', () => this.#closeAll());
+  }
+
+  /** Calls `method` on main. Rejects with a BridgeCallError when `signal` aborts or the port closes. */
+  call<M extends HostMethod>(
+    method: M,
+    input: HostMethods[M]['input'],
+    signal: AbortSignal,
+  ): Promise<HostMethods[M]['output']> {
+    if (this.#closed) {
+      return Promise.reject(new BridgeCallError('bridge_closed', 'the host bridge is closed'));
+    }
+    if (signal.aborted) {
+      return Promise.reject(new BridgeCallError('aborted', 'the agent was cancelled'));
+    }
+    const id = this.#nextId++;
+    return new Promise((resolve, reject) => {
+      const onAbort = () => {
+        if (!this.#pending.delete(id)) return;
+        // Main stops its side too: a host tool's signal aborts, a sync grandchild is cancelled.
+        this.#post({ type: 'abort', id });
+        reject(new BridgeCallError('aborted', 'the agent was cancelled'));
+      };
+      signal.addEventListener('abort', onAbort, { once: true });
+      this.#pending.set(id, {
+        resolve: (value) => {
+          signal.removeEventListener('abort', onAbort);
+          resolve(value as HostMethods[M]['output']);
+        },
+        reject: (error) => {
+          signal.removeEventListener('abort', onAbort);
+          reject(error);
+        },
+      });
+      this.#post({ type: 'call', id, method, input } as BridgeRequest);
+    });
+  }
+
+  get pendingCount(): number {
+    return this.#pending.size;
+  }
+
+  /** Closes the port; pending calls reject. */
+  close(): void {
+    this.#port.close();
+    this.#closeAll();
+  }
+
+  #post(message: BridgeRequest): void {
+    if (!this.#closed) this.#port.postMessage(message);
+  }
+
+  #closeAll(): void {
+    this.#closed = true;
+    const pending = [...this.#pending.values()];
+    this.#pending.clear();
+    for (const call of pending) {
+      call.reject(new BridgeCallError('bridge_closed', 'the host bridge closed'));
+    }
+  }
 }
 
 export interface BridgeClient {
+  /** Host tools and, when depth allows, the spawn family: all run on main. */
   tools: AnyTool[];
   inbox?: ChildInbox;
   release(): void;
 }
 
-/** Rejects when the signal aborts, so a call into main never outlives a cancelled child. */
-function raced<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
-  if (signal.aborted) return Promise.reject(new Error('cancelled'));
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = () => reject(new Error('cancelled'));
-    signal.addEventListener('abort', onAbort, { once: true });
-    promise.then(
-      (value) => {
-        signal.removeEventListener('abort', onAbort);
-        resolve(value);
-      },
-      (error: unknown) => {
-        signal.removeEventListener('abort', onAbort);
-        reject(error);
-      },
-    );
-  });
-}
-
-/** The worker end of a child's host bridge: host tools, the spawn family and the child inbox. */
+/** The tools and inbox a child reaches through its host bridge. */
 export function connectBridge(port: MessagePort, spec: ChildSpec): BridgeClient {
-  const remote = Comlink.wrap<RemoteHost>(port) as unknown as RemoteHost & {
-    [Comlink.releaseProxy](): void;
-  };
+  const host = new HostConnection(port);
   const tools: AnyTool[] = (spec.hostTools ?? []).map((info) => ({
     name: info.name,
     description: info.description,
     inputSchema: info.inputSchema,
     ...(info.parallel === undefined ? {} : { parallel: info.parallel }),
     run: async (input: unknown, context) => {
-      const outcome = await raced(remote.callTool(info.name, input), context.signal);
+      const outcome = await host.call('callTool', { name: info.name, input }, context.signal);
       if (!outcome.ok) throw new Error(outcome.error);
       return outcome.text;
     },
@@ -68,27 +134,21 @@ export function connectBridge(port: MessagePort, spec: ChildSpec): BridgeClient 
   if (spawns) {
     tools.push(
       ...spawnTools({
-        runSync: (input, context) => raced(remote.runSync(input), context.signal),
-        spawnAsync: (input) => remote.spawnAsync(input),
-        list: () => remote.list(),
-        cancel: (id) => remote.cancel(id),
+        runSync: (input, context) => host.call('runSync', input, context.signal),
+        spawnAsync: (input, context) => host.call('spawnAsync', input, context.signal),
+        list: (context) => host.call('list', null, context.signal),
+        cancel: (id, context) => host.call('cancel', { id }, context.signal),
       }),
     );
   }
+  const inbox: ChildInbox = {
+    // A cancelled child, or a closed bridge, has nothing more to take in.
+    drain: (signal) => host.call('drain', null, signal).catch(() => []),
+    waitForResult: (signal) => host.call('waitForResult', null, signal).catch(() => false),
+  };
   return {
     tools,
-    ...(spawns
-      ? {
-          inbox: {
-            drain: () => remote.drain(),
-            waitForResult: (signal: AbortSignal) =>
-              raced(remote.waitForResult(), signal).catch(() => false),
-          },
-        }
-      : {}),
-    release: () => {
-      remote[Comlink.releaseProxy]();
-      port.close();
-    },
+    ...(spawns ? { inbox } : {}),
+    release: () => host.close(),
   };
 }

@@ -39,6 +39,8 @@ export default async function runChildTask(task: ChildTask): Promise<'settled'> 
       provider: providerFor(spec.provider),
       signal: controller.signal,
       emit: (event) => post({ type: 'event', event }),
+      onLocalTool: (phase, callId) =>
+        post({ type: phase === 'enter' ? 'tool-enter' : 'tool-exit', callId }),
       ...(bridge ? { extraTools: bridge.tools } : {}),
       ...(bridge?.inbox ? { inbox: bridge.inbox } : {}),
     });

@@ -1,3 +1,4 @@
+import type { Failure } from '../failure.js';
 import type { Provider } from '../provider/provider.js';
 import type {
   ContentBlockParam,
@@ -20,7 +21,7 @@ export type LoopOutcome =
   | { kind: 'empty' }
   | { kind: 'capped' }
   | { kind: 'cancelled'; reason: CancelReason }
-  | { kind: 'failed'; reason: string };
+  | { kind: 'failed'; failure: Failure };
 
 /** Where the loop reports what happens; every method is optional but `commit`. */
 export interface LoopSink {
@@ -30,6 +31,10 @@ export interface LoopSink {
   textDelta?(text: string): void;
   toolCall?(call: ToolCall): void;
   toolResult?(call: ToolCall, result: ToolResultBlock): void;
+  /** A tool starts running (after its input checked out); crash forensics hang on this. */
+  toolEnter?(call: ToolCall): void;
+  /** That tool returned or threw. */
+  toolExit?(call: ToolCall): void;
   stepEnd?(step: number, usage: { inputTokens: number; outputTokens: number }): void;
   providerRetry?(info: { attempt: number; waitMs: number; code: string }): void;
 }
@@ -39,9 +44,15 @@ export interface LoopSink {
  * child's step boundaries, after the tool results of the step.
  */
 export interface ChildInbox {
-  /** Pending results rendered as content blocks; removes them from the inbox. */
-  drain(): Promise<ContentBlockParam[]>;
-  /** Waits until a result is pending; false at once when none of this child's agents is live. */
+  /**
+   * Pending results rendered as content blocks; removes them from the inbox. Resolves with none
+   * when `signal` aborts first: a cancelled child never waits on its host.
+   */
+  drain(signal: AbortSignal): Promise<ContentBlockParam[]>;
+  /**
+   * Waits until a result is pending; false at once when none of this child's agents is live, and
+   * false when `signal` aborts.
+   */
   waitForResult(signal: AbortSignal): Promise<boolean>;
 }
 
@@ -128,10 +139,8 @@ export async function runAgentLoop(options: LoopOptions): Promise<LoopOutcome> {
       if (response.error.code === 'aborted' || signal.aborted) {
         return { kind: 'cancelled', reason: cancelReason(signal) };
       }
-      return {
-        kind: 'failed',
-        reason: `provider:${response.error.code}: ${response.error.message}`,
-      };
+      const { code, message } = response.error;
+      return { kind: 'failed', failure: { code, message: `provider ${code}: ${message}` } };
     }
     const turn = response.turn;
     usage.inputTokens += turn.usage.inputTokens;
@@ -146,10 +155,19 @@ export async function runAgentLoop(options: LoopOptions): Promise<LoopOutcome> {
       }
       // A child waiting on its own async agents is not done: their results wake it.
       if (options.inbox && (await options.inbox.waitForResult(signal))) {
-        messages.push({ role: 'user', content: await options.inbox.drain() });
-        await commit(sink, messages, 2);
+        const delivered = await options.inbox.drain(signal);
+        if (delivered.length > 0) {
+          messages.push({ role: 'user', content: delivered });
+          await commit(sink, messages, 2);
+          sink.stepEnd?.(step, turn.usage);
+          continue;
+        }
+      }
+      // The wait ends `false` when the child is cancelled too: that is a cancel, never `empty`.
+      if (signal.aborted) {
+        await commit(sink, messages, 1);
         sink.stepEnd?.(step, turn.usage);
-        continue;
+        return { kind: 'cancelled', reason: cancelReason(signal) };
       }
       if (nudged) {
         await commit(sink, messages, 1);
@@ -175,9 +193,12 @@ export async function runAgentLoop(options: LoopOptions): Promise<LoopOutcome> {
         workspace: options.workspace,
       },
       ...(sink.toolResult ? { onToolResult: sink.toolResult } : {}),
+      ...(sink.toolEnter ? { onToolEnter: sink.toolEnter } : {}),
+      ...(sink.toolExit ? { onToolExit: sink.toolExit } : {}),
     });
     const results: ContentBlockParam[] = answerAll(turn.calls, batch.results);
-    if (options.inbox) results.push(...(await options.inbox.drain()));
+    // A cancelled child takes no more results in: its step commits with what it has.
+    if (options.inbox && !signal.aborted) results.push(...(await options.inbox.drain(signal)));
     messages.push({ role: 'user', content: results });
     await commit(sink, messages, 2);
     sink.stepEnd?.(step, turn.usage);

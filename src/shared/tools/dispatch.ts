@@ -47,6 +47,10 @@ export interface DispatchOptions {
   rules: ToolSetRules;
   context: ToolContext;
   onToolResult?: (call: ToolCall, result: ToolResultBlock) => void;
+  /** A tool's `run` starts (its input checked out). */
+  onToolEnter?: (call: ToolCall) => void;
+  /** That `run` returned or threw. */
+  onToolExit?: (call: ToolCall) => void;
 }
 
 /**
@@ -75,7 +79,10 @@ async function dispatchOne(
   options: DispatchOptions,
   replies: unknown[],
 ): Promise<ToolResultBlock> {
-  const result = await answer(call, options, replies);
+  // A cancel stops the rest of the batch: a call that has not started is answered, never run.
+  const result = options.context.signal.aborted
+    ? notRun(call, 'the agent was cancelled before this call started')
+    : await answer(call, options, replies);
   options.onToolResult?.(call, result);
   return result;
 }
@@ -123,12 +130,15 @@ async function answer(
       `Invalid input for \`${tool.name}\`: ${problems}. Expected input matching ${JSON.stringify(tool.inputSchema)}, got ${describeValue(call.input, 400)}`,
     );
   }
+  options.onToolEnter?.(call);
   try {
     const value = await tool.run(call.input, options.context);
     return { type: 'tool_result', tool_use_id: call.id, content: renderValue(value) };
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error);
     return failure(call, `\`${tool.name}\` failed: ${message}`);
+  } finally {
+    options.onToolExit?.(call);
   }
 }
 

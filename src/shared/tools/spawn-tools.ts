@@ -31,8 +31,11 @@ export interface AgentSpawner {
   /** Runs a child to its end; resolves with the text the parent sees. */
   runSync(input: AgentToolInput, context: ToolContext): Promise<string>;
   spawnAsync(input: AgentToolInput, context: ToolContext): AgentReceipt | Promise<AgentReceipt>;
-  list(): AgentInfo[] | Promise<AgentInfo[]>;
-  cancel(id: string): { id: string; wasLive: boolean } | Promise<{ id: string; wasLive: boolean }>;
+  list(context: ToolContext): AgentInfo[] | Promise<AgentInfo[]>;
+  cancel(
+    id: string,
+    context: ToolContext,
+  ): { id: string; wasLive: boolean } | Promise<{ id: string; wasLive: boolean }>;
 }
 
 export const AGENT_TOOL_SCHEMA: InputSchema = {
@@ -69,7 +72,7 @@ export function spawnTools(spawner: AgentSpawner): AnyTool[] {
       name: 'agents',
       description: 'List the live background (async) agents: id, title, status, logDir, elapsedMs.',
       inputSchema: { type: 'object', properties: {}, additionalProperties: false },
-      run: () => spawner.list(),
+      run: (_input: unknown, context: ToolContext) => spawner.list(context),
     },
     {
       name: 'agent_cancel',
@@ -82,7 +85,7 @@ export function spawnTools(spawner: AgentSpawner): AnyTool[] {
         required: ['id'],
         additionalProperties: false,
       },
-      run: (input: { id: string }) => spawner.cancel(input.id),
+      run: (input: { id: string }, context: ToolContext) => spawner.cancel(input.id, context),
     },
   ];
 }

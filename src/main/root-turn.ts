@@ -1,0 +1,110 @@
+import type { AgentEvent } from '../shared/events.js';
+import type { FailureCode } from '../shared/failure.js';
+import { type LoopSink, runAgentLoop } from '../shared/loop/agent-loop.js';
+import type { Provider } from '../shared/provider/provider.js';
+import type { MessageParam } from '../shared/provider/types.js';
+import { redactSecrets } from '../shared/redact.js';
+import type { AgentUsage } from '../shared/result.js';
+import type { AnyTool } from '../shared/tools/types.js';
+
+/** The id the root's own events carry. */
+export const ROOT_ID = 'root';
+
+/** How one root turn ended. */
+export interface TurnResult {
+  outcome: 'ready' | 'cancelled' | 'capped' | 'failed';
+  /** The root's final text, when ready. */
+  text: string;
+  /** The cancel reason, or what failed, for people. */
+  reason?: string;
+  /** Set exactly when `outcome` is `failed`: what failed, as a stable code. */
+  code?: FailureCode;
+  usage: AgentUsage;
+  generation: number;
+}
+
+export interface RootTurnInput {
+  maxDepth: number;
+  system: string;
+  /** The root's transcript; the turn appends to it. */
+  messages: MessageParam[];
+  tools: ReadonlyMap<string, AnyTool>;
+  provider: Provider;
+  maxSteps: number;
+  signal: AbortSignal;
+  workspace: string | undefined;
+  usage: AgentUsage;
+  generation: number;
+  emit(event: AgentEvent): void;
+}
+
+/** Runs the root's steps (the one agent loop, at depth 0) until it is ready for the user. */
+export async function runRootTurn(input: RootTurnInput): Promise<TurnResult> {
+  const { usage, generation } = input;
+  try {
+    const outcome = await runAgentLoop({
+      agentId: ROOT_ID,
+      depth: 0,
+      maxDepth: input.maxDepth,
+      system: input.system,
+      messages: input.messages,
+      tools: input.tools,
+      provider: input.provider,
+      maxSteps: input.maxSteps,
+      signal: input.signal,
+      workspace: input.workspace,
+      usage,
+      sink: rootSink(input.emit),
+    });
+    switch (outcome.kind) {
+      case 'ready':
+        return { outcome: 'ready', text: redactSecrets(outcome.text), usage, generation };
+      case 'cancelled':
+        return { outcome: 'cancelled', text: '', reason: outcome.reason, usage, generation };
+      case 'capped':
+        return { outcome: 'capped', text: '', usage, generation };
+      case 'failed': {
+        const { code, message } = outcome.failure;
+        return { outcome: 'failed', text: '', reason: message, code, usage, generation };
+      }
+      default:
+        // The root is never advertised `reply` and never nudged; these cannot end a root turn.
+        return internal(`a root turn ended ${outcome.kind}`, usage, generation);
+    }
+  } catch (error) {
+    return internal(error instanceof Error ? error.message : String(error), usage, generation);
+  }
+}
+
+function internal(message: string, usage: AgentUsage, generation: number): TurnResult {
+  return {
+    outcome: 'failed',
+    text: '',
+    reason: redactSecrets(message),
+    code: 'internal',
+    usage,
+    generation,
+  };
+}
+
+/** The root's loop reports as session events. */
+function rootSink(emit: (event: AgentEvent) => void): LoopSink {
+  const agentId = ROOT_ID;
+  return {
+    commit: () => {},
+    stepStart: (step) => emit({ type: 'step-start', agentId, step }),
+    textDelta: (text) => emit({ type: 'text-delta', agentId, text }),
+    toolCall: (call) =>
+      emit({ type: 'tool-call', agentId, callId: call.id, name: call.name, input: call.input }),
+    toolResult: (call, block) =>
+      emit({
+        type: 'tool-result',
+        agentId,
+        callId: call.id,
+        name: call.name,
+        isError: block.is_error === true,
+      }),
+    stepEnd: (step, stepUsage) => emit({ type: 'step-end', agentId, step, usage: stepUsage }),
+    providerRetry: (info) => emit({ type: 'provider-retry', agentId, ...info }),
+  };
+}

@@ -1,0 +1,48 @@
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Piscina } from 'piscina';
+import type { ChildTask } from '../../../shared/protocol.js';
+
+/** What a pool of worker threads is made from. */
+export interface PiscinaShape {
+  threads: number;
+  perThread: number;
+  minThreads: number;
+  idleTimeoutMs?: number | undefined;
+  maxOldGenerationSizeMb?: number | undefined;
+}
+
+export type ChildPiscina = Piscina<ChildTask, 'settled'>;
+
+/** The compiled worker file; under vitest (TS sources) it is the build in dist/. */
+export function workerFile(): string {
+  const here = fileURLToPath(import.meta.url);
+  const root = path.resolve(path.dirname(here), '../../..');
+  if (here.endsWith('.ts')) {
+    const built = path.resolve(root, '../dist/src/worker/entry.cjs');
+    if (!existsSync(built)) throw new Error(`worker build missing at ${built}: run npm run build`);
+    return built;
+  }
+  return path.resolve(root, 'worker/entry.cjs');
+}
+
+export function makePiscina(shape: PiscinaShape): ChildPiscina {
+  const piscina = new Piscina<ChildTask, 'settled'>({
+    filename: workerFile(),
+    minThreads: shape.minThreads,
+    maxThreads: shape.threads,
+    concurrentTasksPerWorker: shape.perThread,
+    // Blocking idle workers in Atomics.wait starves the timers and port messages of async tasks.
+    atomics: 'disabled',
+    idleTimeout: shape.idleTimeoutMs ?? 60_000,
+    maxQueue: Number.POSITIVE_INFINITY,
+    ...(shape.maxOldGenerationSizeMb === undefined
+      ? {}
+      : { resourceLimits: { maxOldGenerationSizeMb: shape.maxOldGenerationSizeMb } }),
+  });
+  // Without a listener an 'error' event would crash the process; task failures arrive through
+  // each task's own promise, so here they are only noted.
+  piscina.on('error', () => {});
+  return piscina;
+}

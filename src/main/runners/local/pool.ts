@@ -1,0 +1,419 @@
+import os from 'node:os';
+import type { MessagePort, Worker } from 'node:worker_threads';
+import { AgentLog } from '../../../shared/agent-log.js';
+import type { ChildSpec } from '../../../shared/child-spec.js';
+import type { AgentEvent } from '../../../shared/events.js';
+import type { Failure } from '../../../shared/failure.js';
+import type { ChildTask } from '../../../shared/protocol.js';
+import { redactSecrets } from '../../../shared/redact.js';
+import { type AgentResult, type CancelReason, emptyUsage } from '../../../shared/result.js';
+import { Admission } from './admission.js';
+import { ChildPort } from './child-port.js';
+import { CrashForensics } from './forensics.js';
+import { type ChildPiscina, makePiscina } from './piscina.js';
+
+export interface PoolOptions {
+  /** Worker threads; default: the machine's available parallelism. */
+  threads?: number;
+  /** Children one thread runs at once (piscina's concurrentTasksPerWorker). */
+  agentsPerThread?: number;
+  /** How long a cancelled child may ignore its cancel before its worker is terminated, in ms. */
+  cancelGraceMs?: number;
+  /** How long an idle worker lives, in ms. */
+  idleTimeoutMs?: number;
+  /** Per-worker V8 heap limit, in MB: one runaway child cannot take the process down. */
+  maxOldGenerationSizeMb?: number;
+  /**
+   * Crashes of its worker a child may be blamed for (it was running a tool when the worker died)
+   * before it settles `failed` instead of resuming (default 3).
+   */
+  maxCrashes?: number;
+}
+
+export const DEFAULT_MAX_CRASHES = 3;
+/**
+ * Resumes of one child for any reason: a backstop. Innocent children are not blamed, and the
+ * blamed ones resume in quarantine, so only a pathological crash loop reaches it.
+ */
+const MAX_RESUMES = 100;
+
+export const DEFAULT_AGENTS_PER_THREAD = 2048;
+export const DEFAULT_CANCEL_GRACE_MS = 5000;
+
+export type ChildStatus = 'queued' | 'running' | 'settled';
+
+/** A spawned child as main sees it. */
+export interface ChildHandle {
+  readonly id: string;
+  readonly title: string;
+  readonly status: ChildStatus;
+  /** When it was spawned (performance.now()). */
+  readonly spawnedAt: number;
+  /** Settles exactly once, never rejects. */
+  readonly result: Promise<AgentResult>;
+  /** Cancels it; false when it had settled already. */
+  cancel(reason?: CancelReason): boolean;
+}
+
+/** What a spawn may carry beside the spec. */
+export interface SpawnExtras {
+  onEvent?: ((event: AgentEvent) => void) | undefined;
+  /** Makes the worker end of a fresh host bridge; called at each start (and resume). */
+  makeBridge?: (() => MessagePort) | undefined;
+}
+
+/**
+ * Counts kept at the ports, independent of the guard that makes delivery exactly-once: a worker
+ * that sent two results, or a result made on main for a child that had one, shows up here.
+ */
+export interface PoolStats {
+  /** Result messages received from workers, on every child port. */
+  workerResults: number;
+  /** Results main made for children whose worker could not (queued, crashed, terminated). */
+  mainResults: number;
+  /** Results that arrived for a child that had already settled, and were dropped. */
+  duplicateResults: number;
+  /** Results handed to callers. */
+  delivered: number;
+}
+
+interface Entry {
+  spec: ChildSpec;
+  handle: PoolHandle;
+  port?: ChildPort;
+  graceTimer?: NodeJS.Timeout;
+  cancelReason?: CancelReason;
+  onEvent: ((event: AgentEvent) => void) | undefined;
+  makeBridge: (() => MessagePort) | undefined;
+  /** Crashes this child was blamed for. */
+  crashes: number;
+  /** Times it was resumed on a fresh worker. */
+  resumes: number;
+}
+
+class PoolHandle implements ChildHandle {
+  readonly id: string;
+  readonly title: string;
+  readonly spawnedAt = performance.now();
+  readonly result: Promise<AgentResult>;
+  status: ChildStatus = 'queued';
+  #resolve!: (result: AgentResult) => void;
+  readonly #cancel: (reason: CancelReason) => boolean;
+
+  constructor(spec: ChildSpec, cancel: (reason: CancelReason) => boolean) {
+    this.id = spec.id;
+    this.title = spec.title;
+    this.#cancel = cancel;
+    this.result = new Promise((resolve) => {
+      this.#resolve = resolve;
+    });
+  }
+
+  cancel(reason: CancelReason = 'user'): boolean {
+    return this.#cancel(reason);
+  }
+
+  /** The one place a child's result is delivered; a second call is ignored. */
+  settle(result: AgentResult): boolean {
+    if (this.status === 'settled') return false;
+    this.status = 'settled';
+    this.#resolve(result);
+    return true;
+  }
+}
+
+/**
+ * Runs children on a piscina pool, many to a thread. Admission is ours (`Admission`), so a
+ * queued child can be cancelled without touching a worker; each running child talks over its
+ * own port (`ChildPort`); when a worker dies, `CrashForensics` decides who resumes where.
+ * Piscina's `signal` is never used: it would terminate a whole worker and every sibling on it.
+ */
+export class ChildPool {
+  readonly #piscina: ChildPiscina;
+  #quarantine: ChildPiscina | undefined;
+  readonly #options: PoolOptions;
+  readonly #graceMs: number;
+  readonly #maxCrashes: number;
+  readonly #admission: Admission<Entry>;
+  readonly #running = new Map<string, Entry>();
+  readonly #forensics = new CrashForensics();
+  readonly #stats: PoolStats = {
+    workerResults: 0,
+    mainResults: 0,
+    duplicateResults: 0,
+    delivered: 0,
+  };
+  #closed = false;
+  /** Called with every settled result; the engine uses it for stats. */
+  onSettle: ((result: AgentResult) => void) | undefined;
+
+  constructor(options: PoolOptions = {}) {
+    const threads = options.threads ?? Math.max(1, os.availableParallelism());
+    const perThread = options.agentsPerThread ?? DEFAULT_AGENTS_PER_THREAD;
+    this.#graceMs = options.cancelGraceMs ?? DEFAULT_CANCEL_GRACE_MS;
+    this.#maxCrashes = options.maxCrashes ?? DEFAULT_MAX_CRASHES;
+    this.#options = options;
+    this.#piscina = makePiscina({ ...this.#shape(), threads, perThread, minThreads: threads });
+    this.#admission = new Admission(threads * perThread, (entry) => this.#start(entry));
+  }
+
+  #shape() {
+    return {
+      idleTimeoutMs: this.#options.idleTimeoutMs,
+      maxOldGenerationSizeMb: this.#options.maxOldGenerationSizeMb,
+    };
+  }
+
+  /**
+   * A child blamed for a crash resumes in quarantine: a separate one-thread pool made on first
+   * need, so that if it crashes again it takes down only other suspects, not the thousands of
+   * innocent children of the main pool.
+   */
+  #quarantinePool(): ChildPiscina {
+    this.#quarantine ??= makePiscina({
+      ...this.#shape(),
+      threads: 1,
+      perThread: 256,
+      minThreads: 0,
+    });
+    return this.#quarantine;
+  }
+
+  get threads(): number {
+    return this.#piscina.threads.length;
+  }
+
+  get liveCount(): number {
+    return this.#running.size + this.#admission.queued;
+  }
+
+  /** Counts taken at the ports (a copy). */
+  get stats(): PoolStats {
+    return { ...this.#stats };
+  }
+
+  /** Crash records not yet pruned. */
+  get crashRecords(): number {
+    return this.#forensics.size;
+  }
+
+  /** Resolves when every worker thread has loaded the child entry (the pool is warm). */
+  async warm(): Promise<void> {
+    const count = this.#piscina.maxThreads;
+    await Promise.all(
+      Array.from({ length: count }, () =>
+        this.#piscina.run(undefined as unknown as ChildTask, { name: 'warm' }),
+      ),
+    );
+  }
+
+  spawn(spec: ChildSpec, extras: SpawnExtras = {}): ChildHandle {
+    const entry: Entry = {
+      spec,
+      onEvent: extras.onEvent,
+      makeBridge: extras.makeBridge,
+      crashes: 0,
+      resumes: 0,
+      handle: new PoolHandle(spec, (reason) => this.#cancel(entry, reason)),
+    };
+    if (this.#closed) {
+      this.#deliverFromMain(entry, { outcome: 'cancelled', reason: 'shutdown' });
+      return entry.handle;
+    }
+    this.#admission.push(entry);
+    return entry.handle;
+  }
+
+  #start(entry: Entry): void {
+    const port = new ChildPort({
+      started: () => {
+        if (entry.handle.status === 'queued') entry.handle.status = 'running';
+      },
+      event: (event) => entry.onEvent?.(event),
+      result: (result) => {
+        this.#stats.workerResults++;
+        this.#deliver(entry, result);
+      },
+    });
+    entry.port = port;
+    this.#running.set(entry.spec.id, entry);
+    const bridge = entry.makeBridge?.();
+    const task: ChildTask = bridge
+      ? { spec: entry.spec, port: port.workerEnd, bridge }
+      : { spec: entry.spec, port: port.workerEnd };
+    const pool = entry.crashes > 0 ? this.#quarantinePool() : this.#piscina;
+    pool.run(task, { transferList: bridge ? [port.workerEnd, bridge] : [port.workerEnd] }).then(
+      () => this.#finish(entry, undefined),
+      (error: unknown) => this.#finish(entry, error),
+    );
+  }
+
+  /** The child's task ended, with or without a result on its port. */
+  #finish(entry: Entry, error: unknown): void {
+    const port = entry.port;
+    port?.drain();
+    if (entry.handle.status !== 'settled') {
+      if (entry.cancelReason !== undefined) {
+        this.#deliverFromMain(entry, { outcome: 'cancelled', reason: entry.cancelReason });
+      } else if (this.#closed) {
+        this.#deliverFromMain(entry, { outcome: 'cancelled', reason: 'shutdown' });
+      } else {
+        const why = redactSecrets(
+          error instanceof Error ? error.message : 'task ended without a result',
+        );
+        if (this.#afterCrash(entry, why)) return;
+      }
+    }
+    this.#forensics.forget(port?.threadId, entry.spec.id);
+    this.#release(entry);
+  }
+
+  /** The child lost its worker: resume it (true), or settle it failed when it may not resume. */
+  #afterCrash(entry: Entry, why: string): boolean {
+    const threadId = entry.port?.threadId;
+    const verdict =
+      threadId === undefined
+        ? { blamed: false, deliberate: false }
+        : this.#forensics.judge(threadId, entry.spec.id, () => this.#witnesses(threadId));
+    if (verdict.blamed) entry.crashes++;
+    let failure: Failure | undefined;
+    if (entry.crashes >= this.#maxCrashes) {
+      failure = {
+        code: 'worker_crashed',
+        message: `worker crashed ${entry.crashes} times while this agent ran a tool; last: ${why}`,
+      };
+    } else if (entry.resumes >= MAX_RESUMES) {
+      failure = {
+        code: 'worker_lost',
+        message: `lost its worker ${entry.resumes + 1} times; last: ${why}`,
+      };
+    }
+    if (failure) {
+      this.#deliverFromMain(entry, { outcome: 'failed', failure });
+      return false;
+    }
+    // A crashed worker loses no agent: resume on a fresh one from the last committed step.
+    this.#resume(
+      entry,
+      verdict.deliberate ? 'worker terminated for a stuck sibling' : `worker crashed: ${why}`,
+    );
+    return true;
+  }
+
+  /** Every child still on `threadId`, with its last messages read. */
+  #witnesses(threadId: number): { id: string; openTools: ReadonlySet<string> }[] {
+    const onThread = [...this.#running.values()].filter(
+      (other) => other.port?.threadId === threadId,
+    );
+    // Their last tool-enter messages may still sit on their ports: read them first.
+    for (const other of onThread) other.port?.drain();
+    return onThread.map((other) => ({ id: other.spec.id, openTools: other.port!.openTools }));
+  }
+
+  #resume(entry: Entry, reason: string): void {
+    entry.port?.close();
+    delete entry.port;
+    entry.resumes++;
+    entry.spec = { ...entry.spec, resume: true };
+    entry.onEvent?.({
+      type: 'agent-resume',
+      agentId: entry.spec.id,
+      attempt: entry.resumes,
+      reason,
+    });
+    this.#start(entry);
+  }
+
+  /** A result main makes for a child whose worker could not: queued, cancelled, or crashed. */
+  #deliverFromMain(entry: Entry, ending: Ending): void {
+    if (entry.handle.status === 'settled') return;
+    const result = synthetic(entry, ending);
+    this.#stats.mainResults++;
+    this.#deliver(entry, result);
+    // The worker never wrote this result; record it so the log folder is complete.
+    try {
+      new AgentLog(entry.spec.logDir).writeResult(result);
+    } catch {
+      // The result is delivered all the same; a log that cannot be written must not lose it.
+    }
+  }
+
+  #deliver(entry: Entry, result: AgentResult): void {
+    if (!entry.handle.settle(result)) {
+      this.#stats.duplicateResults++;
+      return;
+    }
+    this.#stats.delivered++;
+    if (entry.graceTimer) clearTimeout(entry.graceTimer);
+    this.onSettle?.(result);
+    entry.onEvent?.({ type: 'agent-settle', agentId: result.id, result });
+  }
+
+  #release(entry: Entry): void {
+    if (entry.graceTimer) clearTimeout(entry.graceTimer);
+    entry.port?.close();
+    this.#running.delete(entry.spec.id);
+    this.#admission.done();
+  }
+
+  #cancel(entry: Entry, reason: CancelReason): boolean {
+    if (entry.handle.status === 'settled') return false;
+    if (this.#admission.remove(entry)) {
+      this.#deliverFromMain(entry, { outcome: 'cancelled', reason });
+      return true;
+    }
+    if (entry.cancelReason !== undefined) return true;
+    entry.cancelReason = reason;
+    entry.port?.cancel(reason);
+    // Last resort: a child that ignores cooperative cancel (a tool stuck in a synchronous loop)
+    // blocks its whole thread. Terminate that worker; its siblings resume elsewhere.
+    entry.graceTimer = setTimeout(() => this.#terminateWorkerOf(entry), this.#graceMs);
+    entry.graceTimer.unref();
+    return true;
+  }
+
+  #terminateWorkerOf(entry: Entry): void {
+    const threadId = entry.port?.threadId;
+    if (entry.handle.status === 'settled' || threadId === undefined) return;
+    // Only the stuck child is to blame; its siblings resume elsewhere without a mark.
+    if (!this.#forensics.terminating(threadId, entry.spec.id, this.#witnesses(threadId))) return;
+    void this.#workerByThreadId(threadId)?.terminate();
+  }
+
+  #workerByThreadId(threadId: number): Worker | undefined {
+    const threads = [...this.#piscina.threads, ...(this.#quarantine?.threads ?? [])];
+    return threads.find((worker) => worker.threadId === threadId);
+  }
+
+  /** Cancels every child with `reason`, waits for every result, then closes the pool. */
+  async close(reason: CancelReason = 'shutdown'): Promise<void> {
+    this.#closed = true;
+    const entries = [...this.#admission.waiting(), ...this.#running.values()];
+    for (const entry of entries) entry.handle.cancel(reason);
+    await Promise.all(entries.map((entry) => entry.handle.result));
+    await this.#piscina.destroy();
+    await this.#quarantine?.destroy();
+  }
+}
+
+type Ending =
+  | { outcome: 'cancelled'; reason: CancelReason }
+  | { outcome: 'failed'; failure: Failure };
+
+function synthetic(entry: Entry, ending: Ending): AgentResult {
+  const spec = entry.spec;
+  return {
+    id: spec.id,
+    title: spec.title,
+    outcome: ending.outcome,
+    text: '',
+    ...(ending.outcome === 'cancelled'
+      ? { reason: ending.reason }
+      : { reason: ending.failure.message, code: ending.failure.code }),
+    logDir: spec.logDir,
+    truncated: false,
+    elapsedMs: Math.round(performance.now() - entry.handle.spawnedAt),
+    generation: spec.generation,
+    usage: emptyUsage(),
+  };
+}

@@ -1,0 +1,228 @@
+import type { AgentEvent } from '../shared/events.js';
+import type { ProviderConfig } from '../shared/provider/config.js';
+import { type AgentResult, type CancelReason, outcomeTag } from '../shared/result.js';
+import type {
+  AgentInfo,
+  AgentReceipt,
+  AgentSpawner,
+  AgentToolInput,
+} from '../shared/tools/spawn-tools.js';
+import type { ToolContext } from '../shared/tools/types.js';
+import type { AgentOptions, SpawnContext } from './engine.js';
+import { AgentRegistry } from './registry.js';
+import type { ChildHandle } from './runners/local/pool.js';
+
+export interface ScopeOptions {
+  /** Spawns one child (the engine's `spawn`). */
+  spawn(options: AgentOptions, context: SpawnContext): ChildHandle;
+  /** Depth of the agent that owns the scope: 0 for the root. Its children are one deeper. */
+  ownerDepth: number;
+  /** The generation the scope starts at. */
+  generation: number;
+  /** Lifetime ceiling of async agents, in ms. */
+  ceilingMs: number;
+  logDirOf(id: string): string;
+  /** Provider settings for children; unset, the engine's current ones at each spawn. */
+  provider?: ProviderConfig;
+  /**
+   * Where the scope's events go: agent start and async settle and stale. Sync children stream
+   * their own events here too when it is set.
+   */
+  emit?: (event: AgentEvent) => void;
+  /** Called after an async agent settled and was queued or dropped as stale. */
+  onSettle?: (result: AgentResult, delivered: boolean) => void;
+}
+
+/**
+ * The agents one agent has spawned: its registry of live async agents with their reaper, its
+ * inbox, its generation, and the mapping from the `agent` tool's input to a spawn. The root
+ * session and every child that may spawn (through its host bridge) each own one, so depth ≥ 2
+ * follows the root's rules exactly.
+ *
+ * A result is queued only if it belongs to the scope's current generation and the scope is open;
+ * anything else is reported `agent-stale` and dropped.
+ */
+export class AgentScope implements AgentSpawner {
+  readonly #options: ScopeOptions;
+  readonly #live = new AgentRegistry();
+  /** Sync children, cancelled with the scope. */
+  readonly #sync = new Set<ChildHandle>();
+  readonly #inbox: AgentResult[] = [];
+  #waiters: (() => void)[] = [];
+  #generation: number;
+  #closed = false;
+
+  constructor(options: ScopeOptions) {
+    this.#options = options;
+    this.#generation = options.generation;
+  }
+
+  get generation(): number {
+    return this.#generation;
+  }
+
+  /** Live async agents. */
+  get liveCount(): number {
+    return this.#live.size;
+  }
+
+  /** Results waiting for delivery, in settle order (a copy). */
+  get pending(): AgentResult[] {
+    return [...this.#inbox];
+  }
+
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  async runSync(input: AgentToolInput, context: ToolContext): Promise<string> {
+    const emit = this.#options.emit;
+    const handle = this.#spawn(input, 'sync', emit);
+    this.#sync.add(handle);
+    // A sync child is bounded by its parent's turn (or its parent's cancelled call).
+    const onAbort = () => handle.cancel('parent');
+    if (context.signal.aborted) onAbort();
+    else context.signal.addEventListener('abort', onAbort, { once: true });
+    try {
+      const result = await handle.result;
+      return result.text !== '' ? result.text : outcomeTag(result);
+    } finally {
+      context.signal.removeEventListener('abort', onAbort);
+      this.#sync.delete(handle);
+    }
+  }
+
+  spawnAsync(input: AgentToolInput): AgentReceipt {
+    const generation = this.#generation;
+    const handle = this.#spawn(input, 'async', undefined);
+    const logDir = this.#options.logDirOf(handle.id);
+    this.#live.add(handle, {
+      logDir,
+      ceilingMs: this.#options.ceilingMs,
+      onSettle: (result) => this.#onAsyncSettle(result, generation),
+    });
+    return { id: handle.id, title: handle.title, status: 'started', logDir };
+  }
+
+  list(): AgentInfo[] {
+    return this.#live.list();
+  }
+
+  /** Cancels one async agent (reason `user`); says whether it was live. */
+  cancel(id: string): { id: string; wasLive: boolean } {
+    return this.#live.cancel(id);
+  }
+
+  /** Takes every pending result, in settle order. */
+  drain(): AgentResult[] {
+    return this.#inbox.splice(0);
+  }
+
+  /**
+   * Resolves true once a result is pending; false at once when no async agent is live (none can
+   * come) or the scope is closed, and false when `signal` aborts.
+   */
+  waitForResult(signal: AbortSignal): Promise<boolean> {
+    return new Promise((resolve) => {
+      const check = (): boolean => {
+        if (this.#inbox.length > 0) resolve(true);
+        else if (this.#live.size === 0 || this.#closed || signal.aborted) resolve(false);
+        else return false;
+        return true;
+      };
+      if (check()) return;
+      const onAbort = () => {
+        this.#waiters = this.#waiters.filter((waiter) => waiter !== wake);
+        resolve(false);
+      };
+      const wake = () => {
+        if (check()) signal.removeEventListener('abort', onAbort);
+        else this.#waiters.push(wake);
+      };
+      signal.addEventListener('abort', onAbort, { once: true });
+      this.#waiters.push(wake);
+    });
+  }
+
+  /**
+   * Moves to a new generation: pending results are dropped as stale, and every live async agent
+   * is cancelled with reason `clear`. Results of the old generation are never delivered.
+   */
+  clear(): void {
+    // The generation moves first: anything that settles from here on is stale, whatever order
+    // the cancels and settles run in.
+    this.#generation++;
+    for (const result of this.#inbox.splice(0)) this.#reportStale(result);
+    void this.#live.cancelAll('clear');
+    this.#wake();
+  }
+
+  /**
+   * Closes the scope: no more results are queued, every sync and async child is cancelled with
+   * `reason`, and this resolves when each has its result.
+   */
+  async close(reason: CancelReason): Promise<void> {
+    this.#closed = true;
+    for (const handle of this.#sync) handle.cancel(reason);
+    const results = [...this.#sync].map((handle) => handle.result);
+    await Promise.all([...results, this.#live.cancelAll(reason)]);
+    this.#wake();
+  }
+
+  #spawn(
+    input: AgentToolInput,
+    mode: 'sync' | 'async',
+    onEvent: ((event: AgentEvent) => void) | undefined,
+  ): ChildHandle {
+    const handle = this.#options.spawn(
+      {
+        prompt: input.prompt,
+        title: input.title,
+        ...(input.system === undefined ? {} : { system: input.system }),
+        ...(input.tools === undefined ? {} : { tools: input.tools }),
+        // Sync children stream to the scope's events; async ones only to their own logs.
+        ...(onEvent ? { onEvent } : {}),
+        streamText: onEvent !== undefined,
+      },
+      {
+        depth: this.#options.ownerDepth + 1,
+        generation: this.#generation,
+        ...(this.#options.provider ? { provider: this.#options.provider } : {}),
+      },
+    );
+    // A spawn that races the scope's close still gets its one result: cancelled at once.
+    if (this.#closed) handle.cancel('parent');
+    this.#options.emit?.({
+      type: 'agent-start',
+      agentId: handle.id,
+      title: handle.title,
+      depth: this.#options.ownerDepth + 1,
+      mode,
+    });
+    return handle;
+  }
+
+  #onAsyncSettle(result: AgentResult, generation: number): void {
+    this.#options.emit?.({ type: 'agent-settle', agentId: result.id, result });
+    const current =
+      !this.#closed && generation === this.#generation && result.generation === this.#generation;
+    if (current) this.#inbox.push(result);
+    else this.#reportStale(result);
+    this.#wake();
+    this.#options.onSettle?.(result, current);
+  }
+
+  #reportStale(result: AgentResult): void {
+    this.#options.emit?.({
+      type: 'agent-stale',
+      agentId: result.id,
+      generation: result.generation,
+      current: this.#generation,
+    });
+  }
+
+  #wake(): void {
+    const waiters = this.#waiters.splice(0);
+    for (const wake of waiters) wake();
+  }
+}

@@ -1,0 +1,48 @@
+import type { ProviderErrorCode } from './provider/types.js';
+
+/**
+ * Every way an agent can fail, as one stable enum. A failure crosses threads (and, later, queues)
+ * as `{ code, message }` data; code decides, the message is for people. Nothing in the engine
+ * parses a message.
+ */
+export const FAILURE_CODES = [
+  // The provider, after our retries (see provider/types.ts).
+  'rate_limited',
+  'overloaded',
+  'server_error',
+  'connection',
+  'stalled',
+  'bad_response',
+  'bad_request',
+  // The worker thread the agent ran on.
+  /** Its worker died while this agent ran a tool, `maxCrashes` times. */
+  'worker_crashed',
+  /** It lost its worker more often than the resume backstop allows. */
+  'worker_lost',
+  /** A call into the main thread could not complete: the host bridge closed under it. */
+  'bridge_closed',
+  /** A fault inside cohort: a bug, or an invariant that broke. */
+  'internal',
+] as const;
+
+export type FailureCode = (typeof FAILURE_CODES)[number];
+
+/** A failure as plain data: safe to post across threads, to log, and to show. */
+export interface Failure {
+  code: FailureCode;
+  message: string;
+}
+
+export function isFailureCode(value: unknown): value is FailureCode {
+  return typeof value === 'string' && (FAILURE_CODES as readonly string[]).includes(value);
+}
+
+/** A failure from anything thrown: the message only, never the object (it may not cross threads). */
+export function internalFailure(error: unknown): Failure {
+  return { code: 'internal', message: error instanceof Error ? error.message : String(error) };
+}
+
+// Every provider failure but `aborted` (a cancel, not a failure) is a failure code as it is.
+type ProviderFailureCode = Exclude<ProviderErrorCode, 'aborted'>;
+const _providerCodesAreFailureCodes: ProviderFailureCode extends FailureCode ? true : never = true;
+void _providerCodesAreFailureCodes;
