@@ -9,7 +9,7 @@ export {
   type EngineOptions,
 } from './main/engine.js';
 export { type MapOptions, mapAgents } from './main/map-agents.js';
-export type { ChildHandle, ChildStatus } from './main/runners/local/pool.js';
+export type { ChildHandle, ChildStatus, PoolStats } from './main/runners/local/pool.js';
 export {
   DEFAULT_ROOT_SYSTEM,
   ROOT_ID,
@@ -19,8 +19,9 @@ export {
   type TurnResult,
 } from './main/session.js';
 export { parseDuration } from './shared/duration.js';
-export { CohortError, SystemError, UsageError } from './shared/errors.js';
+export { CohortError, UsageError } from './shared/errors.js';
 export type { AgentEvent, AgentMode } from './shared/events.js';
+export { FAILURE_CODES, type Failure, type FailureCode } from './shared/failure.js';
 export type { ProviderConfig } from './shared/provider/config.js';
 export { clip, DEFAULT_REPLY_CAP, renderValue } from './shared/render.js';
 export type { AgentOutcome, AgentResult, AgentUsage, CancelReason } from './shared/result.js';

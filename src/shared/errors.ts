@@ -2,8 +2,9 @@
  * The error tree. Every class carries a stable `code`.
  *
  * `UsageError` is a mistake by the caller (a bad option, a bad input line): its message says what
- * was expected and what arrived. `SystemError` is a fault inside cohort or below it. Across a
- * thread boundary only `{ code, message }` data travels (see `toErrorData`), never the instances.
+ * was expected and what arrived. Faults of the system are never thrown at the caller: an agent
+ * that fails settles `failed` with a `Failure` (`{ code, message }`, see failure.ts), the only
+ * shape that crosses a thread boundary.
  */
 export class CohortError extends Error {
   readonly code: string;
@@ -20,21 +21,6 @@ export class UsageError extends CohortError {
   constructor(message: string, options?: { cause?: unknown }) {
     super('usage', message, options);
   }
-}
-
-/** A fault inside cohort or in what it depends on. */
-export class SystemError extends CohortError {}
-
-/** Plain data for an error, safe to post across threads and to write to logs. */
-export interface ErrorData {
-  code: string;
-  message: string;
-}
-
-export function toErrorData(error: unknown): ErrorData {
-  if (error instanceof CohortError) return { code: error.code, message: error.message };
-  if (error instanceof Error) return { code: 'internal', message: error.message };
-  return { code: 'internal', message: String(error) };
 }
 
 /** How `describeValue` shows a value. */

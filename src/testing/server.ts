@@ -200,34 +200,13 @@ class ScriptedModelServer extends EventEmitter implements ScriptedModel {
       reject(400, 'invalid_request_error', error.message);
       return;
     }
-    if (this.#bucket !== undefined) {
-      const token = this.#bucket.take(this.#scheduler.now());
-      if (!token.ok) {
-        reject(
-          429,
-          'rate_limit_error',
-          `Rate limit of ${this.#options.rpm} requests per minute exceeded; retry in ${token.waitMs} ms`,
-          {
-            'retry-after': String(Math.max(1, Math.ceil(token.waitMs / 1000))),
-            'retry-after-ms': String(token.waitMs),
-          },
-        );
-        return;
-      }
-    }
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(body);
-    } catch (error) {
-      const reason = error instanceof Error ? error.message : String(error);
-      reject(
-        400,
-        'invalid_request_error',
-        `Expected the request body to be JSON, got a parse error: ${reason}`,
-      );
+    if (!this.#takeRateToken(reject)) return;
+    const parsed = parseBody(body);
+    if (!parsed.ok) {
+      reject(400, 'invalid_request_error', parsed.message);
       return;
     }
-    const checked = validateRequest(parsed);
+    const checked = validateRequest(parsed.value);
     if (!checked.ok) {
       reject(400, 'invalid_request_error', checked.message);
       return;
@@ -277,6 +256,30 @@ class ScriptedModelServer extends EventEmitter implements ScriptedModel {
     else play();
   }
 
+  /** Takes a token from the requests-per-minute bucket, or answers 429 (false). */
+  #takeRateToken(
+    reject: (
+      status: number,
+      type: string,
+      message: string,
+      headers: Record<string, string>,
+    ) => void,
+  ): boolean {
+    if (this.#bucket === undefined) return true;
+    const token = this.#bucket.take(this.#scheduler.now());
+    if (token.ok) return true;
+    reject(
+      429,
+      'rate_limit_error',
+      `Rate limit of ${this.#options.rpm} requests per minute exceeded; retry in ${token.waitMs} ms`,
+      {
+        'retry-after': String(Math.max(1, Math.ceil(token.waitMs / 1000))),
+        'retry-after-ms': String(token.waitMs),
+      },
+    );
+    return false;
+  }
+
   #watchClose(exchange: Exchange, event: ScriptedClientClosedEvent): void {
     const { response } = exchange;
     response.once('close', () => {
@@ -284,5 +287,17 @@ class ScriptedModelServer extends EventEmitter implements ScriptedModel {
       this.#stats.clientClosed++;
       this.emit('client-closed', event);
     });
+  }
+}
+
+function parseBody(body: string): { ok: true; value: unknown } | { ok: false; message: string } {
+  try {
+    return { ok: true, value: JSON.parse(body) };
+  } catch (error) {
+    const reason = error instanceof Error ? error.message : String(error);
+    return {
+      ok: false,
+      message: `Expected the request body to be JSON, got a parse error: ${reason}`,
+    };
   }
 }

@@ -40,16 +40,7 @@ export async function batchCommand(argv: string[]): Promise<number> {
   if (out === undefined) throw new UsageError('Expected `--out RESULTS.jsonl`, got nothing');
   const concurrency = intFlag(values, 'concurrency', 1, 100_000) ?? 50;
   const tasksFile = positionals[0]!;
-  let text: string;
-  try {
-    text = readFileSync(tasksFile, 'utf8');
-  } catch (error) {
-    throw new UsageError(
-      `Expected a readable tasks file, got \`${tasksFile}\`: ${(error as Error).message}`,
-    );
-  }
-  const { tasks, errors } = parseTasks(text);
-  const log = (line: string) => process.stderr.write(`${line}\n`);
+  const { tasks, errors } = parseTasks(readTasksFile(tasksFile));
   for (const error of errors) log(`cohort batch: ${tasksFile}:${error.line}: ${error.message}`);
   if (errors.length > 0 && values.strict) {
     log(`cohort batch: ${errors.length} bad line(s); --strict refuses to start`);
@@ -67,14 +58,73 @@ export async function batchCommand(argv: string[]): Promise<number> {
       `cohort batch: ${tasks.length} task(s)${skipped ? `, ${skipped} already in ${out}` : ''}, ${todo.length} to run, concurrency ${concurrency}`,
     );
   }
-
-  const writer = new ResultsWriter(out);
-  const counts: Record<AgentOutcome, number> = emptyOutcomeCounts();
   const progress = new Progress({
     total: todo.length,
     quiet,
     tty: process.stderr.isTTY === true && !values.json,
   });
+  let run: BatchRun;
+  try {
+    run = await runTasks({ engine, todo, out, concurrency, progress });
+  } finally {
+    await engine.close();
+    await provider.close();
+  }
+  const ran = Object.values(run.counts).reduce((sum, count) => sum + count, 0);
+  const summary = Object.entries(run.counts)
+    .filter(([, count]) => count > 0)
+    .map(([outcome, count]) => `${count} ${outcome}`)
+    .join(', ');
+  if (values.json) {
+    process.stdout.write(
+      `${JSON.stringify({ type: 'summary', tasks: tasks.length, skipped, ran, counts: run.counts, badLines: errors.length, interrupted: run.interrupted, out: path.resolve(out) })}\n`,
+    );
+  }
+  if (!quiet)
+    log(
+      `cohort batch: done — ${ran} ran${summary ? ` (${summary})` : ''}, ${skipped} skipped, ${errors.length} bad line(s); results in ${out}`,
+    );
+  if (run.interrupted) {
+    const left = todo.length - ran + run.counts.cancelled;
+    log(`cohort batch: interrupted; ${left} task(s) not finished. Resume with the same command:`);
+    log(`  cohort batch ${process.argv.slice(3).join(' ')}`);
+  }
+  return errors.length === 0 && !run.interrupted && everyTaskComplete(out, tasks) ? 0 : 1;
+}
+
+function log(line: string): void {
+  process.stderr.write(`${line}\n`);
+}
+
+function readTasksFile(tasksFile: string): string {
+  try {
+    return readFileSync(tasksFile, 'utf8');
+  } catch (error) {
+    throw new UsageError(
+      `Expected a readable tasks file, got \`${tasksFile}\`: ${(error as Error).message}`,
+    );
+  }
+}
+
+interface BatchRun {
+  counts: Record<AgentOutcome, number>;
+  interrupted: boolean;
+}
+
+/**
+ * Runs the tasks and appends each result as it settles. Ctrl-C stops admitting, cancels the
+ * running tasks, and their cancelled results are written too.
+ */
+async function runTasks(options: {
+  engine: Engine;
+  todo: BatchTask[];
+  out: string;
+  concurrency: number;
+  progress: Progress;
+}): Promise<BatchRun> {
+  const { progress } = options;
+  const writer = new ResultsWriter(options.out);
+  const counts: Record<AgentOutcome, number> = emptyOutcomeCounts();
   const controller = new AbortController();
   let interrupted = false;
   const onSigint = () => {
@@ -85,9 +135,9 @@ export async function batchCommand(argv: string[]): Promise<number> {
   };
   process.on('SIGINT', onSigint);
   try {
-    const specs = todo.map((task) => ({ ...toAgentOptions(task), task }));
-    for await (const { spec, result } of mapAgents(engine, specs, {
-      concurrency,
+    const specs = options.todo.map((task) => ({ ...toAgentOptions(task), task }));
+    for await (const { spec, result } of mapAgents(options.engine, specs, {
+      concurrency: options.concurrency,
       signal: controller.signal,
     })) {
       writer.append({ ...result, taskId: spec.task.id });
@@ -98,29 +148,8 @@ export async function batchCommand(argv: string[]): Promise<number> {
     process.removeListener('SIGINT', onSigint);
     writer.close();
     progress.stop();
-    await engine.close();
-    await provider.close();
   }
-  const ran = Object.values(counts).reduce((sum, count) => sum + count, 0);
-  const summary = Object.entries(counts)
-    .filter(([, count]) => count > 0)
-    .map(([outcome, count]) => `${count} ${outcome}`)
-    .join(', ');
-  if (values.json) {
-    process.stdout.write(
-      `${JSON.stringify({ type: 'summary', tasks: tasks.length, skipped, ran, counts, badLines: errors.length, interrupted, out: path.resolve(out) })}\n`,
-    );
-  }
-  if (!quiet)
-    log(
-      `cohort batch: done — ${ran} ran${summary ? ` (${summary})` : ''}, ${skipped} skipped, ${errors.length} bad line(s); results in ${out}`,
-    );
-  if (interrupted) {
-    const left = todo.length - ran + counts.cancelled;
-    log(`cohort batch: interrupted; ${left} task(s) not finished. Resume with the same command:`);
-    log(`  cohort batch ${process.argv.slice(3).join(' ')}`);
-  }
-  return errors.length === 0 && !interrupted && everyTaskComplete(out, tasks) ? 0 : 1;
+  return { counts, interrupted };
 }
 
 function toAgentOptions(task: BatchTask): AgentOptions {

@@ -123,21 +123,10 @@ export async function runSession(options: RunSessionOptions): Promise<number> {
     await engine.close();
     await provider.close();
   }
-  const byOutcome: Record<string, number> = {};
-  for (const result of settled.values())
-    byOutcome[result.outcome] = (byOutcome[result.outcome] ?? 0) + 1;
-  const summary: RunSummary = {
-    type: 'final',
-    outcome: lastTurn?.outcome ?? 'cancelled',
-    text: lastRootText,
-    ...(lastTurn?.reason === undefined ? {} : { reason: lastTurn.reason }),
-    generation: session.generation,
-    agents: { total: settled.size, byOutcome },
-    logDir: engine.logDir,
-  };
+  const summary = summarise({ settled, lastTurn, lastRootText, session, logDir: engine.logDir });
   if (options.json) write(`${JSON.stringify(summary)}\n`);
   else {
-    const counts = Object.entries(byOutcome)
+    const counts = Object.entries(summary.agents.byOutcome)
       .map(([outcome, count]) => `${count} ${outcome}`)
       .join(', ');
     write(
@@ -146,4 +135,26 @@ export async function runSession(options: RunSessionOptions): Promise<number> {
     write(`   logs: ${engine.logDir}\n`);
   }
   return summary.outcome === 'ready' ? 0 : 1;
+}
+
+function summarise(input: {
+  settled: ReadonlyMap<string, AgentResult>;
+  lastTurn: TurnResult | undefined;
+  lastRootText: string;
+  session: Session;
+  logDir: string;
+}): RunSummary {
+  const byOutcome: Record<string, number> = {};
+  for (const result of input.settled.values())
+    byOutcome[result.outcome] = (byOutcome[result.outcome] ?? 0) + 1;
+  const lastTurn = input.lastTurn;
+  return {
+    type: 'final',
+    outcome: lastTurn?.outcome ?? 'cancelled',
+    text: input.lastRootText,
+    ...(lastTurn?.reason === undefined ? {} : { reason: lastTurn.reason }),
+    generation: input.session.generation,
+    agents: { total: input.settled.size, byOutcome },
+    logDir: input.logDir,
+  };
 }

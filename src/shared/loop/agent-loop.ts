@@ -3,7 +3,9 @@ import type { Provider } from '../provider/provider.js';
 import type {
   ContentBlockParam,
   MessageParam,
+  ProviderResult,
   ToolCall,
+  ToolParam,
   ToolResultBlock,
 } from '../provider/types.js';
 import { type AgentUsage, CANCEL_REASONS, type CancelReason, emptyUsage } from '../result.js';
@@ -82,6 +84,20 @@ export interface LoopOptions {
   resumeFrom?: { steps: number; counted: number; nextStepFree: boolean };
 }
 
+/** What carries from step to step. */
+interface LoopState {
+  /** Whether this child has had its one nudge. */
+  nudged: boolean;
+  /** Steps counted against maxSteps. */
+  counted: number;
+  /** The next step is free: the one right after the nudge (DESIGN §1.2). */
+  freeStep: boolean;
+}
+
+/** A step's end: the loop goes on, or ends with an outcome. */
+type StepEnd = { next: true } | { next: false; outcome: LoopOutcome };
+const NEXT: StepEnd = { next: true };
+
 /**
  * The one agent loop: the root and every child run it, with different tool sets and terminal
  * rules. A step is one provider request plus the whole batch of its tool calls; every tool_use is
@@ -90,47 +106,19 @@ export interface LoopOptions {
 export async function runAgentLoop(options: LoopOptions): Promise<LoopOutcome> {
   const { messages, signal, sink } = options;
   const usage = options.usage ?? emptyUsage();
-  const isChild = options.depth >= 1;
-  const toolParams = [...options.tools.values()].map((tool) => ({
-    name: tool.name,
-    description: tool.description,
-    input_schema: tool.inputSchema,
-  }));
-  if (isChild) {
-    toolParams.push({
-      name: REPLY_TOOL,
-      description: REPLY_DESCRIPTION,
-      input_schema: REPLY_SCHEMA,
-    });
-  }
-  let nudged = options.nudged ?? false;
-  // The step right after the nudge does not count against maxSteps (DESIGN §1.2).
-  let counted = options.resumeFrom?.counted ?? 0;
-  let freeStep = options.resumeFrom?.nextStepFree ?? false;
+  const toolParams = advertised(options);
+  const state: LoopState = {
+    nudged: options.nudged ?? false,
+    counted: options.resumeFrom?.counted ?? 0,
+    freeStep: options.resumeFrom?.nextStepFree ?? false,
+  };
   for (let step = (options.resumeFrom?.steps ?? 0) + 1; ; step++) {
     if (signal.aborted) return { kind: 'cancelled', reason: cancelReason(signal) };
-    if (!freeStep && counted >= options.maxSteps) return { kind: 'capped' };
-    if (!freeStep) counted++;
-    freeStep = false;
+    if (!state.freeStep && state.counted >= options.maxSteps) return { kind: 'capped' };
+    if (!state.freeStep) state.counted++;
+    state.freeStep = false;
     sink.stepStart?.(step);
-    const response = await options.provider.complete(
-      {
-        messages,
-        tools: toolParams,
-        ...(options.system === undefined ? {} : { system: options.system }),
-        ...(options.model === undefined ? {} : { model: options.model }),
-      },
-      {
-        signal,
-        ...(sink.textDelta ? { onTextDelta: sink.textDelta } : {}),
-        onRetry: (info) =>
-          sink.providerRetry?.({
-            attempt: info.attempt,
-            waitMs: info.waitMs,
-            code: info.error.code,
-          }),
-      },
-    );
+    const response = await request(options, toolParams);
     usage.providerCalls += response.calls;
     usage.steps++;
     if (!response.ok) {
@@ -146,66 +134,114 @@ export async function runAgentLoop(options: LoopOptions): Promise<LoopOutcome> {
     usage.inputTokens += turn.usage.inputTokens;
     usage.outputTokens += turn.usage.outputTokens;
     messages.push(turn.message);
-
-    if (turn.calls.length === 0) {
-      if (!isChild) {
-        await commit(sink, messages, 1);
-        sink.stepEnd?.(step, turn.usage);
-        return { kind: 'ready', text: turn.text };
-      }
-      // A child waiting on its own async agents is not done: their results wake it.
-      if (options.inbox && (await options.inbox.waitForResult(signal))) {
-        const delivered = await options.inbox.drain(signal);
-        if (delivered.length > 0) {
-          messages.push({ role: 'user', content: delivered });
-          await commit(sink, messages, 2);
-          sink.stepEnd?.(step, turn.usage);
-          continue;
-        }
-      }
-      // The wait ends `false` when the child is cancelled too: that is a cancel, never `empty`.
-      if (signal.aborted) {
-        await commit(sink, messages, 1);
-        sink.stepEnd?.(step, turn.usage);
-        return { kind: 'cancelled', reason: cancelReason(signal) };
-      }
-      if (nudged) {
-        await commit(sink, messages, 1);
-        sink.stepEnd?.(step, turn.usage);
-        return { kind: 'empty' };
-      }
-      nudged = true;
-      freeStep = true;
-      messages.push({ role: 'user', content: NUDGE_TEXT });
-      await commit(sink, messages, 2);
-      sink.stepEnd?.(step, turn.usage);
-      continue;
-    }
-
-    for (const call of turn.calls) sink.toolCall?.(call);
-    const batch = await dispatchBatch(turn.calls, {
-      tools: options.tools,
-      rules: { depth: options.depth, maxDepth: options.maxDepth },
-      context: {
-        signal,
-        agentId: options.agentId,
-        depth: options.depth,
-        workspace: options.workspace,
-      },
-      ...(sink.toolResult ? { onToolResult: sink.toolResult } : {}),
-      ...(sink.toolEnter ? { onToolEnter: sink.toolEnter } : {}),
-      ...(sink.toolExit ? { onToolExit: sink.toolExit } : {}),
-    });
-    const results: ContentBlockParam[] = answerAll(turn.calls, batch.results);
-    // A cancelled child takes no more results in: its step commits with what it has.
-    if (options.inbox && !signal.aborted) results.push(...(await options.inbox.drain(signal)));
-    messages.push({ role: 'user', content: results });
-    await commit(sink, messages, 2);
+    const end =
+      turn.calls.length === 0
+        ? await endWithoutCalls(options, state, turn.text)
+        : await runBatch(options, turn.calls);
     sink.stepEnd?.(step, turn.usage);
-    // Hard termination: the whole batch has been answered; a reply ends the child here.
-    if (isChild && batch.replies.length > 0) return { kind: 'replied', replies: batch.replies };
-    if (signal.aborted) return { kind: 'cancelled', reason: cancelReason(signal) };
+    if (!end.next) return end.outcome;
   }
+}
+
+/** The tools the model is offered: the agent's own, and `reply` below the root. */
+function advertised(options: LoopOptions): ToolParam[] {
+  const params: ToolParam[] = [...options.tools.values()].map((tool) => ({
+    name: tool.name,
+    description: tool.description,
+    input_schema: tool.inputSchema,
+  }));
+  if (options.depth >= 1) {
+    params.push({ name: REPLY_TOOL, description: REPLY_DESCRIPTION, input_schema: REPLY_SCHEMA });
+  }
+  return params;
+}
+
+function request(options: LoopOptions, tools: ToolParam[]): Promise<ProviderResult> {
+  const { sink } = options;
+  return options.provider.complete(
+    {
+      messages: options.messages,
+      tools,
+      ...(options.system === undefined ? {} : { system: options.system }),
+      ...(options.model === undefined ? {} : { model: options.model }),
+    },
+    {
+      signal: options.signal,
+      ...(sink.textDelta ? { onTextDelta: sink.textDelta } : {}),
+      onRetry: (info) =>
+        sink.providerRetry?.({ attempt: info.attempt, waitMs: info.waitMs, code: info.error.code }),
+    },
+  );
+}
+
+/**
+ * A step whose message has no tool calls. The root is ready. A child waiting on its own async
+ * agents is woken by their results; otherwise it gets its one nudge, and then ends `empty`.
+ */
+async function endWithoutCalls(
+  options: LoopOptions,
+  state: LoopState,
+  text: string,
+): Promise<StepEnd> {
+  const { messages, signal, sink, inbox } = options;
+  if (options.depth === 0) {
+    await commit(sink, messages, 1);
+    return { next: false, outcome: { kind: 'ready', text } };
+  }
+  if (inbox && (await inbox.waitForResult(signal))) {
+    const delivered = await inbox.drain(signal);
+    if (delivered.length > 0) {
+      messages.push({ role: 'user', content: delivered });
+      await commit(sink, messages, 2);
+      return NEXT;
+    }
+  }
+  // The wait ends `false` when the child is cancelled too: that is a cancel, never `empty`.
+  if (signal.aborted) {
+    await commit(sink, messages, 1);
+    return { next: false, outcome: { kind: 'cancelled', reason: cancelReason(signal) } };
+  }
+  if (state.nudged) {
+    await commit(sink, messages, 1);
+    return { next: false, outcome: { kind: 'empty' } };
+  }
+  state.nudged = true;
+  state.freeStep = true;
+  messages.push({ role: 'user', content: NUDGE_TEXT });
+  await commit(sink, messages, 2);
+  return NEXT;
+}
+
+/** Dispatches a step's tool calls and answers every one; a reply ends a child after the batch. */
+async function runBatch(options: LoopOptions, calls: ToolCall[]): Promise<StepEnd> {
+  const { messages, signal, sink, inbox } = options;
+  for (const call of calls) sink.toolCall?.(call);
+  const batch = await dispatchBatch(calls, {
+    tools: options.tools,
+    rules: { depth: options.depth, maxDepth: options.maxDepth },
+    context: {
+      signal,
+      agentId: options.agentId,
+      depth: options.depth,
+      workspace: options.workspace,
+    },
+    ...(sink.toolResult ? { onToolResult: sink.toolResult } : {}),
+    ...(sink.toolEnter ? { onToolEnter: sink.toolEnter } : {}),
+    ...(sink.toolExit ? { onToolExit: sink.toolExit } : {}),
+  });
+  const results: ContentBlockParam[] = answerAll(calls, batch.results);
+  // A cancelled child takes no more results in: its step commits with what it has.
+  if (inbox && !signal.aborted) results.push(...(await inbox.drain(signal)));
+  messages.push({ role: 'user', content: results });
+  await commit(sink, messages, 2);
+  // Hard termination: the whole batch has been answered; a reply ends the child here.
+  if (options.depth >= 1 && batch.replies.length > 0) {
+    return { next: false, outcome: { kind: 'replied', replies: batch.replies } };
+  }
+  if (signal.aborted) {
+    return { next: false, outcome: { kind: 'cancelled', reason: cancelReason(signal) } };
+  }
+  return NEXT;
 }
 
 /** Guarantees one result per call, in call order, even if a tool misbehaved. */

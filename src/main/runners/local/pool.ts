@@ -8,6 +8,7 @@ import type { ChildTask } from '../../../shared/protocol.js';
 import { redactSecrets } from '../../../shared/redact.js';
 import { type AgentResult, type CancelReason, emptyUsage } from '../../../shared/result.js';
 import { Admission } from './admission.js';
+import { type ChildHandle, PoolHandle } from './child-handle.js';
 import { ChildPort } from './child-port.js';
 import { CrashForensics } from './forensics.js';
 import { type ChildPiscina, makePiscina } from './piscina.js';
@@ -40,21 +41,6 @@ const MAX_RESUMES = 100;
 export const DEFAULT_AGENTS_PER_THREAD = 2048;
 export const DEFAULT_CANCEL_GRACE_MS = 5000;
 
-export type ChildStatus = 'queued' | 'running' | 'settled';
-
-/** A spawned child as main sees it. */
-export interface ChildHandle {
-  readonly id: string;
-  readonly title: string;
-  readonly status: ChildStatus;
-  /** When it was spawned (performance.now()). */
-  readonly spawnedAt: number;
-  /** Settles exactly once, never rejects. */
-  readonly result: Promise<AgentResult>;
-  /** Cancels it; false when it had settled already. */
-  cancel(reason?: CancelReason): boolean;
-}
-
 /** What a spawn may carry beside the spec. */
 export interface SpawnExtras {
   onEvent?: ((event: AgentEvent) => void) | undefined;
@@ -75,6 +61,8 @@ export interface PoolStats {
   duplicateResults: number;
   /** Results handed to callers. */
   delivered: number;
+  /** Crash records still held: zero once every child of every dead worker has been judged. */
+  crashRecords: number;
 }
 
 interface Entry {
@@ -89,37 +77,6 @@ interface Entry {
   crashes: number;
   /** Times it was resumed on a fresh worker. */
   resumes: number;
-}
-
-class PoolHandle implements ChildHandle {
-  readonly id: string;
-  readonly title: string;
-  readonly spawnedAt = performance.now();
-  readonly result: Promise<AgentResult>;
-  status: ChildStatus = 'queued';
-  #resolve!: (result: AgentResult) => void;
-  readonly #cancel: (reason: CancelReason) => boolean;
-
-  constructor(spec: ChildSpec, cancel: (reason: CancelReason) => boolean) {
-    this.id = spec.id;
-    this.title = spec.title;
-    this.#cancel = cancel;
-    this.result = new Promise((resolve) => {
-      this.#resolve = resolve;
-    });
-  }
-
-  cancel(reason: CancelReason = 'user'): boolean {
-    return this.#cancel(reason);
-  }
-
-  /** The one place a child's result is delivered; a second call is ignored. */
-  settle(result: AgentResult): boolean {
-    if (this.status === 'settled') return false;
-    this.status = 'settled';
-    this.#resolve(result);
-    return true;
-  }
 }
 
 /**
@@ -137,7 +94,7 @@ export class ChildPool {
   readonly #admission: Admission<Entry>;
   readonly #running = new Map<string, Entry>();
   readonly #forensics = new CrashForensics();
-  readonly #stats: PoolStats = {
+  readonly #stats: Omit<PoolStats, 'crashRecords'> = {
     workerResults: 0,
     mainResults: 0,
     duplicateResults: 0,
@@ -189,12 +146,7 @@ export class ChildPool {
 
   /** Counts taken at the ports (a copy). */
   get stats(): PoolStats {
-    return { ...this.#stats };
-  }
-
-  /** Crash records not yet pruned. */
-  get crashRecords(): number {
-    return this.#forensics.size;
+    return { ...this.#stats, crashRecords: this.#forensics.size };
   }
 
   /** Resolves when every worker thread has loaded the child entry (the pool is warm). */
@@ -417,3 +369,5 @@ function synthetic(entry: Entry, ending: Ending): AgentResult {
     usage: emptyUsage(),
   };
 }
+
+export type { ChildHandle, ChildStatus } from './child-handle.js';
