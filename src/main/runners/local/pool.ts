@@ -278,10 +278,10 @@ export class ChildPool {
 
   /** A result main makes for a child whose worker could not: queued, cancelled, or crashed. */
   #deliverFromMain(entry: Entry, ending: Ending): void {
-    if (entry.handle.status === 'settled') return;
     const result = synthetic(entry, ending);
     this.#stats.mainResults++;
-    this.#deliver(entry, result);
+    // Never guarded here: a second result made on main must show up as a duplicate.
+    if (!this.#deliver(entry, result)) return;
     // The worker never wrote this result; record it so the log folder is complete.
     try {
       new AgentLog(entry.spec.logDir).writeResult(result);
@@ -290,15 +290,16 @@ export class ChildPool {
     }
   }
 
-  #deliver(entry: Entry, result: AgentResult): void {
+  #deliver(entry: Entry, result: AgentResult): boolean {
     if (!entry.handle.settle(result)) {
       this.#stats.duplicateResults++;
-      return;
+      return false;
     }
     this.#stats.delivered++;
     if (entry.graceTimer) clearTimeout(entry.graceTimer);
     this.onSettle?.(result);
     entry.onEvent?.({ type: 'agent-settle', agentId: result.id, result });
+    return true;
   }
 
   #release(entry: Entry): void {
