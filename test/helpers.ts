@@ -2,8 +2,12 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { expect } from 'vitest';
 import { Engine, type EngineOptions } from '../src/main/engine.js';
+import type { AgentEvent } from '../src/shared/events.js';
 import type { MessageParam } from '../src/shared/provider/types.js';
+import type { AgentResult } from '../src/shared/result.js';
+import type { AnyTool, ToolContext } from '../src/shared/tools/types.js';
 import {
   type ScriptedModel,
   type ScriptedModelOptions,
@@ -117,4 +121,147 @@ export function nextEvent<T>(
     };
     emitter.on(name, listener);
   });
+}
+
+/** A latch the test opens; whatever awaits `opened` (a host tool, a test step) goes on then. */
+export interface Latch<T = void> {
+  open(value: T): void;
+  readonly opened: Promise<T>;
+}
+
+export function latch<T = void>(): Latch<T> {
+  let open!: (value: T) => void;
+  const opened = new Promise<T>((resolve) => {
+    open = resolve;
+  });
+  return { open, opened };
+}
+
+/**
+ * A host tool that blocks until the test opens it, or until its call's signal aborts. It runs on
+ * the main thread, so a test can see each call start and each abort without touching a worker.
+ */
+export interface HostGate {
+  readonly tool: AnyTool;
+  /** Calls started so far. */
+  readonly calls: number;
+  /** Resolves once call `n` (1-based) has started. */
+  entered(n?: number): Promise<void>;
+  /** Resolves once call `n` saw its signal abort while it waited. */
+  aborted(n?: number): Promise<void>;
+  /** Lets every waiting call, and every later one, through. */
+  open(): void;
+}
+
+export function hostGate(name: string): HostGate {
+  const enteredLatches = new Map<number, Latch>();
+  const abortedLatches = new Map<number, Latch>();
+  const at = (latches: Map<number, Latch>, call: number): Latch => {
+    let found = latches.get(call);
+    if (!found) {
+      found = latch();
+      latches.set(call, found);
+    }
+    return found;
+  };
+  const gate = latch();
+  let isOpen = false;
+  let calls = 0;
+  const tool: AnyTool = {
+    name,
+    description: 'Waits until the test opens it, or until the call is aborted.',
+    inputSchema: { type: 'object' },
+    run: (_input: unknown, context: ToolContext) => {
+      const call = ++calls;
+      at(enteredLatches, call).open();
+      if (isOpen) return `${name} open`;
+      return new Promise((resolve, reject) => {
+        const onAbort = () => {
+          at(abortedLatches, call).open();
+          reject(new Error(`${name} aborted`));
+        };
+        if (context.signal.aborted) return onAbort();
+        context.signal.addEventListener('abort', onAbort, { once: true });
+        void gate.opened.then(() => {
+          context.signal.removeEventListener('abort', onAbort);
+          resolve(`${name} open`);
+        });
+      });
+    },
+  };
+  return {
+    tool,
+    get calls() {
+      return calls;
+    },
+    entered: (n = 1) => at(enteredLatches, n).opened,
+    aborted: (n = 1) => at(abortedLatches, n).opened,
+    open: () => {
+      isOpen = true;
+      gate.open();
+    },
+  };
+}
+
+/** Records the live events of a spawn (`onEvent`), and waits for one that matches. */
+export interface EventLog {
+  readonly events: AgentEvent[];
+  readonly onEvent: (event: AgentEvent) => void;
+  waitFor(match: (event: AgentEvent) => boolean): Promise<AgentEvent>;
+  /** The result of the agent titled `title`, from its `agent-settle` event. */
+  settled(title: string): Promise<AgentResult>;
+  /** Ids of agents that were resumed on a fresh worker (`agent-resume`). */
+  resumed(): string[];
+}
+
+export function eventLog(): EventLog {
+  const events: AgentEvent[] = [];
+  const waiters: { match: (event: AgentEvent) => boolean; resolve(event: AgentEvent): void }[] = [];
+  const waitFor = (match: (event: AgentEvent) => boolean) =>
+    new Promise<AgentEvent>((resolve) => {
+      const seen = events.find(match);
+      if (seen) resolve(seen);
+      else waiters.push({ match, resolve });
+    });
+  return {
+    events,
+    onEvent: (event) => {
+      events.push(event);
+      for (const waiter of [...waiters]) {
+        if (!waiter.match(event)) continue;
+        waiters.splice(waiters.indexOf(waiter), 1);
+        waiter.resolve(event);
+      }
+    },
+    waitFor,
+    settled: async (title) => {
+      const event = await waitFor(
+        (candidate) => candidate.type === 'agent-settle' && candidate.result.title === title,
+      );
+      if (event.type !== 'agent-settle') throw new Error('unreachable');
+      return event.result;
+    },
+    resumed: () =>
+      events.flatMap((event) => (event.type === 'agent-resume' ? [event.agentId] : [])),
+  };
+}
+
+/**
+ * The counts taken at the child ports say every result arrived exactly once: none was a
+ * duplicate, and every one that arrived (from a worker, or made on main) was delivered.
+ * `allFromWorkers`: no result was made on main either, so no worker was terminated or lost.
+ */
+export function expectResultsExactlyOnce(
+  engine: Engine,
+  options: { allFromWorkers?: boolean } = {},
+): void {
+  const stats = engine.stats;
+  expect(stats.duplicateResults).toBe(0);
+  expect(stats.delivered).toBe(stats.workerResults + stats.mainResults);
+  if (options.allFromWorkers) expect(stats.mainResults).toBe(0);
+}
+
+/** The AgentResult an agent's log folder records (`result.json`). */
+export function readResult(logDir: string): AgentResult {
+  return JSON.parse(readFileSync(path.join(logDir, 'result.json'), 'utf8')) as AgentResult;
 }
