@@ -5,9 +5,10 @@
  */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it, vi } from 'vitest';
 import { runBench } from '../bench/run.js';
 import { benchCommand } from '../src/main/commands/bench.js';
+import { runCli } from './cli-helpers.js';
 import { tempDir } from './helpers.js';
 
 const ENGINES = ['cohort', 'in-process', 'thread-per-child'];
@@ -197,6 +198,27 @@ describe('bench flags', () => {
     const stdout = collector();
     expect(await runBench(['--help'], { stdout })).toBe(0);
     expect(stdout.text()).toContain('Usage: cohort bench');
-    expect(benchCommand).toBeTypeOf('function');
+  });
+
+  it('benchCommand loads the runner from the sources, and answers --help', async () => {
+    const write = vi.spyOn(process.stdout, 'write').mockImplementation(() => true);
+    try {
+      expect(await benchCommand(['--help'])).toBe(0);
+      expect(write.mock.calls.map(([chunk]) => String(chunk)).join('')).toContain(
+        'Usage: cohort bench',
+      );
+    } finally {
+      write.mockRestore();
+    }
+  });
+
+  it('the built CLI runs `cohort bench` with its flags: usage on --help, exit 2 on a bad flag', async () => {
+    const help = runCli(['bench', '--help']);
+    expect(await help.exit).toEqual({ code: 0, signal: null });
+    expect(help.stdout()).toContain('Usage: cohort bench');
+    const bad = runCli(['bench', '--overload', '2']);
+    expect(await bad.exit).toEqual({ code: 2, signal: null });
+    expect(bad.stderr()).toMatch(/`--overload` to be a number from 0 to 1, got `2`/);
+    expect(bad.stdout()).toBe('');
   });
 });

@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { type BatchTask, checkTaskLine, parseTasks } from '../src/main/batch-tasks.js';
-import { parseDuration } from '../src/shared/duration.js';
+import { MAX_DURATION_MS, parseDuration } from '../src/shared/duration.js';
 import { UsageError } from '../src/shared/errors.js';
 import { isMainMessage, isWorkerMessage } from '../src/shared/protocol.js';
 import { restoreTranscript } from '../src/shared/restore.js';
@@ -98,15 +98,31 @@ describe('decoders of outside data never throw, and accept what they should (fas
     );
   });
 
-  it('durations: anything either parses to a non-negative number or throws a UsageError', () => {
+  it('durations: anything either parses to whole milliseconds within the timer limit or throws a UsageError', () => {
+    // Well-formed texts too: random strings alone would almost never reach the parsing branch.
+    const durationText = fc
+      .tuple(fc.nat(10_000_000), fc.constantFrom('', 'ms', 's', 'm', 'h', ' s', 'x'))
+      .map(([count, unit]) => `${count}${unit}`);
+    const seen = { parsed: 0, refused: 0 };
     fc.assert(
-      fc.property(fc.oneof(fc.string({ maxLength: 12 }), fc.double()), (value) => {
+      fc.property(fc.oneof(fc.string({ maxLength: 12 }), fc.double(), durationText), (value) => {
+        let ms: number;
         try {
-          expect(parseDuration(value)).toBeGreaterThanOrEqual(0);
+          ms = parseDuration(value);
         } catch (error) {
+          // Only the parse is inside the try: a failed assertion must not pass for a refusal.
           expect(error).toBeInstanceOf(UsageError);
+          seen.refused++;
+          return;
         }
+        seen.parsed++;
+        expect(
+          Number.isInteger(ms) && ms >= 0 && ms <= MAX_DURATION_MS,
+          `${String(value)} -> ${ms}`,
+        ).toBe(true);
       }),
     );
+    expect(seen.parsed).toBeGreaterThan(0);
+    expect(seen.refused).toBeGreaterThan(0);
   });
 });

@@ -1,6 +1,6 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { Session, type SessionEvent } from '../src/main/session.js';
 import type { ContentBlockParam, MessageParam } from '../src/shared/provider/types.js';
 import type { AgentResult } from '../src/shared/result.js';
@@ -15,19 +15,77 @@ import {
 } from './helpers.js';
 
 /** A latch the test opens; host tools wait on it from inside worker threads. */
-function latch(): { open(): void; opened: Promise<void> } {
-  let open!: () => void;
-  const opened = new Promise<void>((resolve) => {
-    open = resolve;
-  });
-  return { open, opened };
+interface Latch {
+  open(): void;
+  opened: Promise<void>;
+  readonly isOpen: boolean;
 }
 
-const gate = latch();
-let arrivals = 0;
-const hostCallStarted = latch();
-const hostWorkAborted = latch();
-let bothArrived = latch();
+function latch(): Latch {
+  let resolve!: () => void;
+  const opened = new Promise<void>((done) => {
+    resolve = done;
+  });
+  let isOpen = false;
+  return {
+    open: () => {
+      isOpen = true;
+      resolve();
+    },
+    opened,
+    get isOpen() {
+      return isOpen;
+    },
+  };
+}
+
+/** The `gate` host tool's latch, and the callers that reached it. */
+interface Gate extends Latch {
+  /** Resolves once `count` callers have reached the gate. */
+  reached(count: number): Promise<void>;
+  arrive(): void;
+}
+
+function makeGate(): Gate {
+  const base = latch();
+  let arrivals = 0;
+  const waiters: { count: number; resolve: () => void }[] = [];
+  return {
+    open: base.open,
+    opened: base.opened,
+    get isOpen() {
+      return base.isOpen;
+    },
+    reached: (count) =>
+      new Promise<void>((resolve) => {
+        if (arrivals >= count) resolve();
+        else waiters.push({ count, resolve });
+      }),
+    arrive: () => {
+      arrivals++;
+      for (const waiter of waiters.filter((waiter) => waiter.count <= arrivals)) {
+        waiters.splice(waiters.indexOf(waiter), 1);
+        waiter.resolve();
+      }
+    },
+  };
+}
+
+// The host tools' latches. Each test gets fresh, closed ones (beforeEach): a latch left open by
+// an earlier test would let a child straight through the point the test means to hold it at.
+let gate: Gate;
+let arrivals: number;
+let hostCallStarted: Latch;
+let hostWorkAborted: Latch;
+let bothArrived: Latch;
+
+beforeEach(() => {
+  gate = makeGate();
+  arrivals = 0;
+  hostCallStarted = latch();
+  hostWorkAborted = latch();
+  bothArrived = latch();
+});
 
 const hostTools: AnyTool[] = [
   {
@@ -35,6 +93,7 @@ const hostTools: AnyTool[] = [
     description: 'Waits until the test opens the gate.',
     inputSchema: { type: 'object' },
     run: async () => {
+      gate.arrive();
       await gate.opened;
       return 'gate open';
     },
@@ -139,25 +198,30 @@ describe('a session with async agents', () => {
     );
     // The root's turn ended while both children were still blocked on the gate.
     expect(first).toMatchObject({ outcome: 'ready', text: 'Waiting for my agents.' });
+    await gate.reached(2);
+    expect(session.pending).toEqual([]);
     const live = session.list();
     expect(live.map((agent) => agent.title).sort()).toEqual(['one', 'two']);
     expect(
       live.every((agent) => agent.status === 'running' && agent.logDir.endsWith(agent.id)),
     ).toBe(true);
-    const receipts = session.transcript[2]!;
-    const receiptTexts = blocks(receipts).map((block) =>
-      block.type === 'tool_result' ? String(block.content) : '',
+    // One receipt per call, in call order, naming the agent that is now live.
+    const receipts = blocks(session.transcript[2]!).map((block) =>
+      block.type === 'tool_result' ? JSON.parse(String(block.content)) : block,
     );
-    for (const text of receiptTexts) {
-      expect(JSON.parse(text)).toMatchObject({
-        status: 'started',
-        title: expect.any(String),
-        id: expect.stringMatching(/^ag_/),
-      });
-    }
+    expect(receipts).toEqual(
+      ['one', 'two'].map((title) => {
+        const agent = live.find((candidate) => candidate.title === title)!;
+        return { id: agent.id, title, status: 'started', logDir: agent.logDir };
+      }),
+    );
+    expect(live.every((agent) => /^ag_/.test(agent.id))).toBe(true);
     const listed = blocks(session.transcript[4]!)[0]!;
     expect(listed.type === 'tool_result' && String(listed.content)).toContain(live[0]!.id);
 
+    // Nothing got past the gate before it opened.
+    expect(gate.isOpen).toBe(false);
+    for (const agent of live) expect(readTranscript(agent.logDir)).toHaveLength(1);
     gate.open();
     await session.waitIdle();
     expect(session.pending).toHaveLength(2);
@@ -229,7 +293,6 @@ describe('a session with async agents', () => {
     );
     await session.send(scripted([{ calls: [...quick, ...slow] }, { text: 'spawned' }]));
     // Clear while results are settling: some quick ones may be in the inbox, the rest not yet.
-    const spawnedIds = session.list().map((agent) => agent.id);
     session.clear();
     expect(session.generation).toBe(1);
     expect(session.transcript).toEqual([]);
@@ -241,15 +304,24 @@ describe('a session with async agents', () => {
     expect(resultHeaders(session.transcript)).toEqual([]);
     await session.close();
     await consume;
-    const stale = events
-      .filter((event) => event.type === 'agent-stale')
-      .map((event) => event.agentId);
-    for (const id of spawnedIds) expect(stale).toContain(id);
-    const settleCounts = new Map<string, number>();
-    for (const event of events)
-      if (event.type === 'agent-settle')
-        settleCounts.set(event.agentId, (settleCounts.get(event.agentId) ?? 0) + 1);
-    expect([...settleCounts.values()].every((count) => count === 1)).toBe(true);
+    // Each of the 15 children settled exactly once, and each result, whenever it settled, was
+    // reported stale exactly once: dropped from the inbox by clear, or refused on arrival.
+    const started = events.flatMap((event) =>
+      event.type === 'agent-start' ? [event.agentId] : [],
+    );
+    expect(started).toHaveLength(15);
+    const settles = events.flatMap((event) =>
+      event.type === 'agent-settle' ? [event.result] : [],
+    );
+    expect(settles.map((result) => result.id).sort()).toEqual([...started].sort());
+    const stale = events.flatMap((event) => (event.type === 'agent-stale' ? [event.agentId] : []));
+    expect(stale.sort()).toEqual([...started].sort());
+    // The slow ones were still live at the clear: it cancelled them.
+    expect(
+      settles
+        .filter((result) => result.title.startsWith('slow'))
+        .map((result) => [result.outcome, result.reason]),
+    ).toEqual(Array.from({ length: 5 }, () => ['cancelled', 'clear']));
   });
 
   it('with autoWake, a settle while idle starts a turn by itself', async () => {
@@ -281,8 +353,6 @@ describe('a session with async agents', () => {
 describe('sync agents, the root tool set, host tools and depth', () => {
   it('sync children of one batch overlap and their replies come back as tool results', async () => {
     const { session } = await open();
-    arrivals = 0;
-    bothArrived = latch();
     const child = (title: string) => ({
       name: 'agent',
       input: {
@@ -393,6 +463,8 @@ describe('sync agents, the root tool set, host tools and depth', () => {
       },
     });
     await inSpin;
+    // The caller's host call is still waiting: only the termination below may abort it.
+    expect(hostWorkAborted.isOpen).toBe(false);
     stuck.cancel('user');
     // The worker is terminated: the host call the caller left behind is aborted, and the caller
     // resumes on a fresh worker (where it calls again; cancel it to end the test).
@@ -408,15 +480,23 @@ describe('sync agents, the root tool set, host tools and depth', () => {
       title: 'before',
       prompt: scripted([{ calls: [{ name: 'gate', input: {} }] }, { reply: 'x' }]),
     });
+    // `before` is running, held at the gate, when the model changes and `after` runs.
+    await gate.reached(1);
     session.setModel('model-b');
     const after = await rig.engine.run({ prompt: scripted([{ reply: 'y' }]) });
+    expect(session.list()).toMatchObject([{ id: before.id, status: 'running' }]);
+    expect(session.pending).toEqual([]);
+    expect(readTranscript(before.logDir)).toHaveLength(1);
     const meta = (dir: string) =>
       JSON.parse(readFileSync(path.join(dir, 'meta.json'), 'utf8')) as { model: string };
     expect(meta(before.logDir).model).toBe('cohort-scripted');
     expect(meta(after.logDir).model).toBe('model-b');
     gate.open();
     await session.waitIdle();
-    expect(session.pending.map((result) => result.outcome)).toEqual(['complete']);
+    expect(session.pending).toMatchObject([{ id: before.id, outcome: 'complete', text: 'x' }]);
+    // It went on past the gate to its reply, still under its own model.
+    expect(readTranscript(before.logDir).length).toBeGreaterThan(1);
+    expect(meta(before.logDir).model).toBe('cohort-scripted');
   });
 
   it('at maxDepth 1 a child is not given the spawn family', async () => {
