@@ -5,10 +5,11 @@ import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { ChildHandle } from '../src/main/runners/local/pool.js';
 import type { AgentEvent } from '../src/shared/events.js';
-import type { ContentBlockParam, MessageParam } from '../src/shared/provider/types.js';
-import type { ScriptStep } from '../src/testing/index.js';
+import type { MessageParam } from '../src/shared/provider/types.js';
 import {
   assertToolUsesAnswered,
+  asyncAgent,
+  contentBlocks,
   type EventLog,
   eventLog,
   expectResultsExactlyOnce,
@@ -19,6 +20,7 @@ import {
   readTranscript,
   scripted,
   startRig,
+  syncAgent,
   tempDir,
 } from './helpers.js';
 
@@ -38,27 +40,11 @@ afterEach(async () => {
   proxy = undefined;
 });
 
-const syncAgent = (title: string, steps: ScriptStep[]) => ({
-  name: 'agent',
-  input: { title, prompt: scripted(steps, `Task ${title}.`) },
-});
-
-const asyncAgent = (title: string, steps: ScriptStep[]) => ({
-  name: 'agent',
-  input: { title, mode: 'async', prompt: scripted(steps, `Task ${title}.`) },
-});
-
-function blocks(message: MessageParam): ContentBlockParam[] {
-  return typeof message.content === 'string'
-    ? [{ type: 'text', text: message.content }]
-    : message.content;
-}
-
 function toolResults(transcript: MessageParam[]): { content: string; isError: boolean }[] {
   return transcript.flatMap((message) =>
     message.role !== 'user'
       ? []
-      : blocks(message).flatMap((block) =>
+      : contentBlocks(message).flatMap((block) =>
           block.type === 'tool_result'
             ? [{ content: String(block.content), isError: block.is_error === true }]
             : [],
@@ -70,7 +56,7 @@ function inboxHeaders(transcript: MessageParam[]): Record<string, unknown>[] {
   return transcript.flatMap((message) =>
     message.role !== 'user'
       ? []
-      : blocks(message).flatMap((block) => {
+      : contentBlocks(message).flatMap((block) => {
           if (block.type !== 'text') return [];
           try {
             const header = JSON.parse(block.text.split('\n')[0]!) as Record<string, unknown>;

@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { expect } from 'vitest';
 import { Engine, type EngineOptions } from '../src/main/engine.js';
 import type { AgentEvent } from '../src/shared/events.js';
-import type { MessageParam } from '../src/shared/provider/types.js';
+import type { ContentBlockParam, MessageParam } from '../src/shared/provider/types.js';
 import type { AgentResult } from '../src/shared/result.js';
 import type { AnyTool, ToolContext } from '../src/shared/tools/types.js';
 import {
@@ -264,4 +264,26 @@ export function expectResultsExactlyOnce(
 /** The AgentResult an agent's log folder records (`result.json`). */
 export function readResult(logDir: string): AgentResult {
   return JSON.parse(readFileSync(path.join(logDir, 'result.json'), 'utf8')) as AgentResult;
+}
+
+/** An `agent` tool call whose prompt carries a script for the child it starts. */
+export function agentCall(title: string, steps: ScriptStep[], mode: 'sync' | 'async' = 'sync') {
+  return {
+    name: 'agent',
+    input: {
+      title,
+      ...(mode === 'async' ? { mode } : {}),
+      prompt: scripted(steps, `Task ${title}.`),
+    },
+  };
+}
+
+export const syncAgent = (title: string, steps: ScriptStep[]) => agentCall(title, steps, 'sync');
+export const asyncAgent = (title: string, steps: ScriptStep[]) => agentCall(title, steps, 'async');
+
+/** A message's content as blocks, whether it was written as a string or as blocks. */
+export function contentBlocks(message: MessageParam): ContentBlockParam[] {
+  return typeof message.content === 'string'
+    ? [{ type: 'text', text: message.content }]
+    : message.content;
 }

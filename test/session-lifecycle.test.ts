@@ -1,9 +1,16 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { Session, type SessionEvent } from '../src/main/session.js';
 import { UsageError } from '../src/shared/errors.js';
-import type { ContentBlockParam, MessageParam } from '../src/shared/provider/types.js';
-import type { ScriptStep } from '../src/testing/index.js';
-import { expectResultsExactlyOnce, hostGate, type Rig, scripted, startRig } from './helpers.js';
+import type { MessageParam } from '../src/shared/provider/types.js';
+import {
+  asyncAgent,
+  contentBlocks,
+  expectResultsExactlyOnce,
+  hostGate,
+  type Rig,
+  scripted,
+  startRig,
+} from './helpers.js';
 
 let rig: Rig | undefined;
 let session: Session | undefined;
@@ -13,11 +20,6 @@ afterEach(async () => {
   await rig?.close();
   session = undefined;
   rig = undefined;
-});
-
-const asyncAgent = (title: string, steps: ScriptStep[]) => ({
-  name: 'agent',
-  input: { title, mode: 'async', prompt: scripted(steps, `Task ${title}.`) },
 });
 
 /** Collects a session's events until `until` holds for one (inclusive) or the stream ends. */
@@ -36,17 +38,11 @@ function collect(
   })();
 }
 
-function blocks(message: MessageParam): ContentBlockParam[] {
-  return typeof message.content === 'string'
-    ? [{ type: 'text', text: message.content }]
-    : message.content;
-}
-
 function deliveredIds(transcript: MessageParam[]): string[] {
   return transcript.flatMap((message) =>
     message.role !== 'user'
       ? []
-      : blocks(message).flatMap((block) => {
+      : contentBlocks(message).flatMap((block) => {
           if (block.type !== 'text') return [];
           try {
             const header = JSON.parse(block.text.split('\n')[0]!) as { kind?: string; id: string };

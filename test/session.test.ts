@@ -2,11 +2,13 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { Session, type SessionEvent } from '../src/main/session.js';
-import type { ContentBlockParam, MessageParam } from '../src/shared/provider/types.js';
+import type { MessageParam } from '../src/shared/provider/types.js';
 import type { AgentResult } from '../src/shared/result.js';
 import type { AnyTool } from '../src/shared/tools/types.js';
 import {
   assertToolUsesAnswered,
+  asyncAgent,
+  contentBlocks,
   nextEvent,
   type Rig,
   readTranscript,
@@ -156,22 +158,11 @@ async function open(options: { maxDepth?: number; ceilingMs?: number; autoWake?:
   return { rig, session };
 }
 
-const asyncAgent = (title: string, steps: Parameters<typeof scripted>[0]) => ({
-  name: 'agent',
-  input: { title, mode: 'async', prompt: scripted(steps, `Task ${title}.`) },
-});
-
-function blocks(message: MessageParam): ContentBlockParam[] {
-  return typeof message.content === 'string'
-    ? [{ type: 'text', text: message.content }]
-    : message.content;
-}
-
 function resultHeaders(transcript: MessageParam[]): { id: string; outcome: string }[] {
   return transcript.flatMap((message) =>
     message.role !== 'user'
       ? []
-      : blocks(message).flatMap((block) => {
+      : contentBlocks(message).flatMap((block) => {
           if (block.type !== 'text') return [];
           const first = block.text.split('\n')[0]!;
           try {
@@ -206,7 +197,7 @@ describe('a session with async agents', () => {
       live.every((agent) => agent.status === 'running' && agent.logDir.endsWith(agent.id)),
     ).toBe(true);
     // One receipt per call, in call order, naming the agent that is now live.
-    const receipts = blocks(session.transcript[2]!).map((block) =>
+    const receipts = contentBlocks(session.transcript[2]!).map((block) =>
       block.type === 'tool_result' ? JSON.parse(String(block.content)) : block,
     );
     expect(receipts).toEqual(
@@ -216,7 +207,7 @@ describe('a session with async agents', () => {
       }),
     );
     expect(live.every((agent) => /^ag_/.test(agent.id))).toBe(true);
-    const listed = blocks(session.transcript[4]!)[0]!;
+    const listed = contentBlocks(session.transcript[4]!)[0]!;
     expect(listed.type === 'tool_result' && String(listed.content)).toContain(live[0]!.id);
 
     // Nothing got past the gate before it opened.
@@ -233,7 +224,7 @@ describe('a session with async agents', () => {
     // Both arrived in one synthetic user message, followed by the user's own text.
     const delivery = transcript.at(-2)!;
     expect(resultHeaders([delivery])).toHaveLength(2);
-    expect(blocks(delivery).at(-1)).toEqual({ type: 'text', text: 'Anything new?' });
+    expect(contentBlocks(delivery).at(-1)).toEqual({ type: 'text', text: 'Anything new?' });
     expect(session.delivered.map((result) => result.text)).toEqual([
       'gated work done',
       'gated work done',
@@ -367,7 +358,7 @@ describe('sync agents, the root tool set, host tools and depth', () => {
       scripted([{ calls: [child('left'), child('right')] }, { text: 'both joined' }]),
     );
     expect(result.text).toBe('both joined');
-    const answers = blocks(session.transcript[2]!).map((block) =>
+    const answers = contentBlocks(session.transcript[2]!).map((block) =>
       block.type === 'tool_result' ? block.content : '',
     );
     expect(answers).toEqual(['left passed the barrier', 'right passed the barrier']);
@@ -381,7 +372,7 @@ describe('sync agents, the root tool set, host tools and depth', () => {
     );
     expect((await seen).tools).not.toContain('reply');
     expect(result.text).toBe('answered directly');
-    const refusal = blocks(session.transcript[2]!)[0]!;
+    const refusal = contentBlocks(session.transcript[2]!)[0]!;
     expect(refusal).toMatchObject({ type: 'tool_result', is_error: true });
     expect(refusal.type === 'tool_result' && String(refusal.content)).toMatch(
       /only for sub-agents/,
@@ -397,7 +388,7 @@ describe('sync agents, the root tool set, host tools and depth', () => {
       ]),
     });
     expect(result.outcome).toBe('complete');
-    const answer = blocks(readTranscript(result.logDir)[2]!)[0]!;
+    const answer = contentBlocks(readTranscript(result.logDir)[2]!)[0]!;
     expect(answer.type === 'tool_result' && JSON.parse(String(answer.content))).toEqual({
       fromMainThread: true,
       value: 'ping',
@@ -430,12 +421,12 @@ describe('sync agents, the root tool set, host tools and depth', () => {
       ]),
     );
     expect(result.text).toBe('root done');
-    const childAnswer = blocks(session.transcript[2]!)[0]!;
+    const childAnswer = contentBlocks(session.transcript[2]!)[0]!;
     expect(childAnswer.type === 'tool_result' && childAnswer.content).toBe('child done');
     const childDir = readdirChild(rig.logDir, 'child');
     const childTranscript = readTranscript(childDir);
     assertToolUsesAnswered(childTranscript);
-    const firstAnswers = blocks(childTranscript[2]!);
+    const firstAnswers = contentBlocks(childTranscript[2]!);
     expect(firstAnswers[0]).toMatchObject({
       type: 'tool_result',
       content: 'from the sync grandchild',
