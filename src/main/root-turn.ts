@@ -1,6 +1,7 @@
 import type { AgentEvent } from '../shared/events.js';
 import type { FailureCode } from '../shared/failure.js';
 import { type LoopSink, runAgentLoop } from '../shared/loop/agent-loop.js';
+import { eventSink } from '../shared/loop/event-sink.js';
 import type { Provider } from '../shared/provider/provider.js';
 import type { MessageParam } from '../shared/provider/types.js';
 import { redactSecrets } from '../shared/redact.js';
@@ -89,22 +90,5 @@ function internal(message: string, usage: AgentUsage, generation: number): TurnR
 
 /** The root's loop reports as session events. */
 function rootSink(emit: (event: AgentEvent) => void): LoopSink {
-  const agentId = ROOT_ID;
-  return {
-    commit: () => {},
-    stepStart: (step) => emit({ type: 'step-start', agentId, step }),
-    textDelta: (text) => emit({ type: 'text-delta', agentId, text }),
-    toolCall: (call) =>
-      emit({ type: 'tool-call', agentId, callId: call.id, name: call.name, input: call.input }),
-    toolResult: (call, block) =>
-      emit({
-        type: 'tool-result',
-        agentId,
-        callId: call.id,
-        name: call.name,
-        isError: block.is_error === true,
-      }),
-    stepEnd: (step, stepUsage) => emit({ type: 'step-end', agentId, step, usage: stepUsage }),
-    providerRetry: (info) => emit({ type: 'provider-retry', agentId, ...info }),
-  };
+  return { commit: () => {}, ...eventSink(ROOT_ID, emit) };
 }

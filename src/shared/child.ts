@@ -8,8 +8,9 @@ import {
   type LoopSink,
   runAgentLoop,
 } from './loop/agent-loop.js';
+import { eventSink } from './loop/event-sink.js';
 import type { Provider } from './provider/provider.js';
-import type { MessageParam, ToolCall, ToolResultBlock } from './provider/types.js';
+import type { MessageParam, ToolCall } from './provider/types.js';
 import { redactEvent, redactSecrets } from './redact.js';
 import { clip, renderValue } from './render.js';
 import { restoreTranscript } from './restore.js';
@@ -136,22 +137,20 @@ async function runLoop(run: ChildRun, deps: ChildRunDeps): Promise<AgentResult> 
   return settle(run, outcome);
 }
 
-/** Where a child's loop reports: its log, its events (slim or none without a listener). */
+/** Where a child's loop reports: its log, its events (none without a listener but text). */
 function childSink(
   spec: ChildSpec,
   log: AgentLog,
   deps: ChildRunDeps,
   remote: ReadonlySet<string>,
 ): LoopSink {
-  const emit = (event: AgentEvent) => deps.emit(redactEvent(event));
-  const agentId = spec.id;
-  const live = spec.liveEvents !== false;
+  const events = eventSink(spec.id, (event) => deps.emit(redactEvent(event)));
   const onLocalTool = deps.onLocalTool;
+  const { textDelta, ...rest } = events;
   return {
     commit: (added) => log.appendTranscript(added),
-    ...(spec.streamText
-      ? { textDelta: (text: string) => emit({ type: 'text-delta', agentId, text }) }
-      : {}),
+    ...(spec.streamText ? { textDelta } : {}),
+    ...(spec.liveEvents !== false ? rest : {}),
     ...(onLocalTool
       ? {
           toolEnter: (call: ToolCall) => {
@@ -160,31 +159,6 @@ function childSink(
           toolExit: (call: ToolCall) => {
             if (!remote.has(call.name)) onLocalTool('exit', call.id);
           },
-        }
-      : {}),
-    ...(live
-      ? {
-          toolCall: (call: ToolCall) =>
-            emit({
-              type: 'tool-call',
-              agentId,
-              callId: call.id,
-              name: call.name,
-              input: call.input,
-            }),
-          toolResult: (call: ToolCall, block: ToolResultBlock) =>
-            emit({
-              type: 'tool-result',
-              agentId,
-              callId: call.id,
-              name: call.name,
-              isError: block.is_error === true,
-            }),
-          stepStart: (step: number) => emit({ type: 'step-start', agentId, step }),
-          stepEnd: (step: number, stepUsage: { inputTokens: number; outputTokens: number }) =>
-            emit({ type: 'step-end', agentId, step, usage: stepUsage }),
-          providerRetry: (info: { attempt: number; waitMs: number; code: string }) =>
-            emit({ type: 'provider-retry', agentId, ...info }),
         }
       : {}),
   };
