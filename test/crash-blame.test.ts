@@ -1,4 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
+import { Engine } from '../src/main/engine.js';
+import { runCli } from './cli-helpers.js';
 import {
   assertToolUsesAnswered,
   eventLog,
@@ -8,6 +10,8 @@ import {
   readTranscript,
   scripted,
   startRig,
+  TEST_TOOLS,
+  tempDir,
 } from './helpers.js';
 
 // One thread, so the waiting agents and the culprit share the worker that dies. maxCrashes 1:
@@ -112,5 +116,45 @@ describe('crash blame: only an agent running a tool in the dying worker is blame
     expect(again.code).toBe('worker_crashed');
     expect(rig.engine.stats.crashRecords).toBe(0);
     expectResultsExactlyOnce(rig.engine);
+  });
+
+  it('a child whose start main has not read yet is not blamed for the crash of its worker', async () => {
+    // The model runs in its own process, so it answers while main is busy below.
+    const server = runCli(['mock', '--port', '0']);
+    try {
+      await server.waitFor(/listening on (http:\/\/\S+)/, 'stdout');
+      const url = /listening on (http:\/\/\S+)/.exec(server.stdout())![1]!;
+      const engine = await Engine.start({
+        threads: 1,
+        maxCrashes: 1,
+        logDir: tempDir('cohort-logs-'),
+        toolModules: [TEST_TOOLS],
+        provider: { baseURL: url, model: 'cohort-scripted', maxRetries: 0 },
+      });
+      try {
+        const culprit = engine.spawn({
+          title: 'culprit',
+          prompt: scripted([{ calls: [{ name: 'crash', input: {} }] }]),
+        });
+        const innocent = engine.spawn({
+          title: 'innocent',
+          prompt: scripted([{ delayMs: 1500, reply: 'made it' }]),
+        });
+        // Main is busy (as under load) while both start and the culprit's tool kills the
+        // worker: when main looks, the worker is dead and the innocent's `started` is unread.
+        // This orders the two, it measures nothing.
+        const until = Date.now() + 1000;
+        while (Date.now() < until) {}
+        expect(await culprit.result).toMatchObject({ outcome: 'failed', code: 'worker_crashed' });
+        expect(await innocent.result).toMatchObject({ outcome: 'complete', text: 'made it' });
+        expect(engine.stats.crashRecords).toBe(0);
+        expectResultsExactlyOnce(engine);
+      } finally {
+        await engine.close();
+      }
+    } finally {
+      server.child.kill();
+      await server.exit;
+    }
   });
 });

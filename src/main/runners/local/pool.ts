@@ -254,12 +254,13 @@ export class ChildPool {
 
   /** Every child still on `threadId`, with its last messages read. */
   #witnesses(threadId: number): { id: string; openTools: ReadonlySet<string> }[] {
-    const onThread = [...this.#running.values()].filter(
-      (other) => other.port?.threadId === threadId,
-    );
-    // Their last tool-enter messages may still sit on their ports: read them first.
-    for (const other of onThread) other.port?.drain();
-    return onThread.map((other) => ({ id: other.spec.id, openTools: other.port!.openTools }));
+    // Read every running child's port first, not only those known to be on that thread: a
+    // child whose `started` is still unread has no thread yet, and filtering before the drain
+    // would leave it out; judged later on its own, with nobody in a tool, it would be blamed.
+    for (const other of this.#running.values()) other.port?.drain();
+    return [...this.#running.values()]
+      .filter((other) => other.port?.threadId === threadId)
+      .map((other) => ({ id: other.spec.id, openTools: other.port!.openTools }));
   }
 
   #resume(entry: Entry, reason: string): void {
