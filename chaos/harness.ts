@@ -1,57 +1,157 @@
-import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Engine } from '../src/main/engine.js';
-import { mapAgents } from '../src/main/map-agents.js';
-import type { ChildHandle } from '../src/main/runners/local/pool.js';
-import { Session, type SessionEvent } from '../src/main/session.js';
-import type { AgentEvent } from '../src/shared/events.js';
-import type { MessageParam } from '../src/shared/provider/types.js';
-import { type AgentOutcome, type AgentResult, emptyOutcomeCounts } from '../src/shared/result.js';
-import { type ScriptStep, scriptBlock, startScriptedModel } from '../src/testing/index.js';
+import type { PoolStats } from '../src/main/runners/local/pool.js';
+import { type AgentOutcome, emptyOutcomeCounts } from '../src/shared/result.js';
+import { startScriptedModel } from '../src/testing/index.js';
+import { auditFolders, type FolderAudit } from './audit.js';
+import { Census } from './census.js';
+import { CHAOS_MAX_DEPTH, type ChaosContext, Ledger, withPatience } from './context.js';
+import { runBatch, shutdownMidFlight, spawnChildren } from './parts.js';
 import { Random } from './random.js';
-import { emptyFaults, type FaultCounts, randomChild, severeChild } from './scripts.js';
+import { emptyFaults, type FaultCounts, PlanBook } from './scripts.js';
+import {
+  addSessionFigures,
+  emptySessionFigures,
+  runCloseTrials,
+  runSessionRounds,
+  type SessionFigures,
+} from './sessions.js';
+
+/** The chaos run's cancel grace: the stuck tools cost a thread this long each. */
+export const DEFAULT_CHAOS_GRACE_MS = 1000;
+
+export { CHAOS_MAX_DEPTH };
 
 export interface ChaosOptions {
   seed: number;
   /** Children spawned directly on the engine, with every fault including worker killers. */
   children: number;
+  /** Children spawned directly on the engine that spawn trees of agents down to depth 3. */
+  trees: number;
   /** Rounds of async agents spawned by a session's root, with clears in between. */
   sessionRounds: number;
   perRound: number;
+  /** Sessions closed while turns are queued behind a turn that runs trees. */
+  closeTrials: number;
   /** Tasks fanned out with mapAgents, aborted part-way. */
   batchTasks: number;
   /** Children still running when the engine is shut down. */
   shutdownAgents: number;
   threads?: number;
-  /** How long to wait for every result before counting the missing ones as lost, in ms. */
+  /**
+   * How long a cancelled child may take to settle before its worker is terminated (default
+   * 1,000 ms). Below what a loaded worker needs to answer a cancel, busy workers are terminated
+   * as if stuck, and every child on them resumes.
+   */
+  cancelGraceMs?: number;
+  /**
+   * Keep the agents' log folders (default: removed once audited, unless the run broke an
+   * invariant); the report names them when kept.
+   */
+  keepLogs?: boolean;
+  /**
+   * How long the run may go without any agent settling, while it waits for something that must
+   * end, before it calls that wait a hang (default 60 s).
+   */
   patienceMs?: number;
   log?: (line: string) => void;
 }
 
+/** Figures of the agents at one depth. */
+export interface DepthFigures {
+  agents: number;
+  /** Spawned by a caller on the engine (not by an agent). */
+  direct: number;
+  sync: number;
+  async: number;
+  cancelled: number;
+  /** With no result. */
+  lost: number;
+  /** Delivered to a parent (root or agent) in a turn or step of another generation. */
+  staleDelivered: number;
+  /** Delivered into a parent agent's transcript more than once. */
+  redelivered: number;
+}
+
 export interface ChaosReport {
   seed: number;
+  cancelGraceMs: number;
+  /** Every agent spawned, at every depth (the census). */
   agents: number;
+  /**
+   * Of those, spawned again under a title already spawned: a parent resumed from before its
+   * spawning step committed starts that step's agents again (its first ones are cancelled).
+   */
+  respawned: number;
+  /** Cancelled results by their reason (`user`, `parent`, `clear`, `shutdown`, …). */
+  cancelReasons: Record<string, number>;
+  byDepth: Record<number, DepthFigures>;
   faults: FaultCounts;
   outcomes: Record<AgentOutcome, number>;
-  /** Spawned agents with no result. */
+  /** Spawned agents with no result, at any depth. */
   lost: number;
-  /** Agents with more than one result. */
+  /** Agents the ledger saw settle more than once (where someone listens). */
   duplicated: number;
-  /** Results delivered to a session whose generation had moved on. */
+  /** Counts taken at the child ports; `duplicateResults` must be 0, `delivered` = `agents`. */
+  port: PoolStats;
+  /** Results delivered to a parent, at any depth, in a turn or step of another generation. */
   staleDelivered: number;
-  /** Results of an older generation that were held back, as they must be. */
+  /** Results of the roots' own async agents reported `agent-stale` (held back, as they must be). */
   staleHeldBack: number;
+  /** Results delivered into a parent agent's transcript more than once. */
+  redelivered: number;
+  /** Results delivered into the transcript of an agent that is not their parent. */
+  misdelivered: number;
   /** Transcripts with a tool_use not answered by a tool_result in the next message. */
   invalidTranscripts: number;
-  /** Times a child was resumed on a fresh worker. */
+  folders: Omit<FolderAudit, 'deliveries' | 'staleByDepth' | 'invalidTranscripts' | 'misdelivered'>;
+  sessions: SessionFigures;
+  /** Times a child was resumed on a fresh worker (as its listeners saw). */
   resumed: number;
-  /** Children that failed because they crashed their worker too often. */
-  failedByCrash: number;
+  /** Of those, after cohort terminated a worker for a child that outlived its cancel grace. */
+  resumedForStuck: number;
   /** Failed results by their failure code (`overloaded`, `worker_crashed`, …). */
   failures: Record<string, number>;
+  /**
+   * Agents failed `worker_crashed` or `worker_lost` whose script runs no worker-killing tool: a
+   * crash blamed on an innocent. Not an exactly-once breach, but not what the script asked for.
+   */
+  innocentCrashFailures: number;
+  /** Waits that ran out of patience: each is a hang. */
+  hangs: string[];
   elapsedMs: number;
+  /** The agents' log folders, when kept. */
+  logDir?: string;
+}
+
+/** The number of broken invariants in a report: 0 for a clean run. */
+export function brokenCount(report: ChaosReport): number {
+  const { port, folders, sessions } = report;
+  const portBalance =
+    port.workerResults + port.mainResults - port.delivered - port.duplicateResults;
+  return (
+    report.lost +
+    report.duplicated +
+    port.duplicateResults +
+    Math.abs(port.delivered - report.agents) +
+    Math.abs(portBalance) +
+    report.staleDelivered +
+    report.redelivered +
+    report.misdelivered +
+    report.invalidTranscripts +
+    folders.missingResultFiles +
+    folders.strayFolders +
+    folders.mismatchedResultFiles +
+    sessions.unaccounted +
+    sessions.twice +
+    sessions.queuedTurnsRan +
+    sessions.sendAfterCloseAccepted +
+    sessions.eventsDropped +
+    report.hangs.length
+  );
 }
 
 function toolsModule(): string {
@@ -63,79 +163,35 @@ function toolsModule(): string {
     : path.resolve(path.dirname(here), '../../test/fixtures/test-tools.mjs');
 }
 
-/** Counts results and events per agent id, across every part of the run. */
-class Ledger {
-  readonly spawned = new Set<string>();
-  readonly settles = new Map<string, number>();
-  readonly results = new Map<string, AgentResult>();
-  resumed = 0;
-
-  spawn(id: string): void {
-    this.spawned.add(id);
-  }
-
-  event(event: AgentEvent | SessionEvent): void {
-    if (event.type === 'agent-resume') this.resumed++;
-    if (event.type !== 'agent-settle') return;
-    this.settles.set(event.agentId, (this.settles.get(event.agentId) ?? 0) + 1);
-    this.results.set(event.agentId, event.result);
-  }
-}
-
-function transcriptValid(logDir: string): boolean {
-  const file = path.join(logDir, 'transcript.jsonl');
-  if (!existsSync(file)) return true;
-  const messages = readFileSync(file, 'utf8')
-    .split('\n')
-    .filter((line) => line.trim() !== '')
-    .map((line) => JSON.parse(line) as MessageParam);
-  return messages.every((message, index) => {
-    if (message.role !== 'assistant' || typeof message.content === 'string') return true;
-    const uses = message.content.flatMap((block) => (block.type === 'tool_use' ? [block.id] : []));
-    if (uses.length === 0) return true;
-    const next = messages[index + 1];
-    if (!next || typeof next.content === 'string') return false;
-    const answered = next.content.flatMap((block) =>
-      block.type === 'tool_result' ? [block.tool_use_id] : [],
-    );
-    return JSON.stringify(answered) === JSON.stringify(uses);
-  });
-}
-
-function withPatience<T>(promise: Promise<T>, ms: number): Promise<T | undefined> {
-  return new Promise((resolve) => {
-    const timer = setTimeout(() => resolve(undefined), ms);
-    void promise.then((value) => {
-      clearTimeout(timer);
-      resolve(value);
-    });
-  });
-}
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
 /**
- * Runs thousands of agents against the scripted model with faults injected at random (seeded),
- * and checks for every agent: exactly one result, none lost, none duplicated, no stale result
- * delivered, and a valid transcript.
+ * Runs thousands of agents, down to depth 3, against the scripted model with faults injected at
+ * random (seeded), and checks for every agent at every depth: exactly one result (none lost, none
+ * duplicated, at the ledger and at the ports), no stale result delivered, a `result.json` in its
+ * folder, and a valid transcript; and for the sessions: no queued turn runs after close, every
+ * root result is delivered, held back, or pending, exactly once.
  */
 export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   const started = performance.now();
-  const log = options.log ?? (() => {});
-  const random = new Random(options.seed);
+  const write = options.log ?? (() => {});
+  const log = (line: string) =>
+    write(`${((performance.now() - started) / 1000).toFixed(1).padStart(6)} s  ${line}`);
   const faults = emptyFaults();
+  const book = new PlanBook();
+  const census = new Census(book, faults);
   const ledger = new Ledger();
-  const patience = options.patienceMs ?? 120_000;
+  const hangs: string[] = [];
+  const patienceMs = options.patienceMs ?? 60_000;
   const model = await startScriptedModel({ port: 0, seed: options.seed });
   const logDir = mkdtempSync(path.join(os.tmpdir(), 'cohort-chaos-'));
   const engine = await Engine.start({
     threads: options.threads ?? 2,
     logDir,
     toolModules: [toolsModule()],
-    cancelGraceMs: 200,
+    cancelGraceMs: options.cancelGraceMs ?? DEFAULT_CHAOS_GRACE_MS,
     maxCrashes: 2,
     maxOldGenerationSizeMb: 256,
     maxSteps: 10,
+    maxDepth: CHAOS_MAX_DEPTH,
     provider: {
       baseURL: model.url,
       model: 'cohort-chaos',
@@ -145,176 +201,163 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       idleTimeoutMs: 1000,
     },
   });
-  let staleDelivered = 0;
-  let staleHeldBack = 0;
-  const handles: ChildHandle[] = [];
+  census.install(engine);
+  const context: ChaosContext = {
+    engine,
+    live: new Random(options.seed ^ 0x5bd1e995),
+    book,
+    census,
+    ledger,
+    faults,
+    patienceMs,
+    hangs,
+    log,
+  };
+  // Each part writes its scripts from a Random of its own: they replay from the seed, whatever
+  // order the parts, which run at once, draw in.
+  const randomFor = (part: number) => new Random(options.seed + part * 0x9e3779b1);
+  const sessions = emptySessionFigures();
+  let closing = false;
   try {
-    // ── Part 1: children with every fault, random cancels ─────────────────────────────────
-    log(`chaos: ${options.children} children with faults`);
-    for (let index = 0; index < options.children; index++) {
-      const forced = (['crash', 'exit', 'hog', 'spin'] as const)[index];
-      const plan = forced
-        ? severeChild(forced, faults)
-        : randomChild(random, faults, { severe: true });
-      let handle!: ChildHandle;
-      handle = engine.spawn({
-        title: `child ${index}`,
-        prompt: `Chaos child ${index}.\n${scriptBlock({ steps: plan.steps })}`,
-        streamText: false,
-        onEvent: (event) => {
-          ledger.event(event);
-          // A stuck tool never returns by itself: cancel it, as a user would.
-          if (event.type === 'tool-call' && event.name === 'spin') handle.cancel('user');
-        },
-      });
-      ledger.spawn(handle.id);
-      handles.push(handle);
-      if (!plan.stuck && random.chance(0.04)) {
-        faults['random-cancel']++;
-        const at = random.int(0, 300);
-        setTimeout(() => handle.cancel('user'), at);
-      }
-    }
-
-    // ── Part 2: a session spawning async agents, with clears while results settle ──────────
-    log(`chaos: a session, ${options.sessionRounds} rounds of ${options.perRound} async agents`);
-    const session = new Session(engine, { autoWake: false });
-    const sessionEvents = (async () => {
-      for await (const event of session.events()) {
-        if (event.type === 'agent-start' && event.mode === 'async') ledger.spawn(event.agentId);
-        if (event.type === 'agent-stale') staleHeldBack++;
-        ledger.event(event);
-      }
-    })();
-    let epochStart = true;
-    let seenDelivered = 0;
-    const epochSteps = (): ScriptStep[] => {
-      const steps: ScriptStep[] = [];
-      for (let round = 0; round < options.sessionRounds; round++) {
-        const calls = Array.from({ length: options.perRound }, (_, index) => ({
-          name: 'agent',
-          input: {
-            title: `async ${round}.${index}`,
-            mode: 'async',
-            prompt: `Async child.\n${scriptBlock({ steps: randomChild(random, faults, { severe: false }).steps })}`,
-          },
-        }));
-        steps.push({ calls }, { text: `round ${round} spawned` });
-      }
-      steps.push({ text: 'final delivery' }, { text: 'spare' }, { text: 'spare' });
-      return steps;
-    };
-    for (let round = 0; round < options.sessionRounds; round++) {
-      const prompt = epochStart
-        ? `Run the rounds.\n${scriptBlock({ steps: epochSteps() })}`
-        : 'Next round.';
-      epochStart = false;
-      const turn = await session.send(prompt);
-      const delivered = session.delivered.slice(seenDelivered);
-      seenDelivered = session.delivered.length;
-      staleDelivered += delivered.filter((result) => result.generation !== turn.generation).length;
-      if (random.chance(0.3)) {
-        // Clear while this round's results are settling.
-        await sleep(random.int(0, 30));
-        faults['clear-while-settling']++;
-        session.clear();
-        epochStart = true;
-        seenDelivered = session.delivered.length;
-      }
-    }
-    await withPatience(session.waitIdle(), patience);
-    if (session.pending.length > 0) {
-      const generation = session.generation;
-      await session.send(
-        epochStart ? `Deliver.\n${scriptBlock({ steps: [{ text: 'delivered' }] })}` : 'Deliver.',
-      );
-      const delivered = session.delivered.slice(seenDelivered);
-      staleDelivered += delivered.filter((result) => result.generation !== generation).length;
-    }
-
-    // ── Part 3: a batch fan-out, aborted part-way ────────────────────────────────────────────
-    log(`chaos: a batch of ${options.batchTasks}`);
-    const controller = new AbortController();
-    const abortAfter = random.int(Math.floor(options.batchTasks / 2), options.batchTasks);
-    const specs = Array.from({ length: options.batchTasks }, (_, index) => ({
-      title: `task ${index}`,
-      prompt: `Batch task ${index}.\n${scriptBlock({ steps: randomChild(random, faults, { severe: false }).steps })}`,
-      streamText: false,
-      onEvent: (event: AgentEvent) => ledger.event(event),
-    }));
-    let yielded = 0;
-    const batchIds = new Set<string>();
-    for await (const { result } of mapAgents(engine, specs, {
-      concurrency: 64,
-      signal: controller.signal,
-    })) {
-      if (batchIds.has(result.id))
-        ledger.settles.set(result.id, (ledger.settles.get(result.id) ?? 0) + 1);
-      batchIds.add(result.id);
-      ledger.spawn(result.id);
-      yielded++;
-      if (yielded === abortAfter) {
-        faults['random-cancel']++;
-        controller.abort('user');
-      }
-    }
-
-    // ── Part 4: engine shutdown mid-flight ───────────────────────────────────────────────────
-    log(`chaos: ${options.shutdownAgents} children, then shutdown`);
-    faults['shutdown-mid-flight']++;
-    for (let index = 0; index < options.shutdownAgents; index++) {
-      const handle = engine.spawn({
-        title: `late ${index}`,
-        prompt: `Late child.\n${scriptBlock({ steps: [{ delayMs: random.int(0, 400), reply: 'made it' }] })}`,
-        streamText: false,
-        onEvent: (event) => ledger.event(event),
-      });
-      ledger.spawn(handle.id);
-      handles.push(handle);
-    }
-    await sleep(random.int(0, 200));
-    await withPatience(Promise.all(handles.map((handle) => handle.result)), patience);
-    await session.close();
-    await engine.close();
-    await sessionEvents;
+    spawnChildren(context, randomFor(1), options);
+    const [rounds, closes] = await Promise.all([
+      runSessionRounds(context, randomFor(2), {
+        rounds: options.sessionRounds,
+        perRound: options.perRound,
+        treeShare: 0.25,
+        maxDepth: CHAOS_MAX_DEPTH,
+      }),
+      runCloseTrials(context, randomFor(3), {
+        trials: options.closeTrials,
+        maxDepth: CHAOS_MAX_DEPTH,
+      }),
+      runBatch(context, randomFor(4), options.batchTasks),
+    ]);
+    addSessionFigures(sessions, rounds);
+    addSessionFigures(sessions, closes);
+    log('chaos: waiting for every agent so far');
+    await withPatience(context, 'every agent before shutdown', census.settled());
+    await shutdownMidFlight(context, randomFor(5), options.shutdownAgents);
+    closing = true;
+    await withPatience(context, 'engine.close', engine.close());
   } finally {
-    await engine.close();
+    census.stop();
+    if (!closing) await withPatience(context, 'engine.close', engine.close());
     await model.close();
   }
+  const figures = report({ options, started, context, sessions, logDir });
+  // A broken run keeps its folders: they are the evidence.
+  if (options.keepLogs || brokenCount(figures) > 0) figures.logDir = logDir;
+  else rmSync(logDir, { recursive: true, force: true });
+  return figures;
+}
 
-  const outcomes: Record<AgentOutcome, number> = emptyOutcomeCounts();
-  let lost = 0;
-  let duplicated = 0;
-  let invalidTranscripts = 0;
-  let failedByCrash = 0;
+function emptyDepthFigures(): DepthFigures {
+  return {
+    agents: 0,
+    direct: 0,
+    sync: 0,
+    async: 0,
+    cancelled: 0,
+    lost: 0,
+    staleDelivered: 0,
+    redelivered: 0,
+  };
+}
+
+function report(input: {
+  options: ChaosOptions;
+  started: number;
+  context: ChaosContext;
+  sessions: SessionFigures;
+  logDir: string;
+}): ChaosReport {
+  const { census, ledger, faults, engine, hangs, book } = input.context;
+  const audit = auditFolders(input.logDir, census.agents, (record) => census.parentKnown(record));
+  const outcomes = emptyOutcomeCounts();
   const failures: Record<string, number> = {};
-  for (const id of ledger.spawned) {
-    const count = ledger.settles.get(id) ?? 0;
-    if (count === 0) lost++;
-    if (count > 1) duplicated++;
-    const result = ledger.results.get(id);
-    if (!result) continue;
+  const cancelReasons: Record<string, number> = {};
+  const titles = new Set<string>();
+  const byDepth: Record<number, DepthFigures> = {};
+  let lost = 0;
+  let innocentCrashFailures = 0;
+  for (const record of census.agents.values()) {
+    const depth = byDepth[record.depth] ?? emptyDepthFigures();
+    byDepth[record.depth] = depth;
+    depth.agents++;
+    depth[record.mode]++;
+    titles.add(record.title);
+    const result = record.result;
+    if (!result) {
+      lost++;
+      depth.lost++;
+      continue;
+    }
     outcomes[result.outcome]++;
-    if (result.code === 'worker_crashed') failedByCrash++;
+    if (result.outcome === 'cancelled') {
+      depth.cancelled++;
+      const reason = result.reason ?? 'missing';
+      cancelReasons[reason] = (cancelReasons[reason] ?? 0) + 1;
+    }
     if (result.outcome === 'failed') {
       const code = result.code ?? 'missing';
       failures[code] = (failures[code] ?? 0) + 1;
+      const planned = book.get(record.title)?.faults;
+      const killers = planned
+        ? planned['tool-crash'] +
+          planned['tool-exit'] +
+          planned['memory-limit'] +
+          planned['stuck-tool']
+        : 0;
+      if ((code === 'worker_crashed' || code === 'worker_lost') && killers === 0) {
+        innocentCrashFailures++;
+      }
     }
-    if (!transcriptValid(result.logDir)) invalidTranscripts++;
+  }
+  let redelivered = 0;
+  for (const [id, count] of audit.deliveries) {
+    if (count < 2) continue;
+    redelivered++;
+    const depth = byDepth[census.agents.get(id)?.depth ?? 0];
+    if (depth) depth.redelivered++;
+  }
+  let staleDelivered = input.sessions.staleDelivered;
+  if (byDepth[1]) byDepth[1].staleDelivered += input.sessions.staleDelivered;
+  for (const [depth, count] of audit.staleByDepth) {
+    staleDelivered += count;
+    const figures = byDepth[depth];
+    if (figures) figures.staleDelivered += count;
   }
   return {
-    seed: options.seed,
-    agents: ledger.spawned.size,
-    faults,
+    seed: input.options.seed,
+    cancelGraceMs: input.options.cancelGraceMs ?? DEFAULT_CHAOS_GRACE_MS,
+    agents: census.agents.size,
+    respawned: census.agents.size - titles.size,
+    cancelReasons,
+    byDepth,
+    faults: { ...faults },
     outcomes,
     lost,
-    duplicated,
+    duplicated: ledger.duplicated(),
+    port: engine.stats,
     staleDelivered,
-    staleHeldBack,
-    invalidTranscripts,
+    staleHeldBack: input.sessions.heldBack,
+    redelivered,
+    misdelivered: audit.misdelivered,
+    invalidTranscripts: audit.invalidTranscripts,
+    folders: {
+      folders: audit.folders,
+      resultFiles: audit.resultFiles,
+      missingResultFiles: audit.missingResultFiles,
+      strayFolders: audit.strayFolders,
+      mismatchedResultFiles: audit.mismatchedResultFiles,
+    },
+    sessions: input.sessions,
     resumed: ledger.resumed,
-    failedByCrash,
+    resumedForStuck: ledger.resumedForStuck,
     failures,
-    elapsedMs: Math.round(performance.now() - started),
+    innocentCrashFailures,
+    hangs: [...hangs],
+    elapsedMs: Math.round(performance.now() - input.started),
   };
 }

@@ -1,5 +1,6 @@
 import { parseArgs } from 'node:util';
-import { runChaos } from './harness.js';
+import { formatReport } from './format.js';
+import { brokenCount, DEFAULT_CHAOS_GRACE_MS, runChaos } from './harness.js';
 
 /** `npm run chaos`: the long chaos run; prints its figures and exits 1 if any invariant broke. */
 async function main(): Promise<number> {
@@ -7,11 +8,15 @@ async function main(): Promise<number> {
     options: {
       seed: { type: 'string' },
       children: { type: 'string' },
+      trees: { type: 'string' },
       rounds: { type: 'string' },
       'per-round': { type: 'string' },
+      'close-trials': { type: 'string' },
       batch: { type: 'string' },
       shutdown: { type: 'string' },
+      'cancel-grace-ms': { type: 'string' },
       json: { type: 'boolean' },
+      'keep-logs': { type: 'boolean' },
     },
   });
   const number = (name: string, raw: string | undefined, fallback: number): number => {
@@ -24,44 +29,22 @@ async function main(): Promise<number> {
   };
   const report = await runChaos({
     seed: number('seed', values.seed, 20261130),
-    children: number('children', values.children, 3000),
+    children: number('children', values.children, 1500),
+    trees: number('trees', values.trees, 150),
     sessionRounds: number('rounds', values.rounds, 20),
     perRound: number('per-round', values['per-round'], 25),
-    batchTasks: number('batch', values.batch, 1500),
+    closeTrials: number('close-trials', values['close-trials'], 20),
+    batchTasks: number('batch', values.batch, 750),
     shutdownAgents: number('shutdown', values.shutdown, 300),
+    cancelGraceMs: number('cancel-grace-ms', values['cancel-grace-ms'], DEFAULT_CHAOS_GRACE_MS),
+    keepLogs: values['keep-logs'] === true,
     log: (line) => process.stderr.write(`${line}\n`),
   });
   if (values.json) process.stdout.write(`${JSON.stringify(report)}\n`);
-  else {
-    const out = (line: string) => process.stdout.write(`${line}\n`);
-    out(`chaos run, seed ${report.seed}, ${(report.elapsedMs / 1000).toFixed(1)} s`);
-    out(`  agents            ${report.agents}`);
-    out(
-      `  faults injected   ${Object.entries(report.faults)
-        .map(([kind, count]) => `${kind} ${count}`)
-        .join(', ')}`,
-    );
-    out(
-      `  results           ${Object.entries(report.outcomes)
-        .map(([outcome, count]) => `${outcome} ${count}`)
-        .join(', ')}`,
-    );
-    out(`  resumed           ${report.resumed} (children moved to a fresh worker after a crash)`);
-    out(`  failed by crash   ${report.failedByCrash}`);
-    out(
-      `  failures by code  ${Object.entries(report.failures)
-        .map(([kind, count]) => `${kind} ${count}`)
-        .join(', ')}`,
-    );
-    out(`  stale held back   ${report.staleHeldBack}`);
-    out(`  lost              ${report.lost}`);
-    out(`  duplicated        ${report.duplicated}`);
-    out(`  stale delivered   ${report.staleDelivered}`);
-    out(`  bad transcripts   ${report.invalidTranscripts}`);
-  }
-  const broken =
-    report.lost + report.duplicated + report.staleDelivered + report.invalidTranscripts;
-  return broken === 0 ? 0 : 1;
+  else process.stdout.write(`${formatReport(report).join('\n')}\n`);
+  // A hang leaves worker threads behind: exit rather than wait on them.
+  if (report.hangs.length > 0) process.exit(1);
+  return brokenCount(report) === 0 ? 0 : 1;
 }
 
 main().then(

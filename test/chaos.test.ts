@@ -1,23 +1,73 @@
 import { describe, expect, it } from 'vitest';
+import { formatReport } from '../chaos/format.js';
 import { runChaos } from '../chaos/harness.js';
 
 describe('chaos (fast, seeded)', () => {
-  it('every agent gets exactly one result under injected faults: none lost, duplicated or stale-delivered', async () => {
+  it('every agent at every depth gets exactly one result under injected faults: none lost, duplicated or stale-delivered', async () => {
     const report = await runChaos({
       seed: 7,
-      children: 200,
-      sessionRounds: 3,
+      children: 120,
+      trees: 30,
+      sessionRounds: 4,
       perRound: 8,
-      batchTasks: 100,
+      closeTrials: 3,
+      batchTasks: 60,
       shutdownAgents: 30,
+      // A hang is reported (and fails the test) well inside the test's timeout.
+      patienceMs: 15_000,
     });
-    expect(report.agents).toBeGreaterThan(300);
+    // The figures, for whoever reads the log of a failing run.
+    console.log(formatReport(report).join('\n'));
+    expect(report.agents).toBeGreaterThan(400);
+    // Agents at every depth the engine allows, grandchildren and great-grandchildren included.
+    expect(Object.keys(report.byDepth).sort()).toEqual(['1', '2', '3']);
     expect({
       lost: report.lost,
-      duplicated: report.duplicated,
+      duplicatedInLedger: report.duplicated,
+      duplicatedAtPort: report.port.duplicateResults,
       staleDelivered: report.staleDelivered,
+      redelivered: report.redelivered,
+      misdelivered: report.misdelivered,
       invalidTranscripts: report.invalidTranscripts,
-    }).toEqual({ lost: 0, duplicated: 0, staleDelivered: 0, invalidTranscripts: 0 });
+      hangs: report.hangs,
+    }).toEqual({
+      lost: 0,
+      duplicatedInLedger: 0,
+      duplicatedAtPort: 0,
+      staleDelivered: 0,
+      redelivered: 0,
+      misdelivered: 0,
+      invalidTranscripts: 0,
+      hangs: [],
+    });
+    // The ports agree with the census: one delivered result per spawned agent, at any depth,
+    // and one result.json in each agent's folder.
+    expect(report.port.delivered).toBe(report.agents);
+    expect(report.port.workerResults + report.port.mainResults).toBe(
+      report.port.delivered + report.port.duplicateResults,
+    );
+    expect(report.folders).toMatchObject({
+      folders: report.agents,
+      resultFiles: report.agents,
+      missingResultFiles: 0,
+      strayFolders: 0,
+      mismatchedResultFiles: 0,
+    });
+    const settled = Object.values(report.outcomes).reduce((sum, count) => sum + count, 0);
+    expect(settled).toBe(report.agents);
+    // Every root async result is delivered, held back as stale, or pending: exactly once. No
+    // queued turn runs after close(), and a send after close() is refused.
+    expect(report.sessions).toMatchObject({
+      unaccounted: 0,
+      twice: 0,
+      queuedTurnsRan: 0,
+      sendAfterCloseAccepted: 0,
+      eventsDropped: 0,
+    });
+    expect(report.sessions.delivered).toBeGreaterThan(1);
+    expect(report.sessions.rootAsync).toBe(
+      report.sessions.delivered + report.sessions.heldBack + report.sessions.pendingAtClose,
+    );
     // The run really injected each kind of fault it claims to survive.
     for (const kind of [
       'http-429',
@@ -30,12 +80,28 @@ describe('chaos (fast, seeded)', () => {
       'tool-exit',
       'memory-limit',
       'stuck-tool',
+      'scripted-agents',
+      'scripted-agent-cancel',
+      'cancel-depth-1',
+      'cancel-depth-2',
+      'cancel-depth-3',
+      'cancel-ancestor',
+      'session-cancel',
+      'outlived-parent',
+      'clear-while-settling',
+      'clear-during-delivery',
+      'close-with-queued',
+      'shutdown-mid-flight',
     ] as const) {
       expect({ kind, count: report.faults[kind] > 0 }).toEqual({ kind, count: true });
     }
+    for (const depth of [2, 3]) {
+      expect({ depth, cancelled: report.byDepth[depth]!.cancelled > 0 }).toEqual({
+        depth,
+        cancelled: true,
+      });
+    }
     // Worker deaths moved children to fresh workers instead of failing them.
     expect(report.resumed).toBeGreaterThan(0);
-    const settled = Object.values(report.outcomes).reduce((sum, count) => sum + count, 0);
-    expect(settled).toBe(report.agents);
   });
 });
