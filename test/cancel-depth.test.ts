@@ -3,9 +3,11 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import type { EngineOptions } from '../src/main/engine.js';
 import type { ChildHandle } from '../src/main/runners/local/pool.js';
 import type { AgentEvent } from '../src/shared/events.js';
 import type { MessageParam } from '../src/shared/provider/types.js';
+import type { AnyTool } from '../src/shared/tools/types.js';
 import {
   assertToolUsesAnswered,
   asyncAgent,
@@ -29,6 +31,11 @@ import {
 // the grace shows up as this test's own timeout, and a worker is never terminated behind our back.
 const GRACE_MS = 600_000;
 const TIMEOUT_MS = 30_000;
+
+/** One thread (siblings share the worker), a grace far past the test timeout, these host tools. */
+function openRig(maxDepth: number, hostTools: AnyTool[], extra: EngineOptions = {}): Promise<Rig> {
+  return startRig({ threads: 1, maxDepth, cancelGraceMs: GRACE_MS, hostTools, ...extra });
+}
 
 let rig: Rig | undefined;
 let proxy: RewritingProxy | undefined;
@@ -138,12 +145,7 @@ describe('cancelling a child at maxDepth 2', () => {
     async () => {
       const hold = hostGate('hold');
       const siblingGate = hostGate('sibling_gate');
-      rig = await startRig({
-        threads: 1,
-        maxDepth: 2,
-        cancelGraceMs: GRACE_MS,
-        hostTools: [hold.tool, siblingGate.tool],
-      });
+      rig = await openRig(2, [hold.tool, siblingGate.tool]);
       const sibling = await parkSibling(rig.engine, siblingGate);
       const log = eventLog();
       const child = rig.engine.spawn({
@@ -182,12 +184,7 @@ describe('cancelling a child at maxDepth 2', () => {
     async () => {
       const hold = hostGate('hold');
       const siblingGate = hostGate('sibling_gate');
-      rig = await startRig({
-        threads: 1,
-        maxDepth: 2,
-        cancelGraceMs: GRACE_MS,
-        hostTools: [hold.tool, siblingGate.tool],
-      });
+      rig = await openRig(2, [hold.tool, siblingGate.tool]);
       const sibling = await parkSibling(rig.engine, siblingGate);
       const log = eventLog();
       const child = rig.engine.spawn({
@@ -216,12 +213,7 @@ describe('cancelling a child at maxDepth 2', () => {
     'in a tool that runs in its worker: the step ends without waiting on the host for its inbox',
     async () => {
       const siblingGate = hostGate('sibling_gate');
-      rig = await startRig({
-        threads: 1,
-        maxDepth: 2,
-        cancelGraceMs: GRACE_MS,
-        hostTools: [siblingGate.tool],
-      });
+      rig = await openRig(2, [siblingGate.tool]);
       const sibling = await parkSibling(rig.engine, siblingGate);
       const log = eventLog();
       const child = rig.engine.spawn({
@@ -249,12 +241,7 @@ describe('cancelling a child at maxDepth 2', () => {
     'waiting for its own async agent (waitForResult): settles cancelled; the grandchild is cancelled parent',
     async () => {
       const hold = hostGate('hold');
-      rig = await startRig({
-        threads: 1,
-        maxDepth: 2,
-        cancelGraceMs: GRACE_MS,
-        hostTools: [hold.tool],
-      });
+      rig = await openRig(2, [hold.tool]);
       const log = eventLog();
       const child: ChildHandle = rig.engine.spawn({
         title: 'child',
@@ -286,12 +273,7 @@ describe('cancelling a child at maxDepth 2', () => {
     'nudged, then waiting on its own async agent: settles cancelled, never empty',
     async () => {
       const hold = hostGate('hold');
-      rig = await startRig({
-        threads: 1,
-        maxDepth: 2,
-        cancelGraceMs: GRACE_MS,
-        hostTools: [hold.tool],
-      });
+      rig = await openRig(2, [hold.tool]);
       const log = eventLog();
       // Step 1 ends with text only and nothing to wait for: the one nudge. Step 2 starts an async
       // grandchild that never finishes by itself; step 3 ends with text only again, so the child
@@ -332,13 +314,7 @@ describe('cancelling a child at maxDepth 2', () => {
         const id = receiptId((JSON.parse(body) as { messages: MessageParam[] }).messages, 'gc');
         return id === undefined ? body : body.replaceAll(placeholder, id);
       });
-      rig = await startRig({
-        threads: 1,
-        maxDepth: 2,
-        cancelGraceMs: GRACE_MS,
-        hostTools: [hold.tool, listGate.tool],
-        provider: { baseURL: proxy.url },
-      });
+      rig = await openRig(2, [hold.tool, listGate.tool], { provider: { baseURL: proxy.url } });
       proxy.target = rig.model.url;
       const child = rig.engine.spawn({
         title: 'child',
@@ -389,12 +365,7 @@ describe('cancelling at maxDepth 3', () => {
     async () => {
       const hold = hostGate('hold');
       const siblingGate = hostGate('sibling_gate');
-      rig = await startRig({
-        threads: 1,
-        maxDepth: 3,
-        cancelGraceMs: GRACE_MS,
-        hostTools: [hold.tool, siblingGate.tool],
-      });
+      rig = await openRig(3, [hold.tool, siblingGate.tool]);
       const sibling = await parkSibling(rig.engine, siblingGate);
       const log = eventLog();
       const leaf = [{ calls: [{ name: 'hold', input: {} }] }, { reply: 'x' }];
