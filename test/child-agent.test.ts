@@ -150,7 +150,9 @@ describe('the reply contract, through the real pool and the real SDK', () => {
     });
     expect(result.outcome).toBe('failed');
     expect(result.code).toBe('overloaded');
-    expect(result.reason).toMatch(/^provider overloaded: 529/);
+    expect(result.reason).toMatch(
+      /^provider overloaded: http:\/\/127\.0\.0\.1:\d+\/v1\/messages answered 529/,
+    );
     expect(result.text).toBe('');
     expect(result.usage.providerCalls).toBe(3);
   });
@@ -170,14 +172,13 @@ describe('the reply contract, through the real pool and the real SDK', () => {
       title: '../../evil title',
       prompt: scripted([{ reply: 'x' }]),
     });
-    expect(path.dirname(result.logDir)).toBe(rig.logDir);
-    expect(path.basename(result.logDir)).toBe(result.id);
+    const logDir = result.logDir!;
+    expect(path.dirname(logDir)).toBe(rig.logDir);
+    expect(path.basename(logDir)).toBe(result.id);
     for (const file of ['meta.json', 'transcript.jsonl', 'reply.md', 'result.json']) {
-      expect(existsSync(path.join(result.logDir, file))).toBe(true);
+      expect(existsSync(path.join(logDir, file))).toBe(true);
     }
-    expect(JSON.parse(readFileSync(path.join(result.logDir, 'result.json'), 'utf8'))).toEqual(
-      result,
-    );
+    expect(JSON.parse(readFileSync(path.join(logDir, 'result.json'), 'utf8'))).toEqual(result);
   });
 
   it('advertises reply and the allowed tools to a child, never the spawn family at maxDepth 1', async () => {

@@ -179,6 +179,12 @@ describe('Provider against the scripted model (real SDK, real HTTP)', () => {
       { signal: signal() },
     );
     expect(malformed).toMatchObject({ ok: false, error: { code: 'bad_response' } });
+    // A garbled chunk in a stream that began well may not recur: it keeps its retry.
+    const garbledOnce = await provider({ maxRetries: 1 }).complete(
+      request([{ text: 'clean now', malformed: true, faultAttempts: 1 }]),
+      { signal: signal() },
+    );
+    expect(garbledOnce).toMatchObject({ ok: true, calls: 2 });
     const midStreamError = await provider({ maxRetries: 0 }).complete(
       request([{ text: 'x', error: { status: 529, midStream: true } }]),
       { signal: signal() },

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { parseDuration } from '../src/shared/duration.js';
-import { backoffMs, retryAfterMs } from '../src/shared/provider/retry.js';
+import { backoffMs, retryAfterMs, shouldRetry } from '../src/shared/provider/retry.js';
+import type { ProviderErrorCode } from '../src/shared/provider/types.js';
 
 describe('backoff', () => {
   it('prefers retry-after-ms over retry-after', () => {
@@ -29,6 +30,34 @@ describe('backoff', () => {
     expect(
       backoffMs({ retry: 0, baseMs: 1, maxMs: 50, headers: new Headers({ 'retry-after': '60' }) }),
     ).toBe(50);
+  });
+});
+
+describe('what is retried', () => {
+  const failure = (code: ProviderErrorCode, final?: boolean) => ({
+    error: { code, message: 'm' },
+    ...(final === undefined ? {} : { final }),
+  });
+
+  it('retries load, server faults, the network and garbled streams; never the request or the key', () => {
+    for (const code of [
+      'rate_limited',
+      'overloaded',
+      'server_error',
+      'connection',
+      'stalled',
+      'bad_response',
+    ] as const) {
+      expect(shouldRetry(failure(code)), code).toBe(true);
+    }
+    for (const code of ['bad_request', 'auth', 'aborted'] as const) {
+      expect(shouldRetry(failure(code)), code).toBe(false);
+    }
+  });
+
+  it('never retries a failure marked final, whatever its code', () => {
+    expect(shouldRetry(failure('connection', true))).toBe(false);
+    expect(shouldRetry(failure('bad_response', true))).toBe(false);
   });
 });
 

@@ -1,4 +1,4 @@
-import type { ProviderUsage } from './provider/types.js';
+import type { ProviderErrorCode, ProviderUsage } from './provider/types.js';
 import type { AgentResult } from './result.js';
 
 /**
@@ -11,7 +11,7 @@ export type AgentEvent =
   | { type: 'text-delta'; agentId: string; text: string }
   | { type: 'tool-call'; agentId: string; callId: string; name: string; input: unknown }
   | { type: 'tool-result'; agentId: string; callId: string; name: string; isError: boolean }
-  | { type: 'provider-retry'; agentId: string; attempt: number; waitMs: number; code: string }
+  | ({ type: 'provider-retry'; agentId: string } & ProviderRetry)
   | { type: 'step-end'; agentId: string; step: number; usage: ProviderUsage }
   | { type: 'agent-resume'; agentId: string; attempt: number; reason: string }
   | { type: 'agent-settle'; agentId: string; result: AgentResult }
@@ -19,3 +19,22 @@ export type AgentEvent =
   | { type: 'agent-stale'; agentId: string; generation: number; current: number };
 
 export type AgentMode = 'sync' | 'async' | 'direct';
+
+/**
+ * A provider request failed and will be tried again, with enough for a view to say "retrying
+ * after 429 (attempt 2 of 5, waiting 1.2 s)".
+ */
+export interface ProviderRetry {
+  /** The attempt about to be made, counted from 1: 2 at the first retry. */
+  attempt: number;
+  /** How many attempts there will be at most. */
+  maxAttempts: number;
+  /** How long the wait before that attempt is, in ms. */
+  waitMs: number;
+  /** Why the last attempt failed. */
+  code: ProviderErrorCode;
+  /** The HTTP status of the last attempt, when the server answered with one. */
+  status?: number;
+  /** What happened, with the URL and the cause; already redacted of secrets. */
+  message: string;
+}

@@ -14,6 +14,8 @@ export const FAILURE_CODES = [
   'stalled',
   'bad_response',
   'bad_request',
+  /** The server refused the API key (401 or 403). */
+  'auth',
   // The worker thread the agent ran on.
   /** Its worker died while this agent ran a tool, `maxCrashes` times. */
   'worker_crashed',

@@ -1,22 +1,16 @@
-import Anthropic, {
-  APIConnectionError,
-  APIConnectionTimeoutError,
-  APIError,
-  APIUserAbortError,
-} from '@anthropic-ai/sdk';
+import Anthropic from '@anthropic-ai/sdk';
 import { delay } from 'abort-controller-x';
-import { redactSecrets } from '../redact.js';
+import { type AttemptFailure, classify, excerpt, formatMs, publicEndpoint } from './classify.js';
 import { API_KEY_ENV, PLACEHOLDER_KEY, type ProviderConfig } from './config.js';
-import { backoffMs, isRetryable } from './retry.js';
+import { backoffMs, shouldRetry } from './retry.js';
+import { TurnAssembler } from './turn-assembler.js';
 import type {
   AssistantTurn,
   CompleteOptions,
-  ContentBlockParam,
   ProviderError,
   ProviderRequest,
   ProviderResult,
   ProviderUsage,
-  ToolCall,
 } from './types.js';
 
 /** Header that tells a server which attempt this is (0 first). The scripted model reads it. */
@@ -24,6 +18,10 @@ export const ATTEMPT_HEADER = 'x-cohort-attempt';
 
 /** Why our own code aborted a request's controller, as opposed to the caller's signal. */
 const STALLED = Symbol('stalled');
+
+type AttemptOutcome =
+  | { ok: true; turn: AssistantTurn }
+  | ({ ok: false; usage: ProviderUsage } & AttemptFailure);
 
 /**
  * Talks to a Messages-API server. One instance per config per thread; it holds one SDK client.
@@ -35,6 +33,8 @@ const STALLED = Symbol('stalled');
 export class Provider {
   readonly config: ProviderConfig;
   readonly #client: Anthropic;
+  /** The request URL as messages show it: no credentials, no query. */
+  readonly #endpoint: string;
 
   constructor(config: ProviderConfig) {
     this.config = config;
@@ -47,37 +47,35 @@ export class Provider {
       logLevel: 'off',
       ...(config.headers === undefined ? {} : { defaultHeaders: config.headers }),
     });
+    // The client's own base URL: it has resolved ANTHROPIC_BASE_URL and the default already.
+    this.#endpoint = publicEndpoint(this.#client.baseURL);
   }
 
   async complete(request: ProviderRequest, options: CompleteOptions): Promise<ProviderResult> {
     const usage: ProviderUsage = { inputTokens: 0, outputTokens: 0 };
-    let calls = 0;
-    for (let attempt = 0; ; attempt++) {
-      if (options.signal.aborted) return aborted(calls, usage, options.signal);
-      calls++;
-      const outcome = await this.#attempt(request, attempt, options);
-      if (outcome.ok) return { ok: true, turn: outcome.turn, calls };
+    const maxAttempts = this.config.maxRetries + 1;
+    for (let attempt = 1; ; attempt++) {
+      if (options.signal.aborted) return aborted(attempt - 1, usage, options.signal);
+      const outcome = await this.#attempt(request, attempt - 1, options);
+      if (outcome.ok) return { ok: true, turn: outcome.turn, calls: attempt };
       usage.inputTokens += outcome.usage.inputTokens;
       usage.outputTokens += outcome.usage.outputTokens;
       const error = outcome.error;
-      if (
-        error.code === 'aborted' ||
-        !isRetryable(error.code) ||
-        attempt >= this.config.maxRetries
-      ) {
-        return { ok: false, error, calls, usage };
+      if (error.code === 'aborted') return { ok: false, error, calls: attempt, usage };
+      if (!shouldRetry(outcome) || attempt >= maxAttempts) {
+        return { ok: false, error: gaveUp(error, attempt), calls: attempt, usage };
       }
       const waitMs = backoffMs({
-        retry: attempt,
+        retry: attempt - 1,
         baseMs: this.config.backoffBaseMs,
         maxMs: this.config.backoffMaxMs,
         headers: outcome.headers,
       });
-      options.onRetry?.({ attempt, waitMs, error });
+      options.onRetry?.({ attempt: attempt + 1, maxAttempts, waitMs, error });
       try {
         await delay(options.signal, waitMs);
       } catch {
-        return aborted(calls, usage, options.signal);
+        return aborted(attempt, usage, options.signal);
       }
     }
   }
@@ -86,10 +84,7 @@ export class Provider {
     request: ProviderRequest,
     attempt: number,
     options: CompleteOptions,
-  ): Promise<
-    | { ok: true; turn: AssistantTurn }
-    | { ok: false; error: ProviderError; headers?: Headers | undefined; usage: ProviderUsage }
-  > {
+  ): Promise<AttemptOutcome> {
     const controller = new AbortController();
     const onAbort = () => controller.abort(options.signal.reason);
     options.signal.addEventListener('abort', onAbort, { once: true });
@@ -102,18 +97,22 @@ export class Provider {
     const assembler = new TurnAssembler();
     try {
       // Until headers arrive the SDK's own timeout applies; the idle limit covers the stream.
-      const stream = await this.#client.messages.create(
-        {
-          model: request.model ?? this.config.model,
-          max_tokens: this.config.maxTokens,
-          messages: request.messages,
-          ...(request.system === undefined ? {} : { system: request.system }),
-          ...(request.tools.length === 0 ? {} : { tools: request.tools }),
-          stream: true,
-        },
-        { signal: controller.signal, headers: { [ATTEMPT_HEADER]: String(attempt) } },
-      );
+      const { data: stream, response } = await this.#client.messages
+        .create(
+          {
+            model: request.model ?? this.config.model,
+            max_tokens: this.config.maxTokens,
+            messages: request.messages,
+            ...(request.system === undefined ? {} : { system: request.system }),
+            ...(request.tools.length === 0 ? {} : { tools: request.tools }),
+            stream: true,
+          },
+          { signal: controller.signal, headers: { [ATTEMPT_HEADER]: String(attempt) } },
+        )
+        .withResponse();
       armIdle();
+      const notAStream = await notAnEventStream(response, this.#endpoint);
+      if (notAStream !== undefined) return this.#wrongServer(notAStream, assembler);
       for await (const event of stream) {
         armIdle();
         const delta = assembler.push(event);
@@ -121,24 +120,94 @@ export class Provider {
       }
       // The SDK ends an aborted stream quietly instead of throwing: say why it ended.
       if (controller.signal.aborted) throw controller.signal.reason;
-      return assembler.finish();
+      return this.#ended(assembler);
     } catch (error) {
       if (options.signal.aborted) {
         return { ok: false, error: abortError(options.signal), usage: assembler.usage };
       }
       if (controller.signal.aborted && controller.signal.reason === STALLED) {
-        return {
-          ok: false,
-          error: { code: 'stalled', message: `no stream event for ${idleMs} ms` },
-          usage: assembler.usage,
-        };
+        const message = `no stream event from ${this.#endpoint} for ${formatMs(idleMs)} (the limit is set by --idle-timeout, provider.idleTimeoutMs)`;
+        return { ok: false, error: { code: 'stalled', message }, usage: assembler.usage };
       }
-      return { ok: false, ...classify(error), usage: assembler.usage };
+      const context = { endpoint: this.#endpoint, requestTimeoutMs: this.config.requestTimeoutMs };
+      return { ok: false, ...classify(error, context), usage: assembler.usage };
     } finally {
       if (idleTimer) clearTimeout(idleTimer);
       options.signal.removeEventListener('abort', onAbort);
     }
   }
+
+  /** The stream ended without an error: a whole turn, or a stream that was not what it seemed. */
+  #ended(assembler: TurnAssembler): AttemptOutcome {
+    if (!assembler.started) {
+      return this.#wrongServer(
+        `${this.#endpoint} answered with an event stream that has no message_start event`,
+        assembler,
+      );
+    }
+    if (!assembler.stopped) {
+      // It began as a Messages-API stream and broke off: a connection fault, worth a retry.
+      const message = `the stream from ${this.#endpoint} ended before message_stop`;
+      return { ok: false, error: { code: 'connection', message }, usage: assembler.usage };
+    }
+    return { ok: true, turn: assembler.finish() };
+  }
+
+  /**
+   * A 200 from something that is not the Messages API: a web page, a JSON API, a proxy's notice.
+   * It is `bad_response` like a garbled stream, but final: the same URL will answer the same way,
+   * so retrying would only delay the message that the base URL is wrong.
+   */
+  #wrongServer(what: string, assembler: TurnAssembler): AttemptOutcome {
+    return {
+      ok: false,
+      error: {
+        code: 'bad_response',
+        message: `${what}: not the Messages API; is the base URL right?`,
+      },
+      final: true,
+      usage: assembler.usage,
+    };
+  }
+}
+
+/**
+ * Says why a response is not an event stream, or nothing when it is one. The message shows the
+ * content-type and the start of the body, so the user can recognise what answered.
+ */
+async function notAnEventStream(response: Response, endpoint: string): Promise<string | undefined> {
+  const type = response.headers.get('content-type');
+  if (type !== null && /^\s*text\/event-stream\b/i.test(type)) return undefined;
+  const start = await bodyStart(response);
+  const kind = type === null ? 'no content-type' : `content-type ${excerpt(type, 80)}`;
+  const body = start === '' ? 'an empty body' : `a body that starts \`${excerpt(start, 60)}\``;
+  return `${endpoint} answered ${response.status} with ${kind} and ${body}`;
+}
+
+/** The first bytes of a body as text. The rest is never read: the connection is let go. */
+async function bodyStart(response: Response, maxBytes = 256): Promise<string> {
+  const reader = response.body?.getReader();
+  if (!reader) return '';
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  try {
+    while (size < maxBytes) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      chunks.push(value);
+      size += value.length;
+    }
+  } finally {
+    await reader.cancel().catch(() => {});
+  }
+  return new TextDecoder().decode(Buffer.concat(chunks).subarray(0, maxBytes));
+}
+
+/** The last attempt's error; when there were several, the message says how many. */
+function gaveUp(error: ProviderError, attempts: number): ProviderError {
+  return attempts > 1
+    ? { ...error, message: `${error.message} (after ${attempts} attempts)` }
+    : error;
 }
 
 function aborted(calls: number, usage: ProviderUsage, signal: AbortSignal): ProviderResult {
@@ -149,166 +218,4 @@ function abortError(signal: AbortSignal): ProviderError {
   const reason = signal.reason;
   const text = typeof reason === 'string' ? reason : reason instanceof Error ? reason.message : '';
   return { code: 'aborted', message: text ? `aborted: ${text}` : 'aborted' };
-}
-
-/** Maps whatever the SDK threw to a stable code. The message is redacted of secrets. */
-export function classify(error: unknown): { error: ProviderError; headers?: Headers | undefined } {
-  const message = redactSecrets(error instanceof Error ? error.message : String(error));
-  if (error instanceof APIUserAbortError) return { error: { code: 'aborted', message } };
-  if (error instanceof APIConnectionTimeoutError) {
-    return { error: { code: 'connection', message: `timed out waiting for response headers` } };
-  }
-  if (error instanceof APIConnectionError) return { error: { code: 'connection', message } };
-  if (error instanceof APIError) {
-    const status = error.status;
-    const headers = error.headers;
-    const base = { message, ...(status === undefined ? {} : { status }) };
-    if (status === 429) return { error: { code: 'rate_limited', ...base }, headers };
-    if (status === 529) return { error: { code: 'overloaded', ...base }, headers };
-    if (status === undefined) {
-      // An `error` event inside an SSE stream has no status; its type says what it was.
-      const body = error.error as { error?: { type?: unknown } } | undefined;
-      const type = error.type ?? body?.error?.type;
-      if (type === 'overloaded_error') return { error: { code: 'overloaded', ...base } };
-      if (type === 'rate_limit_error') return { error: { code: 'rate_limited', ...base } };
-      return { error: { code: 'server_error', ...base } };
-    }
-    if (status >= 500) return { error: { code: 'server_error', ...base }, headers };
-    return { error: { code: 'bad_request', ...base }, headers };
-  }
-  // Unparsable data in the stream (or a non-streaming body): the server's fault, worth a retry.
-  if (
-    error instanceof SyntaxError ||
-    (error instanceof Error && error.cause instanceof SyntaxError)
-  ) {
-    return { error: { code: 'bad_response', message } };
-  }
-  // A stream that ended early: a connection fault, worth a retry.
-  if (
-    error instanceof Error &&
-    /premature|\bterminated\b|ECONNRESET|socket|other side closed/i.test(message)
-  ) {
-    return { error: { code: 'connection', message } };
-  }
-  return { error: { code: 'bad_response', message } };
-}
-
-type StreamEvent = Anthropic.RawMessageStreamEvent;
-
-interface OpenBlock {
-  kind: 'text' | 'tool_use';
-  text: string;
-  id: string;
-  name: string;
-  json: string;
-}
-
-/** Builds the assistant turn from raw stream events. */
-class TurnAssembler {
-  readonly usage: ProviderUsage = { inputTokens: 0, outputTokens: 0 };
-  #blocks: OpenBlock[] = [];
-  #stopReason: string | null = null;
-  #stopped = false;
-
-  /** Returns the text delta carried by the event, if any. */
-  push(event: StreamEvent): string | undefined {
-    switch (event.type) {
-      case 'message_start':
-        this.usage.inputTokens = event.message.usage.input_tokens;
-        this.usage.outputTokens = event.message.usage.output_tokens;
-        return undefined;
-      case 'content_block_start': {
-        const block = event.content_block;
-        if (block.type === 'text') {
-          this.#blocks[event.index] = {
-            kind: 'text',
-            text: block.text,
-            id: '',
-            name: '',
-            json: '',
-          };
-        } else if (block.type === 'tool_use') {
-          this.#blocks[event.index] = {
-            kind: 'tool_use',
-            text: '',
-            id: block.id,
-            name: block.name,
-            json: '',
-          };
-        }
-        return undefined;
-      }
-      case 'content_block_delta': {
-        const open = this.#blocks[event.index];
-        if (!open) return undefined;
-        if (event.delta.type === 'text_delta') {
-          open.text += event.delta.text;
-          return event.delta.text;
-        }
-        if (event.delta.type === 'input_json_delta') open.json += event.delta.partial_json;
-        return undefined;
-      }
-      case 'message_delta':
-        this.#stopReason = event.delta.stop_reason ?? null;
-        this.usage.outputTokens = event.usage.output_tokens;
-        return undefined;
-      case 'message_stop':
-        this.#stopped = true;
-        return undefined;
-      default:
-        return undefined;
-    }
-  }
-
-  finish():
-    | { ok: true; turn: AssistantTurn }
-    | { ok: false; error: ProviderError; usage: ProviderUsage } {
-    if (!this.#stopped) {
-      return {
-        ok: false,
-        error: { code: 'connection', message: 'stream ended before message_stop' },
-        usage: this.usage,
-      };
-    }
-    const content: ContentBlockParam[] = [];
-    const calls: ToolCall[] = [];
-    let text = '';
-    for (const block of this.#blocks) {
-      if (!block) continue;
-      if (block.kind === 'text') {
-        // The API refuses empty text blocks in a request, so they never enter the transcript.
-        if (block.text === '') continue;
-        text += block.text;
-        content.push({ type: 'text', text: block.text });
-        continue;
-      }
-      const call: ToolCall = { id: block.id, name: block.name, input: {} };
-      if (block.json.trim() !== '') {
-        try {
-          call.input = JSON.parse(block.json);
-        } catch {
-          call.inputError = `its arguments were not valid JSON: ${block.json.slice(0, 200)}`;
-        }
-      }
-      const echoed = isPlainObject(call.input) ? call.input : {};
-      content.push({ type: 'tool_use', id: call.id, name: call.name, input: echoed });
-      calls.push(call);
-    }
-    // The API refuses an assistant message with no content; say plainly that there was none.
-    if (content.length === 0) content.push({ type: 'text', text: '(no output)' });
-    return {
-      ok: true,
-      turn: {
-        message: { role: 'assistant', content },
-        text,
-        calls,
-        stopReason: this.#stopReason,
-        usage: { ...this.usage },
-      },
-    };
-  }
-}
-
-function isPlainObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }

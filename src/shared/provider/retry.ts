@@ -1,5 +1,13 @@
+import type { AttemptFailure } from './classify.js';
 import type { ProviderErrorCode } from './types.js';
 
+/**
+ * Codes worth another attempt: the server's load, its faults, the network. `bad_response` is
+ * here for a garbled chunk in a stream that began well, which may not recur; a 200 from
+ * something that is not the Messages API is `bad_response` too, but marked final where it is
+ * found (provider.ts), since that URL will answer the same way every time. Never retried:
+ * `bad_request` and `auth` (the same request gets the same answer) and `aborted`.
+ */
 const RETRYABLE: ReadonlySet<ProviderErrorCode> = new Set([
   'rate_limited',
   'overloaded',
@@ -11,6 +19,11 @@ const RETRYABLE: ReadonlySet<ProviderErrorCode> = new Set([
 
 export function isRetryable(code: ProviderErrorCode): boolean {
   return RETRYABLE.has(code);
+}
+
+/** Whether a failed attempt is worth another: a retryable code that nothing marked final. */
+export function shouldRetry(failure: AttemptFailure): boolean {
+  return failure.final !== true && isRetryable(failure.error.code);
 }
 
 export interface BackoffInput {

@@ -6,7 +6,10 @@ export type ToolParam = Anthropic.Tool;
 export type ToolUseBlock = Anthropic.ToolUseBlockParam;
 export type ToolResultBlock = Anthropic.ToolResultBlockParam;
 
-/** Stable codes for every way a provider request can fail. */
+/**
+ * Stable codes for every way a provider request can fail (docs/ARCHITECTURE.md, "Provider
+ * failures", says what each means and whether it is retried).
+ */
 export type ProviderErrorCode =
   | 'rate_limited'
   | 'overloaded'
@@ -15,12 +18,27 @@ export type ProviderErrorCode =
   | 'stalled'
   | 'bad_response'
   | 'bad_request'
+  | 'auth'
   | 'aborted';
 
 export interface ProviderError {
   code: ProviderErrorCode;
+  /** For people: what happened, the request URL (without credentials) and the cause. Redacted. */
   message: string;
+  /** The HTTP status, when the server answered with one. */
   status?: number;
+}
+
+/** What the retry loop reports before it waits to try again: plain data, for events and logs. */
+export interface RetryInfo {
+  /** The attempt about to be made, counted from 1: 2 at the first retry. */
+  attempt: number;
+  /** How many attempts there will be at most: the config's `maxRetries` + 1. */
+  maxAttempts: number;
+  /** How long the loop waits before that attempt, in ms. */
+  waitMs: number;
+  /** Why the last attempt failed. */
+  error: ProviderError;
 }
 
 /** One request: what the agent loop asks of the provider. */
@@ -64,5 +82,5 @@ export interface CompleteOptions {
   /** Called with each text delta as it streams. */
   onTextDelta?: (text: string) => void;
   /** Called before each retry wait, for events and logs. */
-  onRetry?: (info: { attempt: number; waitMs: number; error: ProviderError }) => void;
+  onRetry?: (info: RetryInfo) => void;
 }
