@@ -1,9 +1,11 @@
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
+import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Engine } from '../src/main/engine.js';
 import { Session } from '../src/main/session.js';
 import type { ContentBlockParam } from '../src/shared/provider/types.js';
+import { redactSecrets, StreamRedactor } from '../src/shared/redact.js';
 import { type ScriptedModel, startScriptedModel } from '../src/testing/index.js';
 import { runCli } from './cli-helpers.js';
 import { type Rig, scripted, startRig, tempDir } from './helpers.js';
@@ -172,5 +174,221 @@ describe('bad input loses nothing', () => {
     await expect(Engine.start({ toolModules: ['/nonexistent/tools.mjs'] })).rejects.toThrow(
       'Expected `toolModules[0]` to be the path of an existing ES module, got `/nonexistent/tools.mjs`',
     );
+  });
+});
+
+/** Runs `body` with ANTHROPIC_API_KEY set to `key` (or unset), as the redactors read it. */
+function withKey<T>(key: string | undefined, body: () => T): T {
+  const before = process.env.ANTHROPIC_API_KEY;
+  if (key === undefined) delete process.env.ANTHROPIC_API_KEY;
+  else process.env.ANTHROPIC_API_KEY = key;
+  try {
+    return body();
+  } finally {
+    if (before === undefined) delete process.env.ANTHROPIC_API_KEY;
+    else process.env.ANTHROPIC_API_KEY = before;
+  }
+}
+
+/** Feeds `text` to a fresh StreamRedactor cut at `cuts`: what each push released, and the flush. */
+function streamThrough(text: string, cuts: number[]): { pushed: string[]; flushed: string } {
+  const redactor = new StreamRedactor();
+  const pushed: string[] = [];
+  let from = 0;
+  for (const cut of [...cuts].sort((a, b) => a - b)) {
+    pushed.push(redactor.push(text.slice(from, cut)));
+    from = cut;
+  }
+  pushed.push(redactor.push(text.slice(from)));
+  return { pushed, flushed: redactor.flush() };
+}
+
+// Few letters, so keys overlap themselves and texts are full of near misses.
+const LETTERS = ['a', 'b', 's', 'k', '-', 'n', 't', '_', '0'];
+const anyKey = fc.oneof(
+  fc.constant(KEY),
+  fc.string({ unit: fc.constantFrom(...LETTERS), minLength: 8, maxLength: 14 }),
+);
+
+/** Texts made of the key, pieces of it, `sk-ant-` and key-shaped runs, and plain prose. */
+function textAround(key: string): fc.Arbitrary<string> {
+  const piece = fc.oneof(
+    fc.constant(key),
+    fc.nat({ max: key.length - 1 }).map((length) => key.slice(0, length)),
+    fc.nat({ max: key.length - 1 }).map((start) => key.slice(start)),
+    fc.constant('sk-ant-'),
+    fc.string({ unit: fc.constantFrom(...LETTERS, 'Q', '9', ' ', '.', '\n', '['), maxLength: 12 }),
+  );
+  return fc.array(piece, { maxLength: 12 }).map((pieces) => pieces.join(''));
+}
+
+describe('streamed text is redacted across chunk boundaries', () => {
+  it('for any text cut anywhere, the released chunks join to redactSecrets(whole) and never hold the key', () => {
+    const cases = fc
+      .record({ key: anyKey, keySet: fc.boolean() })
+      .chain(({ key, keySet }) =>
+        textAround(key).chain((text) =>
+          fc
+            .array(fc.nat({ max: text.length }), { maxLength: 12 })
+            .map((cuts) => ({ key, keySet, text, cuts })),
+        ),
+      );
+    fc.assert(
+      fc.property(cases, ({ key, keySet, text, cuts }) =>
+        withKey(keySet ? key : undefined, () => {
+          const whole = redactSecrets(text);
+          const { pushed, flushed } = streamThrough(text, cuts);
+          // Before the flush, what was released is always a prefix of the whole redaction.
+          let released = '';
+          for (const part of pushed) {
+            released += part;
+            expect(whole.startsWith(released)).toBe(true);
+          }
+          const joined = released + flushed;
+          expect(joined).toBe(whole);
+          // Any run of consecutive chunks is a substring of `joined`, so this covers them all.
+          if (keySet) expect(joined.includes(key)).toBe(false);
+        }),
+      ),
+      { numRuns: 1000 },
+    );
+  });
+
+  it('plain text comes out in the same push; only what could start a secret waits', () => {
+    withKey(KEY, () => {
+      const redactor = new StreamRedactor();
+      expect(redactor.push('Hello, world.\n')).toBe('Hello, world.\n');
+      // "s" could begin the key or `sk-ant-`: held until the next character says otherwise.
+      expect(redactor.push('I see s')).toBe('I see ');
+      expect(redactor.push('ure.')).toBe('sure.');
+      expect(redactor.push(' Key: sk')).toBe(' Key: ');
+      expect(redactor.push('-ant-SEC')).toBe('');
+      expect(redactor.push('RET-XYZ')).toBe('');
+      expect(redactor.push(' ok')).toBe('[redacted] ok');
+      // The exact key, streamed a character at a time, is released as one redaction the moment
+      // its last character arrives.
+      const pieces = [...`${KEY}.`].map((char) => redactor.push(char));
+      expect(pieces.filter((piece) => piece !== '')).toEqual(['[redacted]', '.']);
+      expect(redactor.push('x sk-ant-short')).toBe('x ');
+      expect(redactor.flush()).toBe('sk-ant-short');
+    });
+  });
+
+  it('a key that is not key-shaped is caught across chunks too', () => {
+    withKey('proxy.token.12345', () => {
+      const redactor = new StreamRedactor();
+      expect(redactor.push('token: prox')).toBe('token: ');
+      expect(redactor.push('y.token.1')).toBe('');
+      expect(redactor.push('2345 done')).toBe('[redacted] done');
+      expect(redactor.push('token: proxy.tok')).toBe('token: ');
+      expect(redactor.push('en.9')).toBe('proxy.token.9');
+    });
+  });
+
+  it('a stream that breaks off mid-key releases no piece of it, and the next one starts afresh', () => {
+    withKey(KEY, () => {
+      const redactor = new StreamRedactor();
+      expect(redactor.push(`I see ${KEY.slice(0, 20)}`)).toBe('I see ');
+      redactor.discard();
+      expect(redactor.push(KEY.slice(20))).toBe(KEY.slice(20));
+      expect(redactor.flush()).toBe('');
+    });
+  });
+});
+
+describe('a key the model streams back one character at a time is never printed', () => {
+  const STREAM_KEY = 'sk-ant-api03-STREAMSECRET-0123456789abcdefghijklmnop';
+  const MIDDLE = 'STREAMSECRET';
+  const said = `I see ${STREAM_KEY}, twice: ${STREAM_KEY}.`;
+  const shown = 'I see [redacted], twice: [redacted].';
+  let model: ScriptedModel;
+  beforeAll(async () => {
+    model = await startScriptedModel({ port: 0, chunkChars: 1 });
+  });
+  afterAll(async () => {
+    await model.close();
+  });
+  const env = () => ({ ANTHROPIC_API_KEY: STREAM_KEY, ANTHROPIC_BASE_URL: model.url });
+
+  /** A root that says the key, then a sync child and a sync grandchild that say it too. */
+  function leakyTree(): string {
+    const grandchild = scripted([{ text: said, reply: 'grandchild done' }]);
+    const child = scripted([
+      {
+        text: said,
+        calls: [{ name: 'agent', input: { title: 'grandchild', prompt: grandchild } }],
+      },
+      { reply: 'child done' },
+    ]);
+    return scripted([
+      { text: said, calls: [{ name: 'agent', input: { title: 'child', prompt: child } }] },
+      { text: ' Done.' },
+    ]);
+  }
+
+  /** Room for the grandchild, and logs out of the way. */
+  const treeFlags = () => ['--max-depth', '2', '--log-dir', tempDir('cohort-stream-')];
+
+  function expectClean(...outputs: string[]): void {
+    for (const output of outputs) {
+      expect(output).not.toContain(STREAM_KEY);
+      expect(output).not.toContain(MIDDLE);
+    }
+  }
+
+  it('cohort run --json: the text-delta events of the root, a child and a grandchild', async () => {
+    const run = runCli(['run', leakyTree(), '--json', ...treeFlags()], env());
+    expect((await run.exit).code).toBe(0);
+    const deltas = new Map<string, string[]>();
+    for (const line of run.stdout().trim().split('\n')) {
+      const event = JSON.parse(line) as { type?: string; agentId?: string; text?: string };
+      if (event.type !== 'text-delta') continue;
+      deltas.set(event.agentId!, [...(deltas.get(event.agentId!) ?? []), event.text!]);
+    }
+    const joined = [...deltas.values()].map((texts) => texts.join(''));
+    expect(joined.sort()).toEqual([shown, shown, `${shown} Done.`].sort());
+    // The text did arrive a character at a time (16 deltas or more for the 36 characters shown):
+    // each key was held back and went out as one `[redacted]`.
+    for (const texts of deltas.values()) {
+      expect(texts.length).toBeGreaterThanOrEqual(16);
+      expect(texts.filter((text) => text.includes('[redacted]'))).toHaveLength(2);
+    }
+    expectClean(run.stdout(), run.stderr(), joined.join(''));
+  });
+
+  it('cohort run --json: an attempt cut off mid-key shows no piece of it, and the retry starts afresh', async () => {
+    // The first attempt breaks off after its first delta, `s`, which is held as a possible key.
+    const root = scripted([{ text: `${STREAM_KEY} again`, disconnect: true, faultAttempts: 1 }]);
+    const run = runCli(['run', root, '--json', ...treeFlags()], env());
+    expect((await run.exit).code).toBe(0);
+    const events = run
+      .stdout()
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line) as { type?: string; text?: string });
+    expect(events.filter((event) => event.type === 'provider-retry')).toHaveLength(1);
+    const text = events.filter((event) => event.type === 'text-delta').map((event) => event.text);
+    expect(text.join('')).toBe('[redacted] again');
+    expectClean(run.stdout(), run.stderr());
+  });
+
+  it('cohort run: the live view prints the redacted text', async () => {
+    const run = runCli(['run', leakyTree(), ...treeFlags()], env());
+    expect((await run.exit).code).toBe(0);
+    // The live view prints the root's own text; the children show up as lines of their own.
+    expect(run.stdout()).toMatch(/^I see \[redacted\], twice: \[redacted\]\.\n/);
+    expect(run.stdout()).toContain('\n Done.');
+    expectClean(run.stdout(), run.stderr());
+  });
+
+  it('cohort agent --json', async () => {
+    const prompt = scripted([{ text: said, reply: said }]);
+    const agent = runCli(
+      ['agent', prompt, '--json', '--log-dir', tempDir('cohort-stream-')],
+      env(),
+    );
+    expect((await agent.exit).code).toBe(0);
+    expect(JSON.parse(agent.stdout())).toMatchObject({ outcome: 'complete', text: shown });
+    expectClean(agent.stdout(), agent.stderr());
   });
 });

@@ -1,16 +1,168 @@
 import { API_KEY_ENV } from './provider/config.js';
 
 const REDACTED = '[redacted]';
+/** How every Anthropic key starts. */
+const SHAPE_PREFIX = 'sk-ant-';
+/** An `sk-ant-` string counts as a key from this many key characters on. */
+const SHAPE_MIN_CHARS = 8;
+const KEY_SHAPED = new RegExp(`${SHAPE_PREFIX}[A-Za-z0-9_-]{${SHAPE_MIN_CHARS},}`, 'g');
+/** A key's characters; any other character ends a key-shaped run. */
+const NON_KEY_CHAR = /[^A-Za-z0-9_-]/;
+
+/** The API key from the environment, when it is long enough to redact without mangling prose. */
+function environmentKey(): string | undefined {
+  const key = process.env[API_KEY_ENV];
+  return key && key.length >= 8 ? key : undefined;
+}
 
 /**
  * Removes secrets from text bound for a log, a transcript, an event or an error: the API key from
  * the environment wherever it appears, and anything shaped like an Anthropic key.
  */
 export function redactSecrets(text: string): string {
-  let out = text;
-  const key = process.env[API_KEY_ENV];
-  if (key && key.length >= 8) out = out.split(key).join(REDACTED);
-  return out.replace(/sk-ant-[A-Za-z0-9_-]{8,}/g, REDACTED);
+  const key = environmentKey();
+  const out = key ? text.split(key).join(REDACTED) : text;
+  return out.replace(KEY_SHAPED, REDACTED);
+}
+
+/**
+ * Redacts a text that arrives in chunks, such as a model's streamed reply, so that a secret cut
+ * across chunks is still caught. Each `push` returns what can be released at once: everything but
+ * a tail that could still be the start of a secret (a proper prefix of the environment key or of
+ * `sk-ant-`, or an `sk-ant-` run whose end has not arrived). Plain text therefore comes out in the
+ * same push.
+ * The concatenation of everything returned, `flush` included, is exactly `redactSecrets` of the
+ * whole text; before `flush` it is a prefix of it.
+ *
+ * Use one per stream, `flush` when the stream ends well, and `discard` when it fails: the held
+ * tail of a broken stream may be a piece of a key, so it is dropped rather than shown.
+ */
+export class StreamRedactor {
+  // Two stages in the order redactSecrets applies them: the exact key, then the key shape.
+  readonly #key: KeyStage | undefined;
+  readonly #shape = new ShapeStage();
+
+  constructor() {
+    const key = environmentKey();
+    this.#key = key === undefined ? undefined : new KeyStage(key);
+  }
+
+  /** The part of the text so far that can no longer belong to a secret, redacted. */
+  push(chunk: string): string {
+    return this.#shape.push(this.#key ? this.#key.push(chunk) : chunk);
+  }
+
+  /** The stream ended: releases the held tail, redacted, and starts afresh. */
+  flush(): string {
+    const rest = this.#key ? this.#key.flush() : '';
+    return this.#shape.push(rest) + this.#shape.flush();
+  }
+
+  /** The stream broke off: drops the held tail and starts afresh. */
+  discard(): void {
+    this.#key?.flush();
+    this.#shape.flush();
+  }
+}
+
+/** Replaces the exact key, holding back a tail that is a proper prefix of it. */
+class KeyStage {
+  readonly #key: string;
+  #held = '';
+
+  constructor(key: string) {
+    this.#key = key;
+  }
+
+  push(chunk: string): string {
+    const text = this.#held + chunk;
+    let out = '';
+    let from = 0;
+    // Leftmost, non-overlapping: the occurrences `split` would cut at.
+    for (let at = text.indexOf(this.#key); at !== -1; at = text.indexOf(this.#key, from)) {
+      out += text.slice(from, at) + REDACTED;
+      from = at + this.#key.length;
+    }
+    const cut = partialStart(text, from, this.#key);
+    this.#held = text.slice(cut);
+    return out + text.slice(from, cut);
+  }
+
+  flush(): string {
+    const held = this.#held;
+    this.#held = '';
+    return held;
+  }
+}
+
+/**
+ * Replaces `sk-ant-` runs of 8 key characters or more, as the KEY_SHAPED pattern does. Holds a
+ * tail that is a proper prefix of `sk-ant-`, or a whole run until a character that is not a key
+ * character arrives: only then is its length, and so its fate, known.
+ */
+class ShapeStage {
+  #held = '';
+  /** Whether `#held` is an `sk-ant-` run still open at its end. */
+  #inRun = false;
+
+  push(chunk: string): string {
+    if (!this.#inRun) return this.#scan(this.#held + chunk);
+    // Only the new chunk is searched for the run's end, so a long run costs linear time.
+    const end = chunk.search(NON_KEY_CHAR);
+    if (end === -1) {
+      this.#held += chunk;
+      return '';
+    }
+    const run = this.#held + chunk.slice(0, end);
+    this.#held = '';
+    this.#inRun = false;
+    // A closed run is redacted alone exactly as within the whole text: no match crosses its end.
+    return run.replace(KEY_SHAPED, REDACTED) + this.#scan(chunk.slice(end));
+  }
+
+  flush(): string {
+    const held = this.#held;
+    this.#held = '';
+    this.#inRun = false;
+    return held.replace(KEY_SHAPED, REDACTED);
+  }
+
+  /** Releases `text` up to its first open run or partial prefix, which it holds. */
+  #scan(text: string): string {
+    let out = '';
+    let from = 0;
+    for (let at = text.indexOf(SHAPE_PREFIX); at !== -1; at = text.indexOf(SHAPE_PREFIX, from)) {
+      const runStart = at + SHAPE_PREFIX.length;
+      const stop = text.slice(runStart).search(NON_KEY_CHAR);
+      if (stop === -1) {
+        this.#held = text.slice(at);
+        this.#inRun = true;
+        return out + text.slice(from, at);
+      }
+      if (stop >= SHAPE_MIN_CHARS) {
+        out += text.slice(from, at) + REDACTED;
+        from = runStart + stop;
+      } else {
+        // Too short to be a key here; the pattern goes on looking from the next character.
+        out += text.slice(from, at + 1);
+        from = at + 1;
+      }
+    }
+    const cut = partialStart(text, from, SHAPE_PREFIX);
+    this.#held = text.slice(cut);
+    return out + text.slice(from, cut);
+  }
+}
+
+/**
+ * Where the longest tail of `text` (from `from` on) that is a proper prefix of `secret` begins,
+ * or `text.length` when there is none. Longer tails were ruled out by the caller's search.
+ */
+function partialStart(text: string, from: number, secret: string): number {
+  for (let start = Math.max(from, text.length - secret.length + 1); start < text.length; start++) {
+    if (secret.startsWith(text.slice(start))) return start;
+  }
+  return text.length;
 }
 
 /**

@@ -1,3 +1,4 @@
+import type { ProviderRetry } from '../events.js';
 import type { Failure } from '../failure.js';
 import type { Provider } from '../provider/provider.js';
 import type {
@@ -8,6 +9,7 @@ import type {
   ToolParam,
   ToolResultBlock,
 } from '../provider/types.js';
+import { StreamRedactor } from '../redact.js';
 import { type AgentUsage, CANCEL_REASONS, type CancelReason, emptyUsage } from '../result.js';
 import { dispatchBatch, notRun } from '../tools/dispatch.js';
 import { NUDGE_TEXT, REPLY_DESCRIPTION, REPLY_SCHEMA } from '../tools/reply.js';
@@ -38,7 +40,7 @@ export interface LoopSink {
   /** That tool returned or threw. */
   toolExit?(call: ToolCall): void;
   stepEnd?(step: number, usage: { inputTokens: number; outputTokens: number }): void;
-  providerRetry?(info: { attempt: number; waitMs: number; code: string }): void;
+  providerRetry?(info: ProviderRetry): void;
 }
 
 /**
@@ -156,22 +158,59 @@ function advertised(options: LoopOptions): ToolParam[] {
   return params;
 }
 
-function request(options: LoopOptions, tools: ToolParam[]): Promise<ProviderResult> {
+async function request(options: LoopOptions, tools: ToolParam[]): Promise<ProviderResult> {
   const { sink } = options;
-  return options.provider.complete(
-    {
-      messages: options.messages,
-      tools,
-      ...(options.system === undefined ? {} : { system: options.system }),
-      ...(options.model === undefined ? {} : { model: options.model }),
-    },
-    {
-      signal: options.signal,
-      ...(sink.textDelta ? { onTextDelta: sink.textDelta } : {}),
-      onRetry: (info) =>
-        sink.providerRetry?.({ attempt: info.attempt, waitMs: info.waitMs, code: info.error.code }),
-    },
-  );
+  const text = redactedText(sink);
+  try {
+    const result = await options.provider.complete(
+      {
+        messages: options.messages,
+        tools,
+        ...(options.system === undefined ? {} : { system: options.system }),
+        ...(options.model === undefined ? {} : { model: options.model }),
+      },
+      {
+        signal: options.signal,
+        ...(text ? { onTextDelta: text.push } : {}),
+        onRetry: (info) => {
+          // A failed attempt's text is not continued by the next one, which starts afresh.
+          text?.discard();
+          sink.providerRetry?.({
+            attempt: info.attempt,
+            maxAttempts: info.maxAttempts,
+            waitMs: info.waitMs,
+            code: info.error.code,
+            message: info.error.message,
+            ...(info.error.status === undefined ? {} : { status: info.error.status }),
+          });
+        },
+      },
+    );
+    if (result.ok) text?.flush();
+    return result;
+  } finally {
+    text?.discard();
+  }
+}
+
+/**
+ * The sink's text deltas through one StreamRedactor per request, so a key the model streams back
+ * in pieces never reaches an event, the live view or a log: every consumer sees these deltas.
+ */
+function redactedText(
+  sink: LoopSink,
+): { push(delta: string): void; flush(): void; discard(): void } | undefined {
+  const textDelta = sink.textDelta;
+  if (!textDelta) return undefined;
+  const redactor = new StreamRedactor();
+  const emit = (text: string) => {
+    if (text !== '') textDelta(text);
+  };
+  return {
+    push: (delta) => emit(redactor.push(delta)),
+    flush: () => emit(redactor.flush()),
+    discard: () => redactor.discard(),
+  };
 }
 
 /**
