@@ -4,10 +4,13 @@
  */
 export {
   type AgentOptions,
+  type CheckEngineOptions,
+  checkEngine,
   DEFAULT_CEILING_MS,
   Engine,
   type EngineOptions,
 } from './main/engine.js';
+export type { EngineCheck } from './main/engine-check.js';
 export { type MapOptions, mapAgents } from './main/map-agents.js';
 export type { ChildHandle, ChildStatus, PoolStats } from './main/runners/local/pool.js';
 export {

@@ -1,4 +1,5 @@
-import { describeValue } from '../shared/errors.js';
+import { describeValue, UsageError } from '../shared/errors.js';
+import type { AgentOptions } from './engine.js';
 
 /** One line of a tasks file. */
 export interface BatchTask {
@@ -19,7 +20,10 @@ export interface TaskLineError {
 
 export interface ParsedTasks {
   tasks: BatchTask[];
+  /** Bad lines, in line order. */
   errors: TaskLineError[];
+  /** The 1-based line of each task in `tasks`, by id. */
+  lineOf: ReadonlyMap<string, number>;
 }
 
 const FIELDS = new Set(['id', 'prompt', 'title', 'system', 'tools', 'maxSteps', 'model']);
@@ -54,7 +58,48 @@ export function parseTasks(text: string): ParsedTasks {
     seen.set(checked.task.id, line);
     tasks.push(checked.task);
   });
-  return { tasks, errors };
+  return { tasks, errors, lineOf: seen };
+}
+
+/**
+ * What the engine is asked to run for a task: the one mapping from a line to `AgentOptions`, so
+ * the line is checked as exactly what will run. The title falls back to the task's id.
+ */
+export function taskAgentOptions(task: BatchTask): AgentOptions {
+  return {
+    prompt: task.prompt,
+    title: task.title ?? task.id,
+    streamText: false,
+    ...(task.system === undefined ? {} : { system: task.system }),
+    ...(task.tools === undefined ? {} : { tools: task.tools }),
+    ...(task.maxSteps === undefined ? {} : { maxSteps: task.maxSteps }),
+    ...(task.model === undefined ? {} : { model: task.model }),
+  };
+}
+
+/**
+ * Runs a check on each good task before any task starts, most often the engine's own:
+ * `(task) => check.checkAgent(taskAgentOptions(task))`. A task it refuses with a UsageError
+ * leaves `tasks` and joins `errors` with its line number and the message (an empty title or
+ * model, `maxSteps` out of bounds, an unknown tool), so the good lines can run and none is
+ * refused halfway through a batch. Anything else it throws is a fault, and is thrown on.
+ */
+export function checkTasks(parsed: ParsedTasks, check: (task: BatchTask) => void): ParsedTasks {
+  const tasks: BatchTask[] = [];
+  const errors = [...parsed.errors];
+  const lineOf = new Map(parsed.lineOf);
+  for (const task of parsed.tasks) {
+    try {
+      check(task);
+      tasks.push(task);
+    } catch (error) {
+      if (!(error instanceof UsageError)) throw error;
+      errors.push({ line: parsed.lineOf.get(task.id) ?? 0, message: error.message });
+      lineOf.delete(task.id);
+    }
+  }
+  errors.sort((first, second) => first.line - second.line);
+  return { tasks, errors, lineOf };
 }
 
 export function checkTaskLine(

@@ -53,3 +53,39 @@ export function checkDurationMs(name: string, value: unknown, min: number): numb
   }
   return value;
 }
+
+/** Most steps an agent may be given: far above any real need, far below a runaway bill. */
+export const MAX_STEPS_LIMIT = 10_000;
+
+/**
+ * The CLI flag of each library option, for messages shown to CLI users. Options the CLI cannot
+ * set (`replyCap`, `hostTools`, …) are absent, and so are task-line fields: a task's `maxSteps`
+ * is a field of its line, so translate only messages about engine options.
+ */
+export const OPTION_FLAGS: Readonly<Record<string, string>> = {
+  ceilingMs: '--ceiling',
+  threads: '--threads',
+  agentsPerThread: '--agents-per-thread',
+  maxDepth: '--max-depth',
+  logDir: '--log-dir',
+  workspace: '--workspace',
+  toolModules: '--tools',
+  maxOldGenerationSizeMb: '--worker-heap-mb',
+  cancelGraceMs: '--cancel-grace',
+  maxSteps: '--max-steps',
+  'provider.model': '--model',
+  'provider.baseURL': '--base-url',
+  'provider.requestTimeoutMs': '--request-timeout',
+  'provider.idleTimeoutMs': '--idle-timeout',
+};
+
+/**
+ * Rewrites the library option names in a message to CLI flags: `` `ceilingMs` `` becomes
+ * `` `--ceiling` ``, and `` `toolModules[1]` `` becomes `` `--tools` `` (the CLI user never saw
+ * the index). Names not in `OPTION_FLAGS` are left as they are.
+ */
+export function flagMessage(message: string): string {
+  return message.replace(/`([A-Za-z][\w.]*)(\[\d+\])?`/g, (whole, name: string) =>
+    Object.hasOwn(OPTION_FLAGS, name) ? `\`${OPTION_FLAGS[name]}\`` : whole,
+  );
+}

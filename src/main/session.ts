@@ -13,7 +13,7 @@ import { WORKSPACE_TOOLS } from '../shared/tools/workspace.js';
 import { DEFAULT_CEILING_MS, type Engine } from './engine.js';
 import { EventHub } from './event-hub.js';
 import { renderInbox } from './inbox.js';
-import { checkDurationMs, checkInteger, checkString } from './options.js';
+import { checkDurationMs, checkInteger, checkString, MAX_STEPS_LIMIT } from './options.js';
 import { ROOT_ID, runRootTurn, type TurnResult } from './root-turn.js';
 import { AgentScope } from './scope.js';
 
@@ -75,7 +75,7 @@ export class Session {
   constructor(engine: Engine, options: SessionOptions = {}) {
     checkString('system', options.system, true);
     checkDurationMs('ceilingMs', options.ceilingMs, 1);
-    checkInteger('maxSteps', options.maxSteps, 1);
+    checkInteger('maxSteps', options.maxSteps, 1, MAX_STEPS_LIMIT);
     this.#engine = engine;
     this.#options = options;
     this.#provider = new Provider(engine.provider);

@@ -1,0 +1,235 @@
+import { statSync } from 'node:fs';
+import path from 'node:path';
+import { expected, UsageError } from '../shared/errors.js';
+import { loadToolModule, ToolModuleError } from '../shared/tools/modules.js';
+import { type AnyTool, REPLY_TOOL, SPAWN_TOOLS } from '../shared/tools/types.js';
+import { WORKSPACE_TOOLS } from '../shared/tools/workspace.js';
+import type { AgentOptions, EngineOptions } from './engine.js';
+import { checkInteger, checkString, checkStringArray, MAX_STEPS_LIMIT } from './options.js';
+
+/** How long a tool module may take to import on main before start-up gives up on it. */
+export const DEFAULT_IMPORT_TIMEOUT_MS = 10_000;
+
+/** What `checkEngine` learned: the tools there are, and the check every spawn passes. */
+export interface EngineCheck {
+  /**
+   * The tools a task (an agent at depth 1) may name in its `tools`, in the order agents see
+   * them. `reply` is not listed: every sub-agent has it whatever `tools` says.
+   */
+  readonly toolNames: readonly string[];
+  /**
+   * Throws a UsageError when `Engine.spawn` would refuse `options` for an agent at `depth`
+   * (default 1): an empty prompt, title or model, `maxSteps` out of bounds, an unknown tool.
+   */
+  checkAgent(options: AgentOptions, depth?: number): void;
+}
+
+/** One tool the agents of an engine may get, and where it comes from (for messages). */
+export interface ToolSource {
+  name: string;
+  from: string;
+  /** Only for agents that may spawn (depth below `maxDepth`). */
+  spawnOnly?: boolean;
+}
+
+/**
+ * The paths an engine is given, checked on main: the workspace is an existing folder, the log
+ * root is a folder or can be made one, and the provider's base URL is an http(s) URL. (The rest
+ * of the options are checked where the engine validates them.)
+ */
+export function checkEnginePaths(options: EngineOptions): void {
+  if (options.workspace !== undefined) checkFolder('workspace', options.workspace);
+  if (options.logDir !== undefined) checkCanMakeFolder('logDir', options.logDir);
+  (options.toolModules ?? []).forEach((modulePath, index) => {
+    const kind = pathKind(modulePath);
+    if (kind !== 'file') {
+      throw new UsageError(
+        `Expected \`toolModules[${index}]\` to be the path of an existing ES module, got \`${modulePath}\`, which ${kind === 'missing' ? 'does not exist' : 'is a folder'}`,
+      );
+    }
+  });
+  const baseURL = options.provider?.baseURL;
+  if (baseURL !== undefined && !isHttpUrl(baseURL)) {
+    throw expected('provider.baseURL', 'an http:// or https:// URL', baseURL);
+  }
+}
+
+function pathKind(target: string): 'missing' | 'file' | 'folder' | 'other' {
+  let info: ReturnType<typeof statSync>;
+  try {
+    info = statSync(target);
+  } catch {
+    return 'missing';
+  }
+  if (info.isDirectory()) return 'folder';
+  return info.isFile() ? 'file' : 'other';
+}
+
+function checkFolder(name: string, folder: string): void {
+  const kind = pathKind(folder);
+  if (kind === 'folder') return;
+  throw new UsageError(
+    `Expected \`${name}\` to be an existing folder, got \`${folder}\`, which ${kind === 'missing' ? 'does not exist' : 'is not a folder'}`,
+  );
+}
+
+/** A folder that exists, or can be made: its nearest existing ancestor is a folder. */
+function checkCanMakeFolder(name: string, folder: string): void {
+  let current = path.resolve(folder);
+  for (;;) {
+    const kind = pathKind(current);
+    if (kind === 'folder') return;
+    if (kind !== 'missing') {
+      throw new UsageError(
+        `Expected \`${name}\` to be a folder or a path where one can be made, got \`${folder}\`, but \`${current}\` is not a folder`,
+      );
+    }
+    const parent = path.dirname(current);
+    if (parent === current) return;
+    current = parent;
+  }
+}
+
+function isHttpUrl(text: string): boolean {
+  try {
+    const { protocol } = new URL(text);
+    return protocol === 'http:' || protocol === 'https:';
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Imports each tool module on main (once per path, see `loadToolModule`) within `timeoutMs`, and
+ * lists every tool an agent of this engine may get with where it comes from. Throws a
+ * UsageError naming the module when one fails to import, exports something that is not a tool,
+ * or is still importing when the time is up.
+ */
+export async function engineTools(
+  options: EngineOptions,
+  timeoutMs: number,
+): Promise<ToolSource[]> {
+  const sources: ToolSource[] = [];
+  if (options.workspace !== undefined) {
+    const from = 'the built-in workspace tools (`workspace` is set)';
+    for (const tool of WORKSPACE_TOOLS) sources.push({ name: tool.name, from });
+  }
+  // One after another, so the first bad module reported is the first one given.
+  for (const [index, modulePath] of (options.toolModules ?? []).entries()) {
+    const from = `\`toolModules[${index}]\` (\`${modulePath}\`)`;
+    for (const tool of await importModule(modulePath, index, timeoutMs)) {
+      sources.push({ name: tool.name, from });
+    }
+  }
+  (options.hostTools ?? []).forEach((tool, index) => {
+    sources.push({ name: tool.name, from: `\`hostTools[${index}]\`` });
+  });
+  if ((options.maxDepth ?? 1) >= 1) {
+    const from = 'the built-in agent tools (`maxDepth` is 1 or more)';
+    for (const name of SPAWN_TOOLS) sources.push({ name, from, spawnOnly: true });
+  }
+  checkToolNames(sources);
+  return sources;
+}
+
+async function importModule(
+  modulePath: string,
+  index: number,
+  timeoutMs: number,
+): Promise<AnyTool[]> {
+  const where = `\`toolModules[${index}]\` (\`${modulePath}\`)`;
+  try {
+    return await within(loadToolModule(modulePath), timeoutMs, () => {
+      return new UsageError(
+        `Expected ${where} to finish importing within ${timeoutMs} ms, but it was still importing (a top-level await that never settles?)`,
+      );
+    });
+  } catch (error) {
+    if (!(error instanceof ToolModuleError)) throw error;
+    throw new UsageError(
+      `Expected ${where} to be an ES module exporting valid tools, but ${error.problem}`,
+      { cause: error },
+    );
+  }
+}
+
+/**
+ * Settles as `promise` does, or rejects with `onTimeout()` after `ms`. A plain timer on purpose:
+ * `AbortSignal.timeout`'s timer does not hold the process open, and an import whose top-level
+ * await never settles holds nothing else, so the process would end silently instead of saying
+ * which module hung.
+ */
+function within<T>(promise: Promise<T>, ms: number, onTimeout: () => Error): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_resolve, reject) => {
+    timer = setTimeout(() => reject(onTimeout()), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+
+/**
+ * No tool is named `reply` (every sub-agent gets its own, and the provider refuses two tools of
+ * one name), and no two tools share a name: the later one would silently replace the earlier.
+ */
+function checkToolNames(sources: readonly ToolSource[]): void {
+  const seen = new Map<string, ToolSource>();
+  for (const source of sources) {
+    if (source.name === REPLY_TOOL) {
+      throw new UsageError(
+        `Expected no tool named \`${REPLY_TOOL}\` (it is reserved: every sub-agent gets its own), got one from ${source.from}`,
+      );
+    }
+    const first = seen.get(source.name);
+    if (first) {
+      const where =
+        first.from === source.from
+          ? `twice from ${first.from}`
+          : `from ${first.from} and from ${source.from}`;
+      throw new UsageError(
+        `Expected every tool to have its own name, got \`${source.name}\` ${where}`,
+      );
+    }
+    seen.set(source.name, source);
+  }
+}
+
+/** The check each spawn passes, bound to the tools an engine has. */
+export function agentCheck(sources: readonly ToolSource[], maxDepth: number): EngineCheck {
+  const known = (depth: number): string[] =>
+    sources.filter((source) => !source.spawnOnly || depth < maxDepth).map((source) => source.name);
+  return {
+    toolNames: known(1),
+    checkAgent: (options, depth = 1) => checkAgentOptions(options, known(depth)),
+  };
+}
+
+/** Checks what one agent is asked to do; `known` are the tools it may name. */
+function checkAgentOptions(options: AgentOptions, known: readonly string[]): void {
+  if (typeof options !== 'object' || options === null) {
+    throw expected('options', 'an object of agent options', options);
+  }
+  if (options.prompt === undefined) throw expected('prompt', 'a non-empty string', undefined);
+  checkString('prompt', options.prompt);
+  checkString('title', options.title);
+  checkString('system', options.system, true);
+  checkInteger('maxSteps', options.maxSteps, 1, MAX_STEPS_LIMIT);
+  checkString('model', options.model);
+  if (options.signal !== undefined && !(options.signal instanceof AbortSignal)) {
+    throw expected('signal', 'an AbortSignal', options.signal);
+  }
+  if (options.onEvent !== undefined && typeof options.onEvent !== 'function') {
+    throw expected('onEvent', 'a function', options.onEvent);
+  }
+  if (options.streamText !== undefined && typeof options.streamText !== 'boolean') {
+    throw expected('streamText', 'a boolean', options.streamText);
+  }
+  checkStringArray('eventTypes', options.eventTypes);
+  const tools = checkStringArray('tools', options.tools) ?? [];
+  const unknown = tools.filter((name) => name !== REPLY_TOOL && !known.includes(name));
+  if (unknown.length > 0) {
+    const list = known.length === 0 ? 'none' : known.map((name) => `\`${name}\``).join(', ');
+    throw new UsageError(
+      `Expected \`tools\` to name known tools (${list}), got ${unknown.map((name) => `\`${name}\``).join(', ')}`,
+    );
+  }
+}
