@@ -74,7 +74,9 @@ export async function startRig(
   };
 }
 
-export function readTranscript(logDir: string): MessageParam[] {
+/** An agent's transcript; `logDir` is a result's, absent when the `logs` policy dropped it. */
+export function readTranscript(logDir: string | undefined): MessageParam[] {
+  if (logDir === undefined) throw new Error('Expected a log folder, got none (not kept)');
   return readFileSync(path.join(logDir, 'transcript.jsonl'), 'utf8')
     .trim()
     .split('\n')

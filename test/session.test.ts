@@ -481,7 +481,7 @@ describe('sync agents, the root tool set, host tools and depth', () => {
     const meta = (dir: string) =>
       JSON.parse(readFileSync(path.join(dir, 'meta.json'), 'utf8')) as { model: string };
     expect(meta(before.logDir).model).toBe('cohort-scripted');
-    expect(meta(after.logDir).model).toBe('model-b');
+    expect(meta(after.logDir!).model).toBe('model-b');
     gate.open();
     await session.waitIdle();
     expect(session.pending).toMatchObject([{ id: before.id, outcome: 'complete', text: 'x' }]);

@@ -1,8 +1,48 @@
-import { appendFileSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import {
+  appendFileSync,
+  existsSync,
+  mkdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import path from 'node:path';
+import { expected } from './errors.js';
 import type { MessageParam } from './provider/types.js';
 import { redactSecrets } from './redact.js';
-import type { AgentResult } from './result.js';
+import type { AgentOutcome, AgentResult } from './result.js';
+
+/**
+ * Which agents' folders outlive their run: `all` (the default), `failed` (only agents whose
+ * outcome is `failed`), or `none`. Every agent writes its folder while it runs either way: a
+ * child resumed after a worker crash reads its transcript back from it.
+ */
+export type LogPolicy = 'all' | 'failed' | 'none';
+
+export const LOG_POLICIES: readonly LogPolicy[] = ['all', 'failed', 'none'];
+
+/** Checks an optional log policy; `name` is how the caller knows the option (`logs`, `--logs`). */
+export function checkLogPolicy(name: string, value: unknown): LogPolicy | undefined {
+  if (value === undefined) return undefined;
+  if (!LOG_POLICIES.includes(value as LogPolicy)) {
+    throw expected(name, `one of ${LOG_POLICIES.join(', ')}`, value);
+  }
+  return value as LogPolicy;
+}
+
+/** Whether an agent that ended with `outcome` keeps its folder under `policy`. */
+export function keepsLog(policy: LogPolicy | undefined, outcome: AgentOutcome): boolean {
+  if (policy === 'none') return false;
+  if (policy === 'failed') return outcome === 'failed';
+  return true;
+}
+
+/** A result whose folder is gone: no `logDir`, and no `replyFile`, which lived in it. */
+export function withoutLog(result: AgentResult): AgentResult {
+  const { logDir: _logDir, replyFile: _replyFile, ...rest } = result;
+  return rest;
+}
 
 /**
  * An agent's log folder (docs/LOGS.md): `meta.json`, `transcript.jsonl` appended as each step
@@ -68,6 +108,21 @@ export class AgentLog {
     const file = path.join(this.dir, structured ? 'reply.json' : 'reply.md');
     writeFileSync(file, redactSecrets(content));
     return file;
+  }
+
+  /**
+   * Ends the log of a settled agent: writes `result.json` when the folder is kept, else removes
+   * the folder. Never throws: a log that cannot be written or removed must not lose the result.
+   * Returns whether the folder exists afterwards, so the result names it only when it does.
+   */
+  finish(result: AgentResult, keep: boolean): boolean {
+    try {
+      if (keep) this.writeResult(result);
+      else rmSync(this.dir, { recursive: true, force: true });
+    } catch {
+      // Reported through the return value: the folder is there or it is not.
+    }
+    return existsSync(this.dir);
   }
 
   writeResult(result: AgentResult): void {

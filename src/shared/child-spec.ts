@@ -1,3 +1,4 @@
+import type { LogPolicy } from './agent-log.js';
 import type { ProviderConfig } from './provider/config.js';
 
 /**
@@ -17,7 +18,13 @@ export interface ChildSpec {
   provider: ProviderConfig;
   maxSteps: number;
   replyCap: number;
+  /** The agent's own log folder, written while it runs (docs/LOGS.md). */
   logDir: string;
+  /**
+   * Whether the folder outlives the agent (default `all`). When it does not, the worker removes
+   * it once the agent settles, before the result goes out, and the result names no folder.
+   */
+  logs?: LogPolicy;
   workspace?: string;
   /** ES module paths of tool modules. */
   toolModules: string[];
@@ -30,6 +37,11 @@ export interface ChildSpec {
    * needs (tool calls and results, slim) and the result: port messages cost CPU at scale.
    */
   liveEvents?: boolean;
+  /**
+   * With `liveEvents`, only these event types are sent (default: all). A listener that only
+   * counts retries should not pay a port message for every step and tool call.
+   */
+  eventTypes?: string[];
   /** Resume from the transcript in `logDir` (after the worker it ran on died). */
   resume?: boolean;
   /** Names of host tools registered on the main thread, reached through the host bridge. */

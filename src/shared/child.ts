@@ -1,4 +1,4 @@
-import { AgentLog } from './agent-log.js';
+import { AgentLog, keepsLog, withoutLog } from './agent-log.js';
 import type { ChildSpec } from './child-spec.js';
 import type { AgentEvent } from './events.js';
 import { internalFailure } from './failure.js';
@@ -58,7 +58,7 @@ export function childSystemPrompt(system: string | undefined): string {
 /**
  * Runs one child agent to its single AgentResult. Never throws: whatever happens inside becomes
  * a `failed` result. The reply payload is held here, in child-owned state, and spilled whole to
- * the log before the result settles.
+ * the log before the result settles (unless the `logs` policy drops the folder).
  */
 export async function runChild(spec: ChildSpec, deps: ChildRunDeps): Promise<AgentResult> {
   const run: ChildRun = {
@@ -77,12 +77,11 @@ export async function runChild(spec: ChildSpec, deps: ChildRunDeps): Promise<Age
       failure: { code: 'internal', message: redactSecrets(message) },
     });
   }
-  try {
-    run.log.writeResult(result);
-  } catch {
-    // The result is still delivered; a log that cannot be written must not lose it.
-  }
-  return result;
+  // The folder goes here, in the worker, so main does no file work per agent. Should the worker
+  // die between the removal and the result's delivery, the resumed child finds no transcript
+  // and starts over from its prompt: its result is still delivered exactly once.
+  const kept = run.log.finish(result, keepsLog(spec.logs, result.outcome));
+  return kept ? result : withoutLog(result);
 }
 
 /** One child's run: what its result is made from. */
@@ -144,7 +143,10 @@ function childSink(
   deps: ChildRunDeps,
   remote: ReadonlySet<string>,
 ): LoopSink {
-  const events = eventSink(spec.id, (event) => deps.emit(redactEvent(event)));
+  const wanted = spec.eventTypes ? new Set(spec.eventTypes) : undefined;
+  const events = eventSink(spec.id, (event) => {
+    if (!wanted || wanted.has(event.type)) deps.emit(redactEvent(event));
+  });
   const onLocalTool = deps.onLocalTool;
   const { textDelta, ...rest } = events;
   return {
@@ -184,14 +186,17 @@ function settle(run: ChildRun, outcome: LoopOutcome): AgentResult {
       if (full === '') return { ...common, outcome: 'empty' };
       const only = outcome.replies.length === 1 ? outcome.replies[0] : undefined;
       const structured = typeof only === 'object' && only !== null;
-      const replyFile = run.log.spillReply(full, structured);
+      // No spill when a complete agent's folder is not kept: it would be removed at once.
+      const replyFile = keepsLog(spec.logs, 'complete')
+        ? run.log.spillReply(full, structured)
+        : undefined;
       const clipped = clip(full, spec.replyCap);
       return {
         ...common,
         outcome: 'complete',
         text: redactSecrets(clipped.text),
         truncated: clipped.truncated,
-        replyFile,
+        ...(replyFile === undefined ? {} : { replyFile }),
       };
     }
     case 'empty':

@@ -14,6 +14,14 @@ export const CANCEL_REASONS: readonly CancelReason[] = [
   'parent',
 ];
 
+/** The cancel reason an aborted signal carries: its reason when that is one, else `user`. */
+export function cancelReasonOf(signal: AbortSignal): CancelReason {
+  const reason: unknown = signal.reason;
+  return (CANCEL_REASONS as readonly unknown[]).includes(reason)
+    ? (reason as CancelReason)
+    : 'user';
+}
+
 export interface AgentUsage {
   inputTokens: number;
   outputTokens: number;
@@ -40,8 +48,12 @@ export interface AgentResult {
   reason?: string;
   /** Set exactly when `outcome` is `failed`: what failed, as a stable code. */
   code?: FailureCode;
-  logDir: string;
-  /** The full, unclipped reply payload on disk. */
+  /**
+   * The agent's log folder (docs/LOGS.md). Present only when the folder exists: the engine's
+   * `logs` policy (`all`, `failed`, `none`) removes the folders it does not keep.
+   */
+  logDir?: string;
+  /** The full, unclipped reply payload on disk, inside `logDir`; absent when that is gone. */
   replyFile?: string;
   /** Whether `text` was clipped. */
   truncated: boolean;

@@ -1,6 +1,6 @@
 import os from 'node:os';
 import type { MessagePort, Worker } from 'node:worker_threads';
-import { AgentLog } from '../../../shared/agent-log.js';
+import { AgentLog, keepsLog, withoutLog } from '../../../shared/agent-log.js';
 import type { ChildSpec } from '../../../shared/child-spec.js';
 import type { AgentEvent } from '../../../shared/events.js';
 import type { Failure } from '../../../shared/failure.js';
@@ -279,16 +279,15 @@ export class ChildPool {
 
   /** A result main makes for a child whose worker could not: queued, cancelled, or crashed. */
   #deliverFromMain(entry: Entry, ending: Ending): void {
-    const result = synthetic(entry, ending);
+    const keep = keepsLog(entry.spec.logs, ending.outcome);
+    const made = synthetic(entry, ending);
+    const result = keep ? made : withoutLog(made);
     this.#stats.mainResults++;
     // Never guarded here: a second result made on main must show up as a duplicate.
     if (!this.#deliver(entry, result)) return;
-    // The worker never wrote this result; record it so the log folder is complete.
-    try {
-      new AgentLog(entry.spec.logDir).writeResult(result);
-    } catch {
-      // The result is delivered all the same; a log that cannot be written must not lose it.
-    }
+    // The worker never wrote this result: record it so the folder is complete, or remove the
+    // folder the `logs` policy does not keep. Rare (queued, cancelled or crashed children only).
+    new AgentLog(entry.spec.logDir).finish(result, keep);
   }
 
   #deliver(entry: Entry, result: AgentResult): boolean {
