@@ -12,15 +12,23 @@ export interface CliRun {
   exit: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
 
-/** Runs the built CLI as a real child process, with a clean provider environment. */
-export function runCli(args: string[], env: NodeJS.ProcessEnv = {}): CliRun {
+/**
+ * Runs the built CLI as a real child process, with a clean provider environment. `stdin` is
+ * written to its standard input and closed; without it, stdin is /dev/null.
+ */
+export function runCli(
+  args: string[],
+  env: NodeJS.ProcessEnv = {},
+  options: { stdin?: string } = {},
+): CliRun {
   const cleanEnv = { ...process.env };
   delete cleanEnv.ANTHROPIC_API_KEY;
   delete cleanEnv.ANTHROPIC_BASE_URL;
   const child = spawn(process.execPath, [CLI, ...args], {
     env: { ...cleanEnv, ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
+    stdio: [options.stdin === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
   });
+  if (options.stdin !== undefined) child.stdin!.end(options.stdin);
   let out = '';
   let err = '';
   const waiters: { pattern: RegExp; stream: 'stdout' | 'stderr'; resolve: () => void }[] = [];

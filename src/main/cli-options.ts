@@ -7,10 +7,13 @@ export const COMMON_OPTIONS = {
   provider: { type: 'string' },
   model: { type: 'string' },
   'base-url': { type: 'string' },
+  'request-timeout': { type: 'string' },
+  'idle-timeout': { type: 'string' },
   threads: { type: 'string' },
   'agents-per-thread': { type: 'string' },
   ceiling: { type: 'string' },
   'log-dir': { type: 'string' },
+  logs: { type: 'string' },
   'max-depth': { type: 'string' },
   workspace: { type: 'string' },
   tools: { type: 'string', multiple: true },
@@ -28,11 +31,47 @@ export function parseCommand(
   options: NonNullable<ParseArgsConfig['options']>,
 ): { values: ParsedValues; positionals: string[] } {
   try {
-    const parsed = parseArgs({ args: argv, options, allowPositionals: true, strict: true });
+    const parsed = parseArgs({
+      args: attachNegativeValues(argv, options),
+      options,
+      allowPositionals: true,
+      strict: true,
+    });
     return { values: parsed.values as ParsedValues, positionals: parsed.positionals };
   } catch (error) {
     throw new UsageError(error instanceof Error ? error.message : String(error));
   }
+}
+
+/**
+ * `--ceiling -5` reads to parseArgs as a flag followed by an unknown flag `-5` ("argument is
+ * ambiguous"). A value that looks like a negative number is attached (`--ceiling=-5`) so the
+ * flag's own check can say what was expected. Nothing after `--` is touched.
+ */
+function attachNegativeValues(
+  argv: string[],
+  options: NonNullable<ParseArgsConfig['options']>,
+): string[] {
+  const out: string[] = [];
+  for (let index = 0; index < argv.length; index++) {
+    const token = argv[index]!;
+    if (token === '--') {
+      out.push(...argv.slice(index));
+      break;
+    }
+    const next = argv[index + 1];
+    const name = token.startsWith('--') ? token.slice(2) : undefined;
+    if (
+      name !== undefined &&
+      options[name]?.type === 'string' &&
+      next !== undefined &&
+      /^-\.?\d/.test(next)
+    ) {
+      out.push(`${token}=${next}`);
+      index++;
+    } else out.push(token);
+  }
+  return out;
 }
 
 export function intFlag(

@@ -1,18 +1,32 @@
-import { existsSync, mkdirSync } from 'node:fs';
+import { mkdirSync, readdirSync, rmdirSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { checkLogPolicy, type LogPolicy } from '../shared/agent-log.js';
 import type { ChildSpec } from '../shared/child-spec.js';
 import { DEFAULT_MAX_STEPS } from '../shared/child-spec.js';
-import { UsageError } from '../shared/errors.js';
+import { expected } from '../shared/errors.js';
 import type { AgentEvent } from '../shared/events.js';
 import { newAgentId } from '../shared/ids.js';
 import { DEFAULT_PROVIDER_CONFIG, type ProviderConfig } from '../shared/provider/config.js';
 import { DEFAULT_REPLY_CAP } from '../shared/render.js';
-import type { AgentResult } from '../shared/result.js';
+import { type AgentResult, cancelReasonOf } from '../shared/result.js';
 import { checkTool } from '../shared/tools/modules.js';
 import type { AnyTool } from '../shared/tools/types.js';
+import {
+  agentCheck,
+  checkEnginePaths,
+  DEFAULT_IMPORT_TIMEOUT_MS,
+  type EngineCheck,
+  engineTools,
+} from './engine-check.js';
 import { HostBridge } from './host-bridge.js';
-import { checkDurationMs, checkInteger, checkString, checkStringArray } from './options.js';
+import {
+  checkDurationMs,
+  checkInteger,
+  checkString,
+  checkStringArray,
+  MAX_STEPS_LIMIT,
+} from './options.js';
 import {
   type ChildHandle,
   ChildPool,
@@ -29,6 +43,11 @@ export interface EngineOptions extends PoolOptions {
   provider?: Partial<ProviderConfig>;
   /** Root folder of agents' log folders; default: a fresh folder under the OS temp dir. */
   logDir?: string;
+  /**
+   * Which agents' folders outlive them (default `all`): `failed` keeps only failed agents',
+   * `none` keeps none. A result names its folder only when the folder is kept.
+   */
+  logs?: LogPolicy;
   /** Steps a child may take (default 50). */
   maxSteps?: number;
   /** Characters of a reply kept in `AgentResult.text` (default 32,000). */
@@ -64,6 +83,11 @@ export interface AgentOptions {
   onEvent?: (event: AgentEvent) => void;
   /** Stream text deltas as events (default: only when `onEvent` is given). */
   streamText?: boolean;
+  /**
+   * The event types `onEvent` wants (default: all). Each event of a child crosses a thread, so
+   * a listener that only counts retries (`['provider-retry', 'step-end']`) costs far less.
+   */
+  eventTypes?: AgentEvent['type'][];
 }
 
 /** Spawn-time details the session fills in. */
@@ -83,25 +107,32 @@ export class Engine {
   readonly #pool: ChildPool;
   readonly #options: EngineOptions;
   readonly #hostTools: ReadonlyMap<string, AnyTool>;
+  /** The start-up check's result: every spawn passes its `checkAgent`. */
+  readonly #check: EngineCheck;
   #provider: ProviderConfig;
   #closing: Promise<void> | undefined;
+  /** Whether this engine made `logDir` (and so may remove it when it is left empty). */
+  readonly #madeLogDir: boolean;
 
-  private constructor(options: EngineOptions, pool: ChildPool) {
+  private constructor(options: EngineOptions, pool: ChildPool, check: EngineCheck) {
     this.#options = options;
     this.#pool = pool;
+    this.#check = check;
     this.#hostTools = new Map((options.hostTools ?? []).map((tool) => [tool.name, tool]));
     this.#provider = { ...DEFAULT_PROVIDER_CONFIG, ...options.provider };
     this.maxDepth = options.maxDepth ?? 1;
     this.logDir =
       options.logDir ?? path.join(os.tmpdir(), 'cohort', `${timestamp()}-${process.pid}`);
-    mkdirSync(this.logDir, { recursive: true });
+    this.#madeLogDir = mkdirSync(this.logDir, { recursive: true }) !== undefined;
   }
 
   /** Starts an engine and waits until its worker threads are warm. */
   static async start(options: EngineOptions = {}): Promise<Engine> {
-    validateEngineOptions(options);
+    // Everything is checked before the first worker starts: a bad option never leaves a pool
+    // behind to close.
+    const check = await checkEngine(options);
     const pool = new ChildPool(options);
-    const engine = new Engine(options, pool);
+    const engine = new Engine(options, pool, check);
     await pool.warm();
     return engine;
   }
@@ -111,6 +142,18 @@ export class Engine {
     return this.#options.workspace === undefined
       ? undefined
       : path.resolve(this.#options.workspace);
+  }
+
+  /**
+   * `logDir` when it holds anything, else undefined: under `logs: none` (or `failed` with no
+   * failure) there is no folder worth pointing to, and close removes the empty one.
+   */
+  get keptLogDir(): string | undefined {
+    try {
+      return readdirSync(this.logDir).length > 0 ? this.logDir : undefined;
+    } catch {
+      return undefined;
+    }
   }
 
   /** Host tools registered on the engine. */
@@ -154,9 +197,17 @@ export class Engine {
     return this.#pool.stats;
   }
 
-  /** Spawns one child and returns its handle at once. */
+  /** The tools a task may name in `AgentOptions.tools` (see `EngineCheck.toolNames`). */
+  get toolNames(): readonly string[] {
+    return this.#check.toolNames;
+  }
+
+  /**
+   * Spawns one child and returns its handle at once. Throws a UsageError for options the engine
+   * refuses, an unknown tool name among them (`EngineCheck.checkAgent`).
+   */
   spawn(options: AgentOptions, context: SpawnContext = {}): ChildHandle {
-    validateAgentOptions(options);
+    this.#check.checkAgent(options, context.depth ?? 1);
     const id = newAgentId();
     const provider = context.provider ?? this.#provider;
     const spec: ChildSpec = {
@@ -170,9 +221,11 @@ export class Engine {
       maxSteps: options.maxSteps ?? this.#options.maxSteps ?? DEFAULT_MAX_STEPS,
       replyCap: this.#options.replyCap ?? DEFAULT_REPLY_CAP,
       logDir: path.join(this.logDir, id),
+      ...(this.#options.logs === undefined ? {} : { logs: this.#options.logs }),
       toolModules: this.toolModules,
       streamText: options.streamText ?? options.onEvent !== undefined,
       liveEvents: options.onEvent !== undefined,
+      ...(options.eventTypes === undefined ? {} : { eventTypes: [...options.eventTypes] }),
       ...(options.system === undefined ? {} : { system: options.system }),
       ...(options.tools === undefined ? {} : { tools: options.tools }),
       ...(this.workspace === undefined ? {} : { workspace: this.workspace }),
@@ -205,7 +258,7 @@ export class Engine {
     if (needsBridge) void handle.result.then(() => bridge?.shutdown());
     const signal = options.signal;
     if (signal) {
-      const onAbort = () => handle.cancel('user');
+      const onAbort = () => handle.cancel(cancelReasonOf(signal));
       if (signal.aborted) onAbort();
       else {
         signal.addEventListener('abort', onAbort, { once: true });
@@ -248,13 +301,50 @@ export class Engine {
    * worker threads.
    */
   close(): Promise<void> {
-    this.#closing ??= this.#pool.close('shutdown');
+    this.#closing ??= this.#pool.close('shutdown').then(() => this.#dropEmptyLogDir());
     return this.#closing;
+  }
+
+  /** A run that kept no folder (`logs: none`, or nothing failed) leaves no empty folder behind. */
+  #dropEmptyLogDir(): void {
+    if (!this.#madeLogDir) return;
+    try {
+      rmdirSync(this.logDir); // refuses a folder that is not empty
+    } catch {
+      // Not empty, or already gone: either way there is nothing to tidy.
+    }
   }
 }
 
 function timestamp(): string {
   return new Date().toISOString().replace(/[:.]/g, '-');
+}
+
+/** Options of the `checkEngine` check itself. */
+export interface CheckEngineOptions {
+  /** How long each tool module may take to import (default 10 s). */
+  importTimeoutMs?: number;
+}
+
+/**
+ * Checks engine options as `Engine.start` does, before anything starts: every option's type and
+ * bounds, the workspace (an existing folder), the log root, the base URL (http or https), and
+ * each tool module, imported here on main (once per path) within a timeout and checked to export
+ * valid tools. No tool may be named `reply`, and no two may share a name. Throws a UsageError
+ * that names the option in backticks (`toolModules[0]`; see `flagMessage` for CLI flags).
+ * Resolves with the check every spawn passes, for checking tasks before they run.
+ */
+export async function checkEngine(
+  options: EngineOptions,
+  check: CheckEngineOptions = {},
+): Promise<EngineCheck> {
+  if (typeof options !== 'object' || options === null) {
+    throw expected('options', 'an object of engine options', options);
+  }
+  checkDurationMs('importTimeoutMs', check.importTimeoutMs, 1);
+  validateEngineOptions(options);
+  const timeoutMs = check.importTimeoutMs ?? DEFAULT_IMPORT_TIMEOUT_MS;
+  return agentCheck(await engineTools(options, timeoutMs), options.maxDepth ?? 1);
 }
 
 function validateEngineOptions(options: EngineOptions): void {
@@ -264,22 +354,19 @@ function validateEngineOptions(options: EngineOptions): void {
   checkDurationMs('idleTimeoutMs', options.idleTimeoutMs, 0);
   checkInteger('maxOldGenerationSizeMb', options.maxOldGenerationSizeMb, 16);
   checkInteger('maxCrashes', options.maxCrashes, 1, 100);
-  checkInteger('maxSteps', options.maxSteps, 1);
+  checkInteger('maxSteps', options.maxSteps, 1, MAX_STEPS_LIMIT);
   checkInteger('replyCap', options.replyCap, 100);
   checkInteger('maxDepth', options.maxDepth, 0, 8);
   checkDurationMs('ceilingMs', options.ceilingMs, 1);
   checkString('logDir', options.logDir);
+  checkLogPolicy('logs', options.logs);
   checkString('workspace', options.workspace);
   checkStringArray('toolModules', options.toolModules);
-  (options.toolModules ?? []).forEach((modulePath, index) => {
-    if (!existsSync(modulePath)) {
-      throw new UsageError(
-        `Expected \`toolModules[${index}]\` to be the path of an existing ES module, got \`${modulePath}\``,
-      );
-    }
-  });
+  if (options.hostTools !== undefined && !Array.isArray(options.hostTools)) {
+    throw expected('hostTools', 'an array of tool definitions', options.hostTools);
+  }
   (options.hostTools ?? []).forEach((tool, index) => {
-    checkTool(tool, `hostTools[${index}]`);
+    checkTool(tool, `\`hostTools[${index}]\``);
   });
   const provider = options.provider ?? {};
   checkString('provider.model', provider.model);
@@ -290,13 +377,5 @@ function validateEngineOptions(options: EngineOptions): void {
   checkDurationMs('provider.requestTimeoutMs', provider.requestTimeoutMs, 1);
   checkDurationMs('provider.backoffBaseMs', provider.backoffBaseMs, 0);
   checkDurationMs('provider.backoffMaxMs', provider.backoffMaxMs, 0);
-}
-
-function validateAgentOptions(options: AgentOptions): void {
-  checkString('prompt', options.prompt);
-  checkString('title', options.title);
-  checkString('system', options.system, true);
-  checkInteger('maxSteps', options.maxSteps, 1);
-  checkStringArray('tools', options.tools);
-  checkString('model', options.model);
+  checkEnginePaths(options);
 }

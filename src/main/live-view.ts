@@ -1,9 +1,19 @@
 import type { AgentResult } from '../shared/result.js';
+import { safeLabel, safeText } from './cli-output.js';
 import { ROOT_ID, type SessionEvent } from './session.js';
 
 interface Out {
   write(text: string): unknown;
 }
+
+/** How a settled agent is marked: complete, failed and cancelled each at a glance. */
+const MARKERS: Record<AgentResult['outcome'], string> = {
+  complete: '✓',
+  failed: '✗',
+  cancelled: '⊘',
+  empty: '–',
+  capped: '–',
+};
 
 /**
  * A readable live view of a session: the root's streamed text, a line per child as it starts
@@ -36,7 +46,7 @@ export class LiveView {
     switch (event.type) {
       case 'text-delta':
         if (event.agentId !== ROOT_ID) return;
-        this.#out.write(event.text);
+        this.#out.write(safeText(event.text));
         this.#atLineStart = event.text.endsWith('\n');
         return;
       case 'turn-start':
@@ -44,25 +54,35 @@ export class LiveView {
         return;
       case 'agent-start':
         this.#started++;
-        this.#titles.set(event.agentId, event.title);
-        this.#line(`  ▸ ${event.mode} agent started: ${event.title} (${event.agentId})`);
+        this.#titles.set(event.agentId, safeLabel(event.title));
+        this.#line(`  ▸ ${event.mode} agent started: ${safeLabel(event.title)} (${event.agentId})`);
         return;
       case 'agent-settle': {
         if (!this.#titles.has(event.agentId) || this.#settled.some((r) => r.id === event.agentId))
           return;
         const result = event.result;
         this.#settled.push(result);
-        const reason = result.reason ? ` (${result.reason})` : '';
+        const reason = result.reason
+          ? ` (${result.code ? `${result.code}: ` : ''}${safeLabel(result.reason)})`
+          : '';
         this.#line(
-          `  ✓ [${this.#settled.length}/${this.#started}] ${result.title}: ${result.outcome}${reason} in ${result.elapsedMs} ms`,
+          `  ${MARKERS[result.outcome]} [${this.#settled.length}/${this.#started}] ${safeLabel(result.title)}: ${result.outcome}${reason} in ${result.elapsedMs} ms`,
         );
         if (result.text !== '') {
-          const lines = result.text.split('\n');
+          const lines = safeText(result.text).split('\n');
           const shown = lines.slice(0, this.#resultLines).map((line) => `      ${line}`);
           if (lines.length > this.#resultLines)
             shown.push(`      … (${lines.length - this.#resultLines} more lines)`);
           this.#line(shown.join('\n'));
         }
+        return;
+      }
+      case 'provider-retry': {
+        const who =
+          event.agentId === ROOT_ID ? 'root' : (this.#titles.get(event.agentId) ?? event.agentId);
+        this.#line(
+          `  ↻ ${who}: provider ${event.code}; retry ${event.attempt + 1} in ${(event.waitMs / 1000).toFixed(1)} s`,
+        );
         return;
       }
       case 'agent-stale':
@@ -72,12 +92,12 @@ export class LiveView {
         return;
       case 'tool-call':
         if (event.agentId === ROOT_ID && event.name !== 'agent')
-          this.#line(`  · root calls ${event.name}`);
+          this.#line(`  · root calls ${safeLabel(event.name)}`);
         return;
       case 'turn-end':
         if (event.result.outcome !== 'ready') {
           this.#line(
-            `· root turn ended ${event.result.outcome}${event.result.reason ? `: ${event.result.reason}` : ''}`,
+            `· root turn ended ${event.result.outcome}${event.result.reason ? `: ${safeLabel(event.result.reason)}` : ''}`,
           );
         } else if (!this.#atLineStart) this.#line('');
         return;

@@ -1,11 +1,11 @@
-import type { AgentResult } from '../shared/result.js';
+import { type AgentResult, type CancelReason, cancelReasonOf } from '../shared/result.js';
 import type { AgentOptions, Engine } from './engine.js';
 import { checkInteger } from './options.js';
 
 export interface MapOptions {
   /** Children in flight at once (default 50). */
   concurrency?: number;
-  /** Stops admitting, cancels the running children (reason `user`); their results still come. */
+  /** Stops admitting, cancels the running children (with the signal's reason when it is a cancel reason such as `shutdown`, else `user`); their results still come. */
   signal?: AbortSignal;
 }
 
@@ -33,9 +33,10 @@ export async function* mapAgents<Spec extends AgentOptions>(
   /** Admitted and not yet yielded. */
   let inFlight = 0;
   /** Admitted and not yet settled: the ones a cancel can still reach. */
-  const running = new Map<string, { cancel(reason: 'user'): boolean }>();
+  const running = new Map<string, { cancel(reason: CancelReason): boolean }>();
   const onAbort = () => {
-    for (const handle of running.values()) handle.cancel('user');
+    const reason = cancelReasonOf(signal!);
+    for (const handle of running.values()) handle.cancel(reason);
   };
   signal?.addEventListener('abort', onAbort, { once: true });
   const iterator = (

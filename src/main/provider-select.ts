@@ -3,52 +3,87 @@ import type { ProviderConfig } from '../shared/provider/config.js';
 import type { ScriptedModelOptions } from '../testing/index.js';
 import { type ParsedValues, stringFlag } from './cli-options.js';
 
-export interface SelectedProvider {
+export interface ProviderChoice {
   kind: 'anthropic' | 'mock';
+  /** The settings from the flags; the built-in model's base URL is added when it starts. */
   config: Partial<ProviderConfig>;
-  /** Stops the in-process scripted model, when one was started. */
+}
+
+export interface SelectedProvider extends ProviderChoice {
+  /** Stops the in-process scripted model, when one was started. Idempotent. */
   close(): Promise<void>;
 }
 
 /**
- * Picks the provider (DESIGN §3): `--provider` when given; else `anthropic` when
- * ANTHROPIC_API_KEY or ANTHROPIC_BASE_URL is set; else the scripted model, started in-process and
- * announced by one line on stderr.
+ * Picks the provider (DESIGN §3) without starting anything: `--provider` when given; else
+ * `anthropic` when ANTHROPIC_API_KEY or ANTHROPIC_BASE_URL is set or `--base-url` is given; else
+ * the built-in scripted model. `anthropic` with neither a key nor a base URL is refused: it could
+ * only end in an authentication failure per request.
  */
-export async function selectProvider(
+export function chooseProvider(
   values: ParsedValues,
-  options: {
-    env?: NodeJS.ProcessEnv;
-    notice?: (line: string) => void;
-    /** Load settings for the in-process scripted model (the demo makes latency visible). */
-    mockLoad?: ScriptedModelOptions;
-  } = {},
-): Promise<SelectedProvider> {
-  const env = options.env ?? process.env;
-  const notice = options.notice ?? ((line: string) => process.stderr.write(`${line}\n`));
+  env: NodeJS.ProcessEnv = process.env,
+): ProviderChoice {
   const requested = stringFlag(values, 'provider');
   if (requested !== undefined && requested !== 'anthropic' && requested !== 'mock') {
     throw new UsageError(`Expected \`--provider\` to be anthropic or mock, got \`${requested}\``);
   }
   const model = stringFlag(values, 'model');
   const baseURL = stringFlag(values, 'base-url');
+  if (baseURL !== undefined) checkBaseUrl(baseURL, '--base-url');
+  if (env.ANTHROPIC_BASE_URL) checkBaseUrl(env.ANTHROPIC_BASE_URL, 'ANTHROPIC_BASE_URL');
   const config: Partial<ProviderConfig> = {
     ...(model === undefined ? {} : { model }),
     ...(baseURL === undefined ? {} : { baseURL }),
   };
-  const kind =
-    requested ?? (env.ANTHROPIC_API_KEY || env.ANTHROPIC_BASE_URL ? 'anthropic' : 'mock');
-  if (kind === 'anthropic' || baseURL !== undefined) {
-    return { kind: 'anthropic', config, close: async () => {} };
+  const fromEnv = Boolean(env.ANTHROPIC_API_KEY || env.ANTHROPIC_BASE_URL);
+  const kind = requested ?? (fromEnv || baseURL !== undefined ? 'anthropic' : 'mock');
+  if (kind === 'mock' && baseURL !== undefined) {
+    throw new UsageError(
+      'Expected either `--provider mock` (the built-in model) or `--base-url`, got both',
+    );
   }
+  if (kind === 'anthropic' && !env.ANTHROPIC_API_KEY && !env.ANTHROPIC_BASE_URL && !baseURL) {
+    throw new UsageError(
+      'Expected ANTHROPIC_API_KEY (or `--base-url` / ANTHROPIC_BASE_URL) with `--provider anthropic`, got neither',
+    );
+  }
+  return { kind, config };
+}
+
+/** Starts what the choice needs: the built-in scripted model, announced by one line on stderr. */
+export async function startProvider(
+  choice: ProviderChoice,
+  options: { notice: (line: string) => void; mockLoad?: ScriptedModelOptions },
+): Promise<SelectedProvider> {
+  if (choice.kind === 'anthropic') return { ...choice, close: async () => {} };
   const { startScriptedModel } = await import('../testing/index.js');
   const server = await startScriptedModel({ ...options.mockLoad, port: 0 });
-  notice(
+  options.notice(
     `cohort: no ANTHROPIC_API_KEY or ANTHROPIC_BASE_URL set; using the built-in scripted model at ${server.url}`,
   );
+  let closing: Promise<void> | undefined;
   return {
     kind: 'mock',
-    config: { model: 'cohort-scripted', ...config, baseURL: server.url },
-    close: () => server.close(),
+    config: { model: 'cohort-scripted', ...choice.config, baseURL: server.url },
+    close: () => {
+      closing ??= server.close();
+      return closing;
+    },
   };
+}
+
+/** A base URL must parse and speak http or https; anything else would only fail per request. */
+function checkBaseUrl(value: string, name: string): void {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new UsageError(`Expected \`${name}\` to be an http(s) URL, got \`${value}\``);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+    throw new UsageError(
+      `Expected \`${name}\` to be an http(s) URL, got the protocol \`${url.protocol}\` in \`${value}\``,
+    );
+  }
 }

@@ -21,6 +21,13 @@ Runs the scripted model: an Anthropic Messages API server for offline use.
   --overload P       0..1 probability of 529 overloaded (default 0)
   --chunk-chars N    characters per delta (default 8)
   --seed N           seed of the random choices (default 1)
+  -h, --help         this help
+It serves until SIGINT, SIGTERM or SIGHUP. The engine options of the other commands do not
+apply here.
+
+Exit codes:
+  0  stopped by a signal after closing cleanly
+  2  a usage error: a bad flag
 `;
 
 const FLAGS = {
@@ -98,11 +105,13 @@ export async function mockCommand(argv: string[], io: MockCommandIo = {}): Promi
     const stop = (): void => {
       process.off('SIGINT', stop);
       process.off('SIGTERM', stop);
+      process.off('SIGHUP', stop);
       io.signal?.removeEventListener('abort', stop);
       resolve();
     };
     process.once('SIGINT', stop);
     process.once('SIGTERM', stop);
+    process.once('SIGHUP', stop);
     if (io.signal?.aborted === true) stop();
     else io.signal?.addEventListener('abort', stop, { once: true });
   });

@@ -1,25 +1,41 @@
 import { UsageError } from '../../shared/errors.js';
-import { COMMON_OPTIONS, intFlag, parseCommand, stringFlag } from '../cli-options.js';
-import { Engine } from '../engine.js';
-import { selectProvider } from '../provider-select.js';
+import { readPrompt } from '../cli-input.js';
+import { intFlag, parseCommand, stringFlag } from '../cli-options.js';
+import { stdout } from '../cli-output.js';
+import { handleInterrupts, signalExitCode, stopSignal } from '../cli-process.js';
 import { formatResult } from '../render-result.js';
-import { engineOptionsFrom } from './common.js';
+import { COMMON_HELP, commandOptions, EXIT_CODES_HELP } from './help.js';
+import { startEngine } from './start.js';
 
-export const AGENT_USAGE = `cohort agent PROMPT [--system S] [--title T] [--max-steps N] [--json]
-             [--log-dir D] [--tools MODULE…] [--workspace DIR] [common options]
+export const AGENT_USAGE = `Usage: cohort agent PROMPT [options]
 
 Runs one child agent under the reply contract and prints its AgentResult.
-Exit code 0 when the outcome is complete, 1 otherwise, 2 for a usage error.`;
+PROMPT is the text itself, \`-\` to read it from stdin, or @FILE to read it from a file
+(@@… for a literal prompt that starts with @).
+
+Options:
+  --system S           system prompt (the reply rules are always added)
+  --title T            the agent's title (default: the prompt's first 60 characters)
+  --max-steps N        steps the agent may take (default 50)
+  --json               print the AgentResult as one JSON line
+${COMMON_HELP}
+${EXIT_CODES_HELP}
+  0  the outcome is complete
+  1  any other outcome (empty, capped, failed, cancelled) or an error
+  2  a usage error: a bad flag, a missing file; nothing ran
+  130/143/129  stopped by SIGINT/SIGTERM/SIGHUP (the cancelled result is still printed)`;
 
 export async function agentCommand(argv: string[]): Promise<number> {
-  const { values, positionals } = parseCommand(argv, {
-    ...COMMON_OPTIONS,
-    system: { type: 'string' },
-    title: { type: 'string' },
-    'max-steps': { type: 'string' },
-  });
+  const { values, positionals } = parseCommand(
+    argv,
+    commandOptions({
+      system: { type: 'string' },
+      title: { type: 'string' },
+      'max-steps': { type: 'string' },
+    }),
+  );
   if (values.help) {
-    process.stdout.write(`${AGENT_USAGE}\n`);
+    stdout().write(`${AGENT_USAGE}\n`);
     return 0;
   }
   if (positionals.length !== 1) {
@@ -27,17 +43,21 @@ export async function agentCommand(argv: string[]): Promise<number> {
       `Expected exactly one PROMPT argument, got ${positionals.length}${positionals.length ? `: ${positionals.map((p) => JSON.stringify(p)).join(' ')}` : ''}`,
     );
   }
-  const prompt = positionals[0]!;
   const maxSteps = intFlag(values, 'max-steps', 1);
   const system = stringFlag(values, 'system');
   const title = stringFlag(values, 'title');
-  const engineOptions = engineOptionsFrom(values, {});
-  const provider = await selectProvider(values);
-  const engine = await Engine.start({ ...engineOptions, provider: provider.config });
+  const prompt = await readPrompt(positionals[0]!);
+  const { engine } = await startEngine(values);
+  const controller = new AbortController();
+  const stopHandling = handleInterrupts({
+    // The first signal cancels the agent; its cancelled result is still printed. A second forces.
+    onSignal: (signal, count) => {
+      if (count > 1) return 'force';
+      controller.abort(signal === 'SIGINT' ? 'user' : 'shutdown');
+      return 'handled';
+    },
+  });
   try {
-    const controller = new AbortController();
-    const onSigint = () => controller.abort('user');
-    process.once('SIGINT', onSigint);
     const result = await engine.run({
       prompt,
       signal: controller.signal,
@@ -45,12 +65,12 @@ export async function agentCommand(argv: string[]): Promise<number> {
       ...(system === undefined ? {} : { system }),
       ...(title === undefined ? {} : { title }),
     });
-    process.removeListener('SIGINT', onSigint);
-    if (values.json) process.stdout.write(`${JSON.stringify(result)}\n`);
-    else process.stdout.write(`${formatResult(result)}\n`);
+    if (values.json) stdout().write(`${JSON.stringify(result)}\n`);
+    else stdout().write(`${formatResult(result)}\n`);
+    const signal = stopSignal();
+    if (signal) return signalExitCode(signal);
     return result.outcome === 'complete' ? 0 : 1;
   } finally {
-    await engine.close();
-    await provider.close();
+    stopHandling();
   }
 }

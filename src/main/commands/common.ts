@@ -1,3 +1,5 @@
+import { checkLogPolicy } from '../../shared/agent-log.js';
+import { UsageError } from '../../shared/errors.js';
 import type { ProviderConfig } from '../../shared/provider/config.js';
 import { durationFlag, intFlag, type ParsedValues, stringFlag } from '../cli-options.js';
 import type { EngineOptions } from '../engine.js';
@@ -12,20 +14,43 @@ export function engineOptionsFrom(
   const maxDepth = intFlag(values, 'max-depth', 0, 8);
   const ceilingMs = durationFlag(values, 'ceiling');
   const logDir = stringFlag(values, 'log-dir');
+  const logs = checkLogPolicy('--logs', values.logs);
   const workspace = stringFlag(values, 'workspace');
   const tools = values.tools as string[] | undefined;
   const heap = intFlag(values, 'worker-heap-mb', 16);
   const grace = durationFlag(values, 'cancel-grace');
   return {
-    provider,
+    provider: { ...provider, ...providerTimeoutsFrom(values) },
     ...(threads === undefined ? {} : { threads }),
     ...(agentsPerThread === undefined ? {} : { agentsPerThread }),
     ...(maxDepth === undefined ? {} : { maxDepth }),
     ...(ceilingMs === undefined ? {} : { ceilingMs }),
     ...(logDir === undefined ? {} : { logDir }),
+    ...(logs === undefined ? {} : { logs }),
     ...(workspace === undefined ? {} : { workspace }),
     ...(tools === undefined ? {} : { toolModules: tools }),
     ...(heap === undefined ? {} : { maxOldGenerationSizeMb: heap }),
     ...(grace === undefined ? {} : { cancelGraceMs: grace }),
   };
+}
+
+/** The provider's two waits from `--request-timeout` and `--idle-timeout`. */
+export function providerTimeoutsFrom(values: ParsedValues): Partial<ProviderConfig> {
+  const requestTimeoutMs = positiveDurationFlag(values, 'request-timeout');
+  const idleTimeoutMs = positiveDurationFlag(values, 'idle-timeout');
+  return {
+    ...(requestTimeoutMs === undefined ? {} : { requestTimeoutMs }),
+    ...(idleTimeoutMs === undefined ? {} : { idleTimeoutMs }),
+  };
+}
+
+// A zero wait would fail every request at once, so it is refused here, named by its flag.
+function positiveDurationFlag(values: ParsedValues, name: string): number | undefined {
+  const ms = durationFlag(values, name);
+  if (ms === 0) {
+    throw new UsageError(
+      `Expected \`--${name}\` to be a duration of at least 1ms, got \`${String(values[name])}\``,
+    );
+  }
+  return ms;
 }

@@ -1,13 +1,27 @@
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { COMMON_OPTIONS, parseCommand, stringFlag } from '../cli-options.js';
+import { UsageError } from '../../shared/errors.js';
+import { parseCommand, stringFlag } from '../cli-options.js';
+import { stdout } from '../cli-output.js';
+import { COMMON_HELP, commandOptions, EXIT_CODES_HELP } from './help.js';
 import { runSession } from './run.js';
 
-export const DEMO_USAGE = `cohort demo [FOLDER] [--json] [common options]
+export const DEMO_USAGE = `Usage: cohort demo [FOLDER] [options]
 
-The main job, offline on the scripted model (or on the real API when a key is set): a parent
-surveys FOLDER (default: this project's src/), fans out one async sub-agent per file, shows live
-progress, and composes a final report from the sub-agents' replies.`;
+The main job, offline on the built-in scripted model (or on the real API when a key is set): a
+parent surveys FOLDER (default: cohort's own src/), fans out one async sub-agent per file, shows
+live progress, and composes a final report from the sub-agents' replies. Signals and output
+work as in \`cohort run\`.
+
+Options:
+  --json               JSONL events and a final line
+${COMMON_HELP}
+${EXIT_CODES_HELP}
+  0  the report was composed
+  1  the root's turn ended otherwise, or an error
+  2  a usage error: a bad flag, FOLDER missing or not a folder; nothing ran
+  130/143/129  everything was stopped by a signal, as in cohort run
+  141  stdout closed before the end`;
 
 export const DEMO_PROMPT = [
   'Survey the files of the workspace. List them with list_files, then start one async',
@@ -17,10 +31,13 @@ export const DEMO_PROMPT = [
 ].join(' ');
 
 export async function demoCommand(argv: string[]): Promise<number> {
-  const { values, positionals } = parseCommand(argv, { ...COMMON_OPTIONS });
+  const { values, positionals } = parseCommand(argv, commandOptions());
   if (values.help) {
-    process.stdout.write(`${DEMO_USAGE}\n`);
+    stdout().write(`${DEMO_USAGE}\n`);
     return 0;
+  }
+  if (positionals.length > 1) {
+    throw new UsageError(`Expected at most one FOLDER, got ${positionals.length}`);
   }
   const folder = path.resolve(positionals[0] ?? stringFlag(values, 'workspace') ?? defaultFolder());
   return runSession({
@@ -35,6 +52,6 @@ export async function demoCommand(argv: string[]): Promise<number> {
 }
 
 function defaultFolder(): string {
-  // dist/src/main/commands/demo.js → the project's src/
+  // dist/src/main/commands/demo.js → the package's src/, shipped with it (package.json `files`).
   return path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../../src');
 }

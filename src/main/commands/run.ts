@@ -1,19 +1,45 @@
 import { UsageError } from '../../shared/errors.js';
 import type { AgentResult } from '../../shared/result.js';
 import type { ScriptedModelOptions } from '../../testing/index.js';
-import { COMMON_OPTIONS, parseCommand, stringFlag } from '../cli-options.js';
-import { Engine } from '../engine.js';
+import { readPrompt } from '../cli-input.js';
+import { parseCommand, stringFlag } from '../cli-options.js';
+import { note, safeLabel, safeText, stdout } from '../cli-output.js';
+import {
+  handleInterrupts,
+  type InterruptHandler,
+  type StopSignal,
+  signalExitCode,
+} from '../cli-process.js';
 import { LiveView } from '../live-view.js';
-import { selectProvider } from '../provider-select.js';
 import { ROOT_ID, Session, type SessionEvent, type TurnResult } from '../session.js';
-import { engineOptionsFrom } from './common.js';
+import type { engineOptionsFrom } from './common.js';
+import { COMMON_HELP, commandOptions, EXIT_CODES_HELP } from './help.js';
+import { startEngine } from './start.js';
 
-export const RUN_USAGE = `cohort run PROMPT [--json] [--system S] [--ceiling DURATION] [--max-depth N] [common options]
+export const RUN_USAGE = `Usage: cohort run PROMPT [options]
 
 Runs a root session turn with the agent tools, then stays alive through inbox deliveries
-until no async agent is live and the root is ready. --json prints one event per line (JSONL),
-ending with a line {"type":"final",…}. Ctrl-C cancels the foreground turn; a second Ctrl-C
-cancels everything and still prints every settled result.`;
+until no async agent is live and the root is ready. PROMPT is the text itself, \`-\` to read
+it from stdin, or @FILE to read it from a file (@@… for a literal prompt that starts with @).
+Without --json it shows the root's streamed text, a line per agent as it starts and settles
+(✓ complete, ✗ failed, ⊘ cancelled, – empty or capped) and each result. With --json it prints
+one event per line (JSONL), ending with a line {"type":"final",…}.
+
+Ctrl-C cancels the foreground turn; async agents go on. A second Ctrl-C, or SIGTERM or SIGHUP,
+cancels everything and still prints every settled result and the final line. One more signal
+stops at once. If stdout closes (\`| head -1\`), everything is cancelled quietly.
+
+Options:
+  --system S           the root's system prompt
+  --json               JSONL events and a final line
+${COMMON_HELP}
+${EXIT_CODES_HELP}
+  0  the root's last turn ended ready
+  1  it ended otherwise (cancelled, capped, failed) or an error
+  2  a usage error: a bad flag, a missing file or folder; nothing ran
+  130/143/129  everything was stopped by a signal (a second Ctrl-C, or SIGTERM/SIGHUP); the
+               code is the signal that did it. The summary is still printed.
+  141  stdout closed before the end`;
 
 /** The final line of `cohort run --json` and the summary of a run. */
 export interface RunSummary {
@@ -23,16 +49,17 @@ export interface RunSummary {
   reason?: string;
   generation: number;
   agents: { total: number; byOutcome: Record<string, number> };
-  logDir: string;
+  /** The run's log folder; absent when it keeps nothing (`--logs none`, or `failed` and none failed). */
+  logDir?: string;
 }
 
 export async function runCommand(argv: string[]): Promise<number> {
-  const { values, positionals } = parseCommand(argv, {
-    ...COMMON_OPTIONS,
-    system: { type: 'string' },
-  });
+  const { values, positionals } = parseCommand(
+    argv,
+    commandOptions({ system: { type: 'string' } }),
+  );
   if (values.help) {
-    process.stdout.write(`${RUN_USAGE}\n`);
+    stdout().write(`${RUN_USAGE}\n`);
     return 0;
   }
   if (positionals.length !== 1) {
@@ -40,7 +67,7 @@ export async function runCommand(argv: string[]): Promise<number> {
   }
   const system = stringFlag(values, 'system');
   return runSession({
-    prompt: positionals[0]!,
+    prompt: await readPrompt(positionals[0]!),
     values,
     json: values.json === true,
     ...(system === undefined ? {} : { system }),
@@ -60,90 +87,137 @@ export interface RunSessionOptions {
   mockLoad?: ScriptedModelOptions;
 }
 
-/** Runs a session to idle with the live view or JSONL, and handles Ctrl-C. Shared with `demo`. */
+/** Runs a session to idle with the live view or JSONL, and handles signals. Shared with `demo`. */
 export async function runSession(options: RunSessionOptions): Promise<number> {
-  // Options are checked before anything starts, so a bad one leaves nothing running.
-  const engineOptions = engineOptionsFrom(options.values, {});
-  const provider = await selectProvider(
-    options.values,
-    options.mockLoad ? { mockLoad: options.mockLoad } : {},
-  );
-  const engine = await Engine.start({
-    ...engineOptions,
-    provider: provider.config,
+  const { engine } = await startEngine(options.values, {
     ...(options.workspace === undefined ? {} : { workspace: options.workspace }),
+    ...(options.mockLoad ? { mockLoad: options.mockLoad } : {}),
   });
   const session = new Session(engine, {
     autoWake: true,
     ...(options.system === undefined ? {} : { system: options.system }),
   });
-  const write = (text: string) => process.stdout.write(text);
-  const view = new LiveView({ write });
-  const settled = new Map<string, AgentResult>();
-  let lastRootText = '';
-  let lastTurn: TurnResult | undefined;
+  const out = stdout();
+  const view = new LiveView({ write: (text: string) => out.write(text) });
+  const record = new RunRecord();
   const consume = (async () => {
     for await (const event of session.events()) {
-      if (event.type === 'agent-settle' && event.agentId !== ROOT_ID)
-        settled.set(event.agentId, event.result);
-      if (event.type === 'turn-end') {
-        lastTurn = event.result;
-        if (event.result.outcome === 'ready' && event.result.text !== '')
-          lastRootText = event.result.text;
-      }
-      if (options.json) write(`${JSON.stringify(event satisfies SessionEvent)}\n`);
+      record.handle(event);
+      if (options.json) out.write(`${JSON.stringify(event satisfies SessionEvent)}\n`);
       else view.handle(event);
     }
   })();
-
-  let interrupts = 0;
-  const onSigint = () => {
-    interrupts++;
-    if (interrupts === 1) {
-      const cancelled = session.cancelTurn('user');
-      process.stderr.write(
-        cancelled
-          ? 'cohort: cancelled the foreground turn; async agents go on (Ctrl-C again cancels everything)\n'
-          : 'cohort: no foreground turn; async agents go on (Ctrl-C again cancels everything)\n',
-      );
-    } else {
-      process.stderr.write('cohort: cancelling every agent\n');
-      void session.close();
-    }
-  };
-  process.on('SIGINT', onSigint);
+  let stdoutClosed = false;
+  // Nobody reads the run any more: stop it rather than pay for agents whose output is lost.
+  out.onClosed(() => {
+    stdoutClosed = true;
+    void session.close();
+  });
+  const printSummary = () =>
+    writeSummary(
+      options.json,
+      summarise({ ...record.snapshot(), session, logDir: engine.keptLogDir }),
+    );
+  const interrupts = sessionInterrupts(session, printSummary);
+  const stopHandling = handleInterrupts(interrupts);
   try {
-    if (options.banner && !options.json) write(`${options.banner}\n`);
-    lastTurn = await session.send(options.prompt);
+    if (options.banner && !options.json) out.write(`${safeText(options.banner)}\n`);
+    await session.send(options.prompt);
     await session.waitIdle();
   } finally {
-    process.removeListener('SIGINT', onSigint);
     await session.close();
     await consume;
-    await engine.close();
-    await provider.close();
+    stopHandling();
   }
-  const summary = summarise({ settled, lastTurn, lastRootText, session, logDir: engine.logDir });
-  if (options.json) write(`${JSON.stringify(summary)}\n`);
-  else {
-    const counts = Object.entries(summary.agents.byOutcome)
-      .map(([outcome, count]) => `${count} ${outcome}`)
-      .join(', ');
-    write(
-      `\n── done: root ${summary.outcome}; ${settled.size} agent(s)${counts ? `: ${counts}` : ''}\n`,
-    );
-    write(`   logs: ${engine.logDir}\n`);
-  }
+  const summary = printSummary();
+  // A first Ctrl-C only cancels the foreground turn: the run goes on and its end decides.
+  if (interrupts.stoppedBy) return signalExitCode(interrupts.stoppedBy);
+  if (stdoutClosed) return 141;
   return summary.outcome === 'ready' ? 0 : 1;
 }
 
-function summarise(input: {
+/**
+ * Signals for a session: the first Ctrl-C cancels the foreground turn (async agents go on); a
+ * second, or a first SIGTERM/SIGHUP, closes the session, which cancels everything and lets the
+ * run print what settled. Any signal after that forces.
+ */
+function sessionInterrupts(
+  session: Session,
+  printSummary: () => unknown,
+): InterruptHandler & { readonly stoppedBy: StopSignal | undefined } {
+  let stoppedBy: StopSignal | undefined;
+  return {
+    get stoppedBy() {
+      return stoppedBy;
+    },
+    onSignal: (signal, count) => {
+      if (stoppedBy) return 'force';
+      if (signal === 'SIGINT' && count === 1) {
+        const cancelled = session.cancelTurn('user');
+        note(
+          cancelled
+            ? 'cohort: cancelled the foreground turn; async agents go on (Ctrl-C again cancels everything)'
+            : 'cohort: no foreground turn; async agents go on (Ctrl-C again cancels everything)',
+        );
+        return 'handled';
+      }
+      stoppedBy = signal;
+      note('cohort: cancelling every agent (one more signal stops at once)');
+      void session.close();
+      return 'handled';
+    },
+    onForce: () => {
+      printSummary();
+    },
+  };
+}
+
+/** What the run has seen, for the summary: settled agents and the root's last turn. */
+class RunRecord {
+  readonly settled = new Map<string, AgentResult>();
+  lastTurn: TurnResult | undefined;
+  lastRootText = '';
+
+  handle(event: SessionEvent): void {
+    if (event.type === 'agent-settle' && event.agentId !== ROOT_ID)
+      this.settled.set(event.agentId, event.result);
+    if (event.type === 'turn-end') {
+      this.lastTurn = event.result;
+      if (event.result.outcome === 'ready' && event.result.text !== '')
+        this.lastRootText = event.result.text;
+    }
+  }
+
+  snapshot(): Pick<SummaryInput, 'settled' | 'lastTurn' | 'lastRootText'> {
+    return { settled: this.settled, lastTurn: this.lastTurn, lastRootText: this.lastRootText };
+  }
+}
+
+function writeSummary(json: boolean, summary: RunSummary): RunSummary {
+  const out = stdout();
+  if (json) {
+    out.write(`${JSON.stringify(summary)}\n`);
+    return summary;
+  }
+  const counts = Object.entries(summary.agents.byOutcome)
+    .map(([outcome, count]) => `${count} ${outcome}`)
+    .join(', ');
+  out.write(
+    `\n── done: root ${summary.outcome}; ${summary.agents.total} agent(s)${counts ? `: ${counts}` : ''}\n`,
+  );
+  if (summary.logDir !== undefined) out.write(`   logs: ${safeLabel(summary.logDir)}\n`);
+  return summary;
+}
+
+interface SummaryInput {
   settled: ReadonlyMap<string, AgentResult>;
   lastTurn: TurnResult | undefined;
   lastRootText: string;
   session: Session;
-  logDir: string;
-}): RunSummary {
+  logDir: string | undefined;
+}
+
+function summarise(input: SummaryInput): RunSummary {
   const byOutcome: Record<string, number> = {};
   for (const result of input.settled.values())
     byOutcome[result.outcome] = (byOutcome[result.outcome] ?? 0) + 1;
@@ -155,6 +229,6 @@ function summarise(input: {
     ...(lastTurn?.reason === undefined ? {} : { reason: lastTurn.reason }),
     generation: input.session.generation,
     agents: { total: input.settled.size, byOutcome },
-    logDir: input.logDir,
+    ...(input.logDir === undefined ? {} : { logDir: input.logDir }),
   };
 }

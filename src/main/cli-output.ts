@@ -1,0 +1,118 @@
+/**
+ * The CLI's two output streams, made safe for misuse:
+ *
+ * - A closed pipe (`cohort run --json | head -1`) ends output quietly: the first EPIPE marks the
+ *   stream closed and later writes are dropped, instead of an unhandled 'error' event and a stack
+ *   trace. What the command does about it is its own choice (`onClosed`): `batch` keeps going and
+ *   writes its results file; `run` and `agent` stop, since nobody reads them any more.
+ * - Text that came from outside (model text, titles, file names, bad task lines) is shown with
+ *   its terminal control characters neutralised, so it cannot move the cursor, retitle the window
+ *   or hide what follows.
+ */
+
+type StreamName = 'stdout' | 'stderr';
+
+class GuardedStream {
+  readonly name: StreamName;
+  #closed = false;
+  #listeners: (() => void)[] = [];
+
+  constructor(name: StreamName) {
+    this.name = name;
+    const stream = process[name];
+    stream.on('error', (error: NodeJS.ErrnoException) => {
+      // EPIPE (reader gone) and EBADF/ERR_STREAM_DESTROYED (stream torn down) all mean the same
+      // thing here: nobody can read what we write. Anything else is a real fault.
+      if (
+        error.code === 'EPIPE' ||
+        error.code === 'EBADF' ||
+        error.code === 'ERR_STREAM_DESTROYED'
+      ) {
+        this.#close();
+        return;
+      }
+      throw error;
+    });
+  }
+
+  get closed(): boolean {
+    return this.#closed;
+  }
+
+  /** Whether this stream is a terminal (escape sequences such as a progress bar are welcome). */
+  get isTTY(): boolean {
+    return process[this.name].isTTY === true;
+  }
+
+  write(text: string): void {
+    if (this.#closed) return;
+    try {
+      process[this.name].write(text);
+    } catch {
+      // A synchronous write to a pipe whose reader left throws EPIPE on some paths.
+      this.#close();
+    }
+  }
+
+  /** Calls `listener` once when the stream closes (at once, if it already has). */
+  onClosed(listener: () => void): void {
+    if (this.#closed) listener();
+    else this.#listeners.push(listener);
+  }
+
+  #close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    for (const listener of this.#listeners.splice(0)) listener();
+  }
+}
+
+let streams: { out: GuardedStream; err: GuardedStream } | undefined;
+
+function guarded(): { out: GuardedStream; err: GuardedStream } {
+  streams ??= { out: new GuardedStream('stdout'), err: new GuardedStream('stderr') };
+  return streams;
+}
+
+/** Standard output: results and JSON. */
+export function stdout(): GuardedStream {
+  return guarded().out;
+}
+
+/** Standard error: progress, notices and errors. */
+export function stderr(): GuardedStream {
+  return guarded().err;
+}
+
+/** Writes one line to stderr. */
+export function note(line: string): void {
+  stderr().write(`${line}\n`);
+}
+
+export type { GuardedStream };
+
+/**
+ * Neutralises terminal control characters in text that came from outside: ESC, the other C0
+ * controls but tab and newline, DEL and the C1 range become visible `\xNN` escapes. A carriage
+ * return is escaped too: it would let a line overwrite what came before it.
+ */
+export function safeText(text: string): string {
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point
+  return text.replace(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g, (char) => {
+    return `\\x${char.charCodeAt(0).toString(16).padStart(2, '0')}`;
+  });
+}
+
+/** `safeText` for one-line labels (titles, paths): newlines and tabs are escaped as well. */
+export function safeLabel(text: string): string {
+  return safeText(text).replace(/\n/g, '\\n').replace(/\t/g, '\\t');
+}
+
+/**
+ * Quotes a word for a POSIX shell when it needs it, so a printed command (the resume hint) can be
+ * pasted back as it is.
+ */
+export function shellQuote(word: string): string {
+  if (word !== '' && /^[A-Za-z0-9_@%+=:,./-]+$/.test(word)) return word;
+  return `'${word.replace(/'/g, `'\\''`)}'`;
+}

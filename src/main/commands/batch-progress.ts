@@ -1,0 +1,164 @@
+import cliProgress from 'cli-progress';
+import type { AgentEvent } from '../../shared/events.js';
+import { type AgentOutcome, type AgentResult, emptyOutcomeCounts } from '../../shared/result.js';
+import { note, safeLabel, stderr } from '../cli-output.js';
+import { noteCursorHidden } from '../cli-process.js';
+
+/** Failed tasks named one by one on stderr; past this, only counted. */
+const FAILED_LINES_SHOWN = 20;
+
+/** What a batch has seen: outcomes, failures by code, and which agents are waiting on a retry. */
+export class BatchTally {
+  readonly counts: Record<AgentOutcome, number> = emptyOutcomeCounts();
+  readonly failureCodes: Record<string, number> = {};
+  readonly #retrying = new Set<string>();
+  retries = 0;
+  settled = 0;
+
+  /** Agents between a provider retry and their next step's end. */
+  get retrying(): number {
+    return this.#retrying.size;
+  }
+
+  /** An agent's live events: only retries and step ends matter here. */
+  readonly watch = (event: AgentEvent): void => {
+    if (event.type === 'provider-retry') {
+      this.retries++;
+      this.#retrying.add(event.agentId);
+    } else if (event.type === 'step-end') this.#retrying.delete(event.agentId);
+  };
+
+  settle(_taskId: string, result: AgentResult): void {
+    this.settled++;
+    this.counts[result.outcome]++;
+    this.#retrying.delete(result.id);
+    if (result.outcome === 'failed') {
+      const code = result.code ?? 'internal';
+      this.failureCodes[code] = (this.failureCodes[code] ?? 0) + 1;
+    }
+  }
+
+  /** `12 complete, 3 failed (2 rate_limited, 1 auth)`: outcomes, with failures by code. */
+  describe(): string {
+    return Object.entries(this.counts)
+      .filter(([, count]) => count > 0)
+      .map(([outcome, count]) => {
+        if (outcome !== 'failed') return `${count} ${outcome}`;
+        const codes = Object.entries(this.failureCodes)
+          .sort((a, b) => b[1] - a[1])
+          .map(([code, n]) => `${n} ${code}`)
+          .join(', ');
+        return `${count} failed (${codes})`;
+      })
+      .join(', ');
+  }
+}
+
+/**
+ * Progress on stderr: a bar on a terminal, a plain line every 2 s otherwise, nothing with
+ * --quiet. The ETA comes from the average rate since the batch started, which holds steady where
+ * a short window jumps with every burst. When stderr closes, progress stops and the batch goes on.
+ */
+export class BatchProgress {
+  readonly #bar: cliProgress.SingleBar | undefined;
+  readonly #total: number;
+  readonly #quiet: boolean;
+  readonly #tally: BatchTally;
+  readonly #started = Date.now();
+  #firstAt: number | undefined;
+  #lastLine = 0;
+  #failedShown = 0;
+
+  constructor(options: { total: number; quiet: boolean; tally: BatchTally; bar: boolean }) {
+    this.#total = options.total;
+    this.#quiet = options.quiet;
+    this.#tally = options.tally;
+    if (!options.quiet && options.bar && stderr().isTTY) {
+      this.#bar = new cliProgress.SingleBar(
+        {
+          format:
+            'batch [{bar}] {value}/{total} | {outcomes}{retrying} | {rate}/s | ETA {steady_eta}',
+          hideCursor: true,
+          stream: process.stderr,
+        },
+        cliProgress.Presets.shades_classic,
+      );
+      noteCursorHidden();
+      this.#bar.start(options.total, 0, this.#payload());
+    }
+  }
+
+  update(): void {
+    this.#firstAt ??= Date.now();
+    if (this.#quiet || stderr().closed) return;
+    if (this.#bar) {
+      this.#bar.update(this.#tally.settled, this.#payload());
+      return;
+    }
+    const now = Date.now();
+    if (now - this.#lastLine >= 2000 || this.#tally.settled === this.#total) {
+      this.#lastLine = now;
+      const payload = this.#payload();
+      note(
+        `cohort batch: ${this.#tally.settled}/${this.#total} done (${payload.outcomes}${payload.retrying}), ${payload.rate}/s, ETA ${payload.steady_eta}`,
+      );
+    }
+  }
+
+  /** Names a failed task and why, for the first few; the summary counts the rest. */
+  failed(taskId: string, result: AgentResult): void {
+    if (this.#quiet) return;
+    this.#failedShown++;
+    if (this.#failedShown > FAILED_LINES_SHOWN) return;
+    const more =
+      this.#failedShown === FAILED_LINES_SHOWN ? ' (further failures are only counted)' : '';
+    this.note(
+      `cohort batch: task ${safeLabel(taskId)} failed [${result.code ?? 'internal'}]: ${safeLabel(result.reason ?? '')}${more}`,
+    );
+  }
+
+  /** A line above the bar. */
+  note(line: string): void {
+    if (this.#bar) {
+      this.#bar.stop();
+      note(line);
+      if (this.#tally.settled < this.#total)
+        this.#bar.start(this.#total, this.#tally.settled, this.#payload());
+    } else note(line);
+  }
+
+  stop(): void {
+    this.#bar?.stop();
+  }
+
+  summary(out: string, skipped: number, badLines: number): void {
+    if (this.#quiet) return;
+    const outcomes = this.#tally.describe();
+    note(
+      `cohort batch: done — ${this.#tally.settled} ran${outcomes ? ` (${outcomes})` : ''}, ${skipped} skipped, ${badLines} bad line(s); results in ${safeLabel(out)}`,
+    );
+  }
+
+  #payload(): { outcomes: string; retrying: string; rate: string; steady_eta: string } {
+    const seconds = (Date.now() - this.#started) / 1000;
+    const done = this.#tally.settled;
+    const retrying = this.#tally.retrying;
+    return {
+      outcomes: this.#tally.describe() || 'starting',
+      retrying: retrying > 0 ? ` | ${retrying} retrying (${this.#tally.retries} retries)` : '',
+      rate: seconds > 0 ? (done / seconds).toFixed(1) : '0.0',
+      steady_eta: this.#eta(),
+    };
+  }
+
+  #eta(): string {
+    const done = this.#tally.settled;
+    if (this.#firstAt === undefined || done < 2) return '…';
+    const perTask = (Date.now() - this.#started) / done;
+    const seconds = Math.round((perTask * (this.#total - done)) / 1000);
+    if (seconds < 60) return `${seconds}s`;
+    if (seconds < 3600)
+      return `${Math.floor(seconds / 60)}m${String(seconds % 60).padStart(2, '0')}s`;
+    return `${Math.floor(seconds / 3600)}h${String(Math.floor((seconds % 3600) / 60)).padStart(2, '0')}m`;
+  }
+}

@@ -1,0 +1,34 @@
+import type { ParseArgsConfig } from 'node:util';
+import { COMMON_OPTIONS } from '../cli-options.js';
+
+type Options = NonNullable<ParseArgsConfig['options']>;
+
+/** The common options plus a command's own: the flags `agent`, `run`, `demo` and `batch` take. */
+export function commandOptions(own: Options = {}): Options {
+  return { ...COMMON_OPTIONS, ...own };
+}
+
+/** The common options, as every engine command's help lists them. */
+export const COMMON_HELP = `
+Engine options:
+  --provider anthropic|mock   default: anthropic when ANTHROPIC_API_KEY or ANTHROPIC_BASE_URL
+                              is set, else the built-in scripted model (announced on stderr)
+  --model M                   model name (default claude-sonnet-5; the built-in model: any)
+  --base-url URL              a Messages API server (http or https)
+  --request-timeout DURATION  wait for a response's headers (default 2m), per attempt
+  --idle-timeout DURATION     wait between two stream events (default 1m)
+  --workspace DIR             folder read_file/list_files may read (default: none, no file tools)
+  --tools MODULE              an ES module of tools (repeatable); checked before anything starts
+  --threads N                 worker threads (default: one per core)
+  --agents-per-thread N       children per thread (default 2048)
+  --max-depth N               depth below which agents may spawn (default 1)
+  --ceiling DURATION          lifetime of an async agent (default 1h)
+  --cancel-grace DURATION     how long a cancelled child may ignore it (default 5s)
+  --worker-heap-mb N          each worker's heap limit
+  --log-dir DIR               root of the agents' log folders (default: a new folder under the
+                              OS temp dir, cohort/<time>-<pid>)
+  --logs all|failed|none      which agents' log folders to keep
+  -h, --help                  this help
+Durations: 500ms, 2s, 5m, 1h, or whole milliseconds, up to about 24.8 days.`;
+
+export const EXIT_CODES_HELP = '\nExit codes:';

@@ -1,0 +1,89 @@
+import os from 'node:os';
+import { UsageError } from '../../shared/errors.js';
+import type { ScriptedModelOptions } from '../../testing/index.js';
+import type { ParsedValues } from '../cli-options.js';
+import { note } from '../cli-output.js';
+import { onCleanup } from '../cli-process.js';
+import { checkEngine, Engine, type EngineOptions } from '../engine.js';
+import type { EngineCheck } from '../engine-check.js';
+import { flagMessage } from '../options.js';
+import {
+  chooseProvider,
+  type ProviderChoice,
+  type SelectedProvider,
+  startProvider,
+} from '../provider-select.js';
+import { engineOptionsFrom } from './common.js';
+
+export interface StartedEngine {
+  engine: Engine;
+  provider: SelectedProvider;
+}
+
+/** The flags, checked and turned into what starting needs; nothing has started yet. */
+export interface PreparedEngine {
+  options: EngineOptions;
+  choice: ProviderChoice;
+  /** The engine's own check of an agent's options, for checking task lines up front. */
+  check: EngineCheck;
+}
+
+/**
+ * Checks every flag and the engine options they make, as the engine would, before anything
+ * starts: the workspace, the tool modules (imported here, with a timeout), the base URL. Errors
+ * name the flags (`--ceiling`), not the library's option names.
+ */
+export async function prepareEngine(
+  values: ParsedValues,
+  options: { workspace?: string } = {},
+): Promise<PreparedEngine> {
+  const engineOptions: EngineOptions = {
+    ...engineOptionsFrom(values, {}),
+    ...(options.workspace === undefined ? {} : { workspace: options.workspace }),
+  };
+  const choice = chooseProvider(values);
+  try {
+    const check = await checkEngine({
+      ...engineOptions,
+      provider: { ...engineOptions.provider, ...choice.config },
+    });
+    return { options: engineOptions, choice, check };
+  } catch (error) {
+    if (error instanceof UsageError) throw new UsageError(flagMessage(error.message));
+    throw error;
+  }
+}
+
+/**
+ * Starts what a command runs on, in the one order that loses nothing: everything is checked
+ * first (`prepareEngine`), then the built-in model and the engine start, each registered for
+ * cleanup at once so any later failure still closes them and the process exits.
+ */
+export async function startEngine(
+  values: ParsedValues,
+  options: { workspace?: string; mockLoad?: ScriptedModelOptions; prepared?: PreparedEngine } = {},
+): Promise<StartedEngine> {
+  const prepared = options.prepared ?? (await prepareEngine(values, options));
+  warnAboutThreads(prepared.options.threads);
+  const provider = await startProvider(prepared.choice, {
+    notice: note,
+    ...(options.mockLoad ? { mockLoad: options.mockLoad } : {}),
+  });
+  onCleanup(() => provider.close());
+  const engine = await Engine.start({
+    ...prepared.options,
+    provider: { ...prepared.options.provider, ...provider.config },
+  });
+  onCleanup(() => engine.close());
+  return { engine, provider };
+}
+
+/** More threads than cores only adds start-up time (each thread is a V8 isolate) and switching. */
+function warnAboutThreads(threads: number | undefined): void {
+  const cores = os.availableParallelism();
+  if (threads !== undefined && threads > cores) {
+    note(
+      `cohort: warning: --threads ${threads} is more than this machine's ${cores} core(s); each thread takes time to start and adds no throughput`,
+    );
+  }
+}

@@ -1,0 +1,202 @@
+import { readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type ScriptedModel, startScriptedModel } from '../src/testing/index.js';
+import { runCli } from './cli-helpers.js';
+import { scripted, tempDir } from './helpers.js';
+
+// Signals and closed pipes, sent to the built CLI as a real child process. `hanging` never
+// answers (60 s to first token), so a signal always finds agents in flight; `fast` answers at once.
+let hanging: ScriptedModel;
+let fast: ScriptedModel;
+
+beforeAll(async () => {
+  hanging = await startScriptedModel({ port: 0, ttftMs: 60_000 });
+  fast = await startScriptedModel({ port: 0 });
+});
+
+afterAll(async () => {
+  await hanging.close();
+  await fast.close();
+});
+
+/** Resolves once `model` has received `count` more requests. */
+function requests(model: ScriptedModel, count: number): Promise<void> {
+  return new Promise((resolve) => {
+    let seen = 0;
+    const onRequest = () => {
+      if (++seen === count) {
+        model.off('request', onRequest);
+        resolve();
+      }
+    };
+    model.on('request', onRequest);
+  });
+}
+
+function tasksFile(count: number): string {
+  const file = path.join(tempDir(), 'tasks with space.jsonl');
+  writeFileSync(
+    file,
+    Array.from({ length: count }, (_, index) =>
+      JSON.stringify({ id: `t${index}`, prompt: `Task number ${index}.` }),
+    ).join('\n'),
+  );
+  return file;
+}
+
+function readLines(file: string): { taskId: string; outcome: string; reason?: string }[] {
+  return readFileSync(file, 'utf8')
+    .split('\n')
+    .filter((line) => line !== '')
+    .map((line) => JSON.parse(line));
+}
+
+describe('batch under signals', () => {
+  it.each([
+    ['SIGTERM', 143, 'shutdown'],
+    ['SIGHUP', 129, 'shutdown'],
+    ['SIGINT', 130, 'user'],
+  ] as const)(
+    '%s writes the cancelled lines, the summary and a quoted resume hint; exit %i',
+    async (signal, code, reason) => {
+      const tasks = tasksFile(20);
+      const out = path.join(tempDir(), 'results.jsonl');
+      const seen = requests(hanging, 5);
+      const run = runCli([
+        'batch',
+        tasks,
+        '--out',
+        out,
+        '--concurrency',
+        '5',
+        '--base-url',
+        hanging.url,
+        '--json',
+      ]);
+      await seen;
+      run.child.kill(signal);
+      expect((await run.exit).code).toBe(code);
+      const lines = readLines(out);
+      expect(lines).toHaveLength(5);
+      expect(lines.every((line) => line.outcome === 'cancelled' && line.reason === reason)).toBe(
+        true,
+      );
+      const summary = JSON.parse(run.stdout().trim());
+      expect(summary).toMatchObject({ type: 'summary', interrupted: true, ran: 5 });
+      expect(run.stderr()).toMatch(/Resume with the same command/);
+      // The tasks file's name has a space: the hint quotes it so it can be pasted back.
+      expect(run.stderr()).toContain(`'${tasks}'`);
+    },
+  );
+
+  it('a second signal forces the stop at once, after printing what settled', async () => {
+    const tasks = tasksFile(20);
+    const out = path.join(tempDir(), 'results.jsonl');
+    const seen = requests(hanging, 5);
+    const run = runCli([
+      'batch',
+      tasks,
+      '--out',
+      out,
+      '--concurrency',
+      '5',
+      '--base-url',
+      hanging.url,
+    ]);
+    await seen;
+    // Back to back: the second arrives while the first one's cancels are still on their way.
+    run.child.kill('SIGINT');
+    run.child.kill('SIGTERM');
+    const exit = await run.exit;
+    expect(exit.code).toBe(130);
+    expect(run.stderr()).toMatch(/stopped by SIGTERM/);
+    expect(run.stderr()).toMatch(/Resume with the same command/);
+    // Whatever was written is whole lines: the resume can read it.
+    for (const line of readFileSync(out, 'utf8').split('\n').filter(Boolean)) JSON.parse(line);
+    // The lock was released on the forced way out: the resume runs.
+    const resumed = runCli(['batch', tasks, '--out', out, '--base-url', fast.url, '--quiet']);
+    expect((await resumed.exit).code).toBe(0);
+    expect(readLines(out)).toHaveLength(20);
+  });
+
+  it('keeps running and writing its results when stdout and stderr close', async () => {
+    const tasks = tasksFile(30);
+    const out = path.join(tempDir(), 'results.jsonl');
+    const run = runCli([
+      'batch',
+      tasks,
+      '--out',
+      out,
+      '--concurrency',
+      '3',
+      '--base-url',
+      fast.url,
+    ]);
+    await run.waitFor(/to run/);
+    run.child.stdout!.destroy();
+    run.child.stderr!.destroy();
+    const exit = await run.exit;
+    expect(exit.code).toBe(0);
+    expect(readLines(out)).toHaveLength(30);
+  });
+});
+
+describe('run and agent under signals and closed pipes', () => {
+  it('SIGTERM during run --json cancels everything and still prints the final line; exit 143', async () => {
+    const slow = (title: string) => ({
+      name: 'agent',
+      input: { title, mode: 'async', prompt: scripted([{ delayMs: 60_000, reply: 'never' }]) },
+    });
+    const prompt = scripted([{ calls: [slow('a1'), slow('a2')] }, { text: 'waiting' }]);
+    const run = runCli(['run', prompt, '--json', '--base-url', fast.url]);
+    await run.waitFor(/"agent-start"[\s\S]*"agent-start"/, 'stdout');
+    run.child.kill('SIGTERM');
+    expect((await run.exit).code).toBe(143);
+    const lines = run
+      .stdout()
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line));
+    const final = lines.at(-1);
+    expect(final.type).toBe('final');
+    expect(final.agents.byOutcome.cancelled).toBe(2);
+  });
+
+  it('SIGTERM during agent --json prints the cancelled result; exit 143', async () => {
+    const run = runCli(['agent', 'anything', '--json', '--base-url', hanging.url]);
+    await requests(hanging, 1);
+    run.child.kill('SIGTERM');
+    expect((await run.exit).code).toBe(143);
+    const result = JSON.parse(run.stdout());
+    expect(result).toMatchObject({ outcome: 'cancelled', reason: 'shutdown' });
+  });
+
+  it('run --json whose stdout closes after one line ends quietly and stops its agents', async () => {
+    const slow = {
+      name: 'agent',
+      input: { title: 's', mode: 'async', prompt: scripted([{ delayMs: 60_000, reply: 'x' }]) },
+    };
+    const run = runCli([
+      'run',
+      scripted([{ calls: [slow] }, { text: 'ok' }]),
+      '--json',
+      '--base-url',
+      fast.url,
+    ]);
+    await run.waitFor(/\n/, 'stdout');
+    run.child.stdout!.destroy();
+    const exit = await run.exit;
+    expect(exit.code).toBe(141);
+    expect(run.stderr()).not.toMatch(/EPIPE|\n\s+at /);
+  });
+
+  it('demo piped into a reader that leaves ends quietly', async () => {
+    const run = runCli(['demo']);
+    await run.waitFor(/./, 'stdout');
+    run.child.stdout!.destroy();
+    const exit = await run.exit;
+    expect(exit.code).toBe(141);
+    expect(run.stderr()).not.toMatch(/EPIPE|\n\s+at /);
+  });
+});
