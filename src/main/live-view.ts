@@ -80,8 +80,9 @@ export class LiveView {
       case 'provider-retry': {
         const who =
           event.agentId === ROOT_ID ? 'root' : (this.#titles.get(event.agentId) ?? event.agentId);
+        const why = event.status === undefined ? event.code : `${event.status} ${event.code}`;
         this.#line(
-          `  ↻ ${who}: provider ${event.code}; retry ${event.attempt + 1} in ${(event.waitMs / 1000).toFixed(1)} s`,
+          `  ↻ ${who}: retrying after ${why} (attempt ${event.attempt} of ${event.maxAttempts}, waiting ${(event.waitMs / 1000).toFixed(1)} s)`,
         );
         return;
       }

@@ -14,6 +14,8 @@ export class BatchTally {
   readonly #retrying = new Set<string>();
   retries = 0;
   settled = 0;
+  /** Called at each provider retry, with what the provider answered. */
+  onRetry: ((event: Extract<AgentEvent, { type: 'provider-retry' }>) => void) | undefined;
 
   /** Agents between a provider retry and their next step's end. */
   get retrying(): number {
@@ -25,6 +27,7 @@ export class BatchTally {
     if (event.type === 'provider-retry') {
       this.retries++;
       this.#retrying.add(event.agentId);
+      this.onRetry?.(event);
     } else if (event.type === 'step-end') this.#retrying.delete(event.agentId);
   };
 
@@ -68,11 +71,13 @@ export class BatchProgress {
   #firstAt: number | undefined;
   #lastLine = 0;
   #failedShown = 0;
+  #lastRetryLine = 0;
 
   constructor(options: { total: number; quiet: boolean; tally: BatchTally; bar: boolean }) {
     this.#total = options.total;
     this.#quiet = options.quiet;
     this.#tally = options.tally;
+    this.#tally.onRetry = (event) => this.#retry(event);
     if (!options.quiet && options.bar && stderr().isTTY) {
       this.#bar = new cliProgress.SingleBar(
         {
@@ -103,6 +108,21 @@ export class BatchProgress {
         `cohort batch: ${this.#tally.settled}/${this.#total} done (${payload.outcomes}${payload.retrying}), ${payload.rate}/s, ETA ${payload.steady_eta}`,
       );
     }
+  }
+
+  /**
+   * Without a bar, a retry gets its own line (at most one per 2 s), so a batch that is being
+   * pushed back by its provider says so instead of looking stuck.
+   */
+  #retry(event: Extract<AgentEvent, { type: 'provider-retry' }>): void {
+    if (this.#bar || this.#quiet || stderr().closed) return;
+    const now = Date.now();
+    if (now - this.#lastRetryLine < 2000) return;
+    this.#lastRetryLine = now;
+    const why = event.status === undefined ? event.code : `${event.status} ${event.code}`;
+    note(
+      `cohort batch: provider answered ${why}; ${this.#tally.retrying} task(s) waiting to retry (attempt ${event.attempt} of ${event.maxAttempts})`,
+    );
   }
 
   /** Names a failed task and why, for the first few; the summary counts the rest. */

@@ -90,6 +90,7 @@ export async function batchCommand(argv: string[]): Promise<number> {
   const results = openResults(out, {
     ...(tasksArg === '-' ? {} : { tasksFile: tasksArg }),
     retryFailed: values['retry-failed'] === true,
+    command: 'cohort batch',
   });
   onCleanup(() => results.close());
   const todo = tasks.filter((task) => !results.done.has(task.id));

@@ -1,0 +1,145 @@
+import { readFileSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type ScriptedModel, startScriptedModel } from '../src/testing/index.js';
+import { runCli } from './cli-helpers.js';
+import { scripted, tempDir } from './helpers.js';
+
+// `cohort batch` as a user meets it: the lock against a second run, failures explained, retries
+// shown, and --retry-failed. Real processes, a real scripted model, and a plain node:http server
+// that refuses every key (what a wrong ANTHROPIC_API_KEY gets from the real API).
+let model: ScriptedModel;
+let hanging: ScriptedModel;
+let refusing: http.Server;
+let refusingUrl: string;
+
+beforeAll(async () => {
+  model = await startScriptedModel({ port: 0 });
+  hanging = await startScriptedModel({ port: 0, ttftMs: 60_000 });
+  refusing = http.createServer((_request, response) => {
+    response.writeHead(401, { 'content-type': 'application/json' });
+    response.end(
+      JSON.stringify({
+        type: 'error',
+        error: { type: 'authentication_error', message: 'invalid x-api-key' },
+      }),
+    );
+  });
+  await new Promise<void>((resolve) => refusing.listen(0, '127.0.0.1', resolve));
+  refusingUrl = `http://127.0.0.1:${(refusing.address() as AddressInfo).port}`;
+});
+
+afterAll(async () => {
+  await model.close();
+  await hanging.close();
+  await new Promise((resolve) => refusing.close(resolve));
+});
+
+function tasksFile(prompts: string[]): string {
+  const file = path.join(tempDir(), 'tasks.jsonl');
+  writeFileSync(
+    file,
+    prompts.map((prompt, index) => JSON.stringify({ id: `t${index}`, prompt })).join('\n'),
+  );
+  return file;
+}
+
+function readLines(file: string): { taskId: string; outcome: string; code?: string }[] {
+  return readFileSync(file, 'utf8')
+    .split('\n')
+    .filter((line) => line !== '')
+    .map((line) => JSON.parse(line));
+}
+
+describe('cohort batch', () => {
+  it('a second run on the same --out exits 2 naming the holder, and touches nothing', async () => {
+    const tasks = tasksFile(['a', 'b', 'c']);
+    const out = path.join(tempDir(), 'results.jsonl');
+    const first = runCli(['batch', tasks, '--out', out, '--base-url', hanging.url]);
+    await first.waitFor(/to run/);
+    const second = runCli(['batch', tasks, '--out', out, '--base-url', model.url]);
+    expect((await second.exit).code).toBe(2);
+    expect(second.stderr()).toContain(`pid ${first.child.pid}`);
+    expect(second.stderr()).toContain(`${out}.lock`);
+    first.child.kill('SIGINT');
+    expect((await first.exit).code).toBe(130);
+    // Only the first run's three cancelled lines: the second paid for nothing.
+    expect(readLines(out)).toHaveLength(3);
+  });
+
+  it('refuses a notes file as --out and leaves it byte for byte as it was', async () => {
+    const notes = path.join(tempDir(), 'notes.md');
+    const text = '# My notes\n\nImportant things.\n';
+    writeFileSync(notes, text);
+    const run = runCli(['batch', tasksFile(['a']), '--out', notes, '--base-url', model.url]);
+    expect((await run.exit).code).toBe(2);
+    expect(run.stderr()).toMatch(/notes\.md.*line 1/);
+    expect(readFileSync(notes, 'utf8')).toBe(text);
+    const self = tasksFile(['a']);
+    const same = runCli(['batch', self, '--out', self, '--base-url', model.url]);
+    expect((await same.exit).code).toBe(2);
+  });
+
+  it('names failed tasks with code and reason, counts failures by code, and --retry-failed reruns only them', async () => {
+    const tasks = tasksFile(['one', 'two', 'three']);
+    const out = path.join(tempDir(), 'results.jsonl');
+    const refused = runCli(['batch', tasks, '--out', out, '--base-url', refusingUrl]);
+    expect((await refused.exit).code).toBe(1);
+    expect(refused.stderr()).toMatch(/task t\d failed \[auth\]: .*ANTHROPIC_API_KEY/);
+    expect(refused.stderr()).toMatch(/3 failed \(3 auth\)/);
+    expect(readLines(out).map((line) => line.code)).toEqual(['auth', 'auth', 'auth']);
+
+    // Without --retry-failed a rerun has nothing to do; with it, the failed tasks run again and
+    // their lines are replaced: still one line per task.
+    const again = runCli(['batch', tasks, '--out', out, '--base-url', model.url]);
+    expect((await again.exit).code).toBe(1);
+    expect(again.stderr()).toMatch(/3 already in/);
+    const retried = runCli([
+      'batch',
+      tasks,
+      '--out',
+      out,
+      '--base-url',
+      model.url,
+      '--retry-failed',
+    ]);
+    expect((await retried.exit).code).toBe(0);
+    expect(retried.stderr()).toMatch(/3 failed, to retry/);
+    const lines = readLines(out);
+    expect(lines.map((line) => line.taskId).sort()).toEqual(['t0', 't1', 't2']);
+    expect(lines.every((line) => line.outcome === 'complete')).toBe(true);
+  });
+
+  it('says when the provider pushes back and a task is waiting to retry', async () => {
+    const prompt = scripted([
+      { reply: 'recovered', error: { status: 429, retryAfterMs: 50 }, faultAttempts: 1 },
+    ]);
+    const run = runCli([
+      'batch',
+      tasksFile([prompt]),
+      '--out',
+      path.join(tempDir(), 'r.jsonl'),
+      '--base-url',
+      model.url,
+    ]);
+    expect((await run.exit).code).toBe(0);
+    expect(run.stderr()).toMatch(
+      /provider answered 429 rate_limited; 1 task\(s\) waiting to retry \(attempt 2 of 5\)/,
+    );
+  });
+});
+
+describe('cohort run', () => {
+  it('the live view says when a call is being retried', async () => {
+    const prompt = scripted([
+      { text: 'made it', error: { status: 529, retryAfterMs: 50 }, faultAttempts: 1 },
+    ]);
+    const run = runCli(['run', prompt, '--base-url', model.url]);
+    expect((await run.exit).code).toBe(0);
+    expect(run.stdout()).toMatch(
+      /↻ root: retrying after 529 overloaded \(attempt 2 of 5, waiting 0\.\d s\)/,
+    );
+  });
+});
