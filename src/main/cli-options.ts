@@ -39,8 +39,25 @@ export function parseCommand(
     });
     return { values: parsed.values as ParsedValues, positionals: parsed.positionals };
   } catch (error) {
-    throw new UsageError(error instanceof Error ? error.message : String(error));
+    throw new UsageError(parseErrorMessage(error));
   }
+}
+
+/** parseArgs's own messages, reworded to say what was expected and what arrived. */
+function parseErrorMessage(error: unknown): string {
+  const message = error instanceof Error ? error.message : String(error);
+  const code = (error as { code?: string }).code;
+  const option = /'(-{1,2}[^' ]+)/.exec(message)?.[1];
+  if (code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION' && option) {
+    return `Expected a known option, got \`${option}\` (a prompt that starts with - goes after --). See the command's --help`;
+  }
+  if (code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE' && option && /missing/.test(message)) {
+    return `Expected a value after \`${option}\`, got nothing. See the command's --help`;
+  }
+  if (code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE' && option) {
+    return `Expected \`${option}\` alone (it takes no value), got a value. See the command's --help`;
+  }
+  return message;
 }
 
 /**

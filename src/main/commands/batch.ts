@@ -95,7 +95,8 @@ export async function batchCommand(argv: string[]): Promise<number> {
   onCleanup(() => results.close());
   const todo = tasks.filter((task) => !results.done.has(task.id));
   const skipped = tasks.length - todo.length;
-  const { engine } = await startEngine(values, { prepared });
+  // Nothing to run (all done, or no good line): start neither the model nor the pool.
+  const engine = todo.length === 0 ? undefined : (await startEngine(values, { prepared })).engine;
   if (!quiet) {
     const retried = results.retried ? ` (${results.retried} failed, to retry)` : '';
     note(
@@ -104,8 +105,11 @@ export async function batchCommand(argv: string[]): Promise<number> {
   }
   const tally = new BatchTally();
   const progress = new BatchProgress({ total: todo.length, quiet, tally, bar: !values.json });
-  const stopped = await runTasks({ engine, todo, results, concurrency, tally, progress });
-  await engine.close();
+  const stopped = engine
+    ? await runTasks({ engine, todo, results, concurrency, tally, progress })
+    : undefined;
+  progress.stop();
+  await engine?.close();
   const complete = results.completeIds();
   results.close();
   const summary = {
