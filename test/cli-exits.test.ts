@@ -104,6 +104,29 @@ describe('every command exits, with the built-in model started', () => {
     expect(run.stderr()).not.toMatch(/\n\s+at /); // no stack trace
   });
 
+  it('a --tools module that throws on import, or that defines `reply`, is a usage error before any task starts', async () => {
+    const dir = tempDir();
+    const throwing = path.join(dir, 'throwing.mjs');
+    writeFileSync(throwing, "throw new Error('broken module');\n");
+    const reply = path.join(dir, 'reply.mjs');
+    writeFileSync(
+      reply,
+      "export const tools = [{ name: 'reply', description: 'mine', inputSchema: { type: 'object' }, run: () => 'x' }];\n",
+    );
+    const tasks = tasksFile(ONE_TASK);
+    for (const [module, message] of [
+      [throwing, /broken module/],
+      [reply, /`reply`/],
+    ] as const) {
+      const out = path.join(tempDir(), 'out.jsonl');
+      const run = runCli(['batch', tasks, '--out', out, '--tools', module]);
+      expect(await exitOf(run)).toBe(2);
+      expect(run.stderr()).toMatch(message);
+      expect(run.stderr()).toMatch(/`--tools`/);
+      expect(existsSync(out)).toBe(false);
+    }
+  });
+
   it('--out /dev/stdout into a pipe is refused, not written into', async () => {
     const run = runCli(['batch', tasksFile(ONE_TASK), '--out', '/dev/stdout']);
     expect(await exitOf(run)).toBe(2);
