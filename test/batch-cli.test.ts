@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ScriptedModel, startScriptedModel } from '../src/testing/index.js';
-import { runCli } from './cli-helpers.js';
+import { readResultLines, runCli, writeTasks } from './cli-helpers.js';
 import { scripted, tempDir } from './helpers.js';
 
 // `cohort batch` as a user meets it: the lock against a second run, failures explained, retries
@@ -37,25 +37,9 @@ afterAll(async () => {
   await new Promise((resolve) => refusing.close(resolve));
 });
 
-function tasksFile(prompts: string[]): string {
-  const file = path.join(tempDir(), 'tasks.jsonl');
-  writeFileSync(
-    file,
-    prompts.map((prompt, index) => JSON.stringify({ id: `t${index}`, prompt })).join('\n'),
-  );
-  return file;
-}
-
-function readLines(file: string): { taskId: string; outcome: string; code?: string }[] {
-  return readFileSync(file, 'utf8')
-    .split('\n')
-    .filter((line) => line !== '')
-    .map((line) => JSON.parse(line));
-}
-
 describe('cohort batch', () => {
   it('a second run on the same --out exits 2 naming the holder, and touches nothing', async () => {
-    const tasks = tasksFile(['a', 'b', 'c']);
+    const tasks = writeTasks(['a', 'b', 'c']);
     const out = path.join(tempDir(), 'results.jsonl');
     const first = runCli(['batch', tasks, '--out', out, '--base-url', hanging.url]);
     await first.waitFor(/to run/);
@@ -66,30 +50,30 @@ describe('cohort batch', () => {
     first.child.kill('SIGINT');
     expect((await first.exit).code).toBe(130);
     // Only the first run's three cancelled lines: the second paid for nothing.
-    expect(readLines(out)).toHaveLength(3);
+    expect(readResultLines(out)).toHaveLength(3);
   });
 
   it('refuses a notes file as --out and leaves it byte for byte as it was', async () => {
     const notes = path.join(tempDir(), 'notes.md');
     const text = '# My notes\n\nImportant things.\n';
     writeFileSync(notes, text);
-    const run = runCli(['batch', tasksFile(['a']), '--out', notes, '--base-url', model.url]);
+    const run = runCli(['batch', writeTasks(['a']), '--out', notes, '--base-url', model.url]);
     expect((await run.exit).code).toBe(2);
     expect(run.stderr()).toMatch(/notes\.md.*line 1/);
     expect(readFileSync(notes, 'utf8')).toBe(text);
-    const self = tasksFile(['a']);
+    const self = writeTasks(['a']);
     const same = runCli(['batch', self, '--out', self, '--base-url', model.url]);
     expect((await same.exit).code).toBe(2);
   });
 
   it('names failed tasks with code and reason, counts failures by code, and --retry-failed reruns only them', async () => {
-    const tasks = tasksFile(['one', 'two', 'three']);
+    const tasks = writeTasks(['one', 'two', 'three']);
     const out = path.join(tempDir(), 'results.jsonl');
     const refused = runCli(['batch', tasks, '--out', out, '--base-url', refusingUrl]);
     expect((await refused.exit).code).toBe(1);
     expect(refused.stderr()).toMatch(/task t\d failed \[auth\]: .*ANTHROPIC_API_KEY/);
     expect(refused.stderr()).toMatch(/3 failed \(3 auth\)/);
-    expect(readLines(out).map((line) => line.code)).toEqual(['auth', 'auth', 'auth']);
+    expect(readResultLines(out).map((line) => line.code)).toEqual(['auth', 'auth', 'auth']);
 
     // Without --retry-failed a rerun has nothing to do; with it, the failed tasks run again and
     // their lines are replaced: still one line per task.
@@ -107,7 +91,7 @@ describe('cohort batch', () => {
     ]);
     expect((await retried.exit).code).toBe(0);
     expect(retried.stderr()).toMatch(/3 failed, to retry/);
-    const lines = readLines(out);
+    const lines = readResultLines(out);
     expect(lines.map((line) => line.taskId).sort()).toEqual(['t0', 't1', 't2']);
     expect(lines.every((line) => line.outcome === 'complete')).toBe(true);
   });
@@ -118,7 +102,7 @@ describe('cohort batch', () => {
     ]);
     const run = runCli([
       'batch',
-      tasksFile([prompt]),
+      writeTasks([prompt]),
       '--out',
       path.join(tempDir(), 'r.jsonl'),
       '--base-url',

@@ -5,15 +5,8 @@ import { checkTaskLine, parseTasks } from '../src/main/batch-tasks.js';
 import { mapAgents } from '../src/main/map-agents.js';
 import { openResults } from '../src/main/results-file.js';
 import { type ScriptedModel, startScriptedModel } from '../src/testing/index.js';
-import { runCli } from './cli-helpers.js';
+import { readResultLines, runCli, writeTasks } from './cli-helpers.js';
 import { type Rig, scripted, startRig, tempDir } from './helpers.js';
-
-function readLines(file: string): { taskId: string; outcome: string; reason?: string }[] {
-  return readFileSync(file, 'utf8')
-    .split('\n')
-    .filter((line) => line.trim() !== '')
-    .map((line) => JSON.parse(line));
-}
 
 describe('tasks file parsing', () => {
   it('reports every bad line with its number and what was wrong, and keeps the good ones', () => {
@@ -72,7 +65,7 @@ describe('results file', () => {
     results.close();
     expect([...results.done].sort()).toEqual(['a', 'c', 'd']);
     expect(results.dropped).toBe(2);
-    expect(readLines(file).map((line) => line.taskId)).toEqual(['a', 'c', 'd']);
+    expect(readResultLines(file).map((line) => line.taskId)).toEqual(['a', 'c', 'd']);
     // Rewritten in place, never renamed over: whoever holds the file keeps the same file.
     expect(statSync(file).ino).toBe(inode);
   });
@@ -147,19 +140,8 @@ describe('cohort batch (the CLI as a child process)', () => {
     await fast.close();
   });
 
-  function tasksFile(count: number): string {
-    const file = path.join(tempDir(), 'tasks.jsonl');
-    writeFileSync(
-      file,
-      Array.from({ length: count }, (_, index) =>
-        JSON.stringify({ id: `t${index}`, prompt: `Task number ${index}.` }),
-      ).join('\n'),
-    );
-    return file;
-  }
-
   it('killed with SIGKILL mid-run and rerun, the output ends with exactly one line per task', async () => {
-    const tasks = tasksFile(300);
+    const tasks = writeTasks(300);
     const out = path.join(tempDir(), 'results.jsonl');
     const first = runCli([
       'batch',
@@ -184,12 +166,12 @@ describe('cohort batch (the CLI as a child process)', () => {
     });
     first.child.kill('SIGKILL');
     expect((await first.exit).signal).toBe('SIGKILL');
-    const partial = readLines(out).length;
+    const partial = readResultLines(out).length;
     expect(partial).toBeGreaterThan(0);
     expect(partial).toBeLessThan(300);
     const second = runCli(['batch', tasks, '--out', out, '--base-url', fast.url, '--threads', '1']);
     expect((await second.exit).code).toBe(0);
-    const lines = readLines(out);
+    const lines = readResultLines(out);
     expect(lines.map((line) => line.taskId).sort()).toEqual(
       Array.from({ length: 300 }, (_, index) => `t${index}`).sort(),
     );
@@ -198,7 +180,7 @@ describe('cohort batch (the CLI as a child process)', () => {
   });
 
   it('Ctrl-C stops admitting, writes cancelled results, says how to resume; the resume completes', async () => {
-    const tasks = tasksFile(50);
+    const tasks = writeTasks(50);
     const out = path.join(tempDir(), 'results.jsonl');
     const hanging = await startScriptedModel({ port: 0, ttftMs: 60_000 });
     try {
@@ -227,14 +209,14 @@ describe('cohort batch (the CLI as a child process)', () => {
       const exit = await run.exit;
       expect(exit.code).toBe(130);
       expect(run.stderr()).toMatch(/Resume with the same command/);
-      const lines = readLines(out);
+      const lines = readResultLines(out);
       expect(lines).toHaveLength(10);
       expect(lines.every((line) => line.outcome === 'cancelled' && line.reason === 'user')).toBe(
         true,
       );
       const resumed = runCli(['batch', tasks, '--out', out, '--base-url', fast.url]);
       expect((await resumed.exit).code).toBe(0);
-      const final = readLines(out);
+      const final = readResultLines(out);
       expect(final).toHaveLength(50);
       expect(new Set(final.map((line) => line.taskId)).size).toBe(50);
     } finally {
@@ -249,7 +231,7 @@ describe('cohort batch (the CLI as a child process)', () => {
     const lenient = runCli(['batch', file, '--out', out, '--base-url', fast.url, '--quiet']);
     expect((await lenient.exit).code).toBe(1);
     expect(lenient.stderr()).toContain(`${file}:2: missing \`prompt\``);
-    expect(readLines(out).map((line) => line.taskId)).toEqual(['ok']);
+    expect(readResultLines(out).map((line) => line.taskId)).toEqual(['ok']);
     const strict = runCli([
       'batch',
       file,

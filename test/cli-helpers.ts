@@ -1,4 +1,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 export const CLI = fileURLToPath(new URL('../dist/src/main/cli.js', import.meta.url));
@@ -62,4 +65,31 @@ export function runCli(
       }),
     exit,
   };
+}
+
+/**
+ * Writes a tasks file in a fresh temp folder: `count` tasks `t0…` with plain prompts, or one
+ * task per given prompt. Returns its path.
+ */
+export function writeTasks(tasks: number | string[], name = 'tasks.jsonl'): string {
+  const prompts =
+    typeof tasks === 'number'
+      ? Array.from({ length: tasks }, (_, index) => `Task number ${index}.`)
+      : tasks;
+  const file = path.join(mkdtempSync(path.join(os.tmpdir(), 'cohort-tasks-')), name);
+  writeFileSync(
+    file,
+    prompts.map((prompt, index) => JSON.stringify({ id: `t${index}`, prompt })).join('\n'),
+  );
+  return file;
+}
+
+/** The result lines of a batch's results file. */
+export function readResultLines(
+  file: string,
+): { taskId: string; outcome: string; reason?: string; code?: string }[] {
+  return readFileSync(file, 'utf8')
+    .split('\n')
+    .filter((line) => line.trim() !== '')
+    .map((line) => JSON.parse(line));
 }

@@ -1,8 +1,8 @@
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ScriptedModel, startScriptedModel } from '../src/testing/index.js';
-import { runCli } from './cli-helpers.js';
+import { readResultLines, runCli, writeTasks } from './cli-helpers.js';
 import { scripted, tempDir } from './helpers.js';
 
 // Signals and closed pipes, sent to the built CLI as a real child process. `hanging` never
@@ -34,22 +34,18 @@ function requests(model: ScriptedModel, count: number): Promise<void> {
   });
 }
 
-function tasksFile(count: number): string {
-  const file = path.join(tempDir(), 'tasks with space.jsonl');
-  writeFileSync(
-    file,
-    Array.from({ length: count }, (_, index) =>
-      JSON.stringify({ id: `t${index}`, prompt: `Task number ${index}.` }),
-    ).join('\n'),
-  );
-  return file;
-}
-
-function readLines(file: string): { taskId: string; outcome: string; reason?: string }[] {
-  return readFileSync(file, 'utf8')
-    .split('\n')
-    .filter((line) => line !== '')
-    .map((line) => JSON.parse(line));
+/**
+ * A batch of 20 tasks on the model that never answers, five in flight. The tasks file's name has
+ * a space, so the resume hint has to quote it.
+ */
+async function batchInFlight(extra: string[] = []) {
+  const tasks = writeTasks(20, 'tasks with space.jsonl');
+  const out = path.join(tempDir(), 'results.jsonl');
+  const seen = requests(hanging, 5);
+  const args = ['batch', tasks, '--out', out, '--concurrency', '5', '--base-url', hanging.url];
+  const run = runCli([...args, ...extra]);
+  await seen;
+  return { tasks, out, run };
 }
 
 describe('batch under signals', () => {
@@ -60,24 +56,10 @@ describe('batch under signals', () => {
   ] as const)(
     '%s writes the cancelled lines, the summary and a quoted resume hint; exit %i',
     async (signal, code, reason) => {
-      const tasks = tasksFile(20);
-      const out = path.join(tempDir(), 'results.jsonl');
-      const seen = requests(hanging, 5);
-      const run = runCli([
-        'batch',
-        tasks,
-        '--out',
-        out,
-        '--concurrency',
-        '5',
-        '--base-url',
-        hanging.url,
-        '--json',
-      ]);
-      await seen;
+      const { tasks, out, run } = await batchInFlight(['--json']);
       run.child.kill(signal);
       expect((await run.exit).code).toBe(code);
-      const lines = readLines(out);
+      const lines = readResultLines(out);
       expect(lines).toHaveLength(5);
       expect(lines.every((line) => line.outcome === 'cancelled' && line.reason === reason)).toBe(
         true,
@@ -91,20 +73,7 @@ describe('batch under signals', () => {
   );
 
   it('a second signal forces the stop at once, after printing what settled', async () => {
-    const tasks = tasksFile(20);
-    const out = path.join(tempDir(), 'results.jsonl');
-    const seen = requests(hanging, 5);
-    const run = runCli([
-      'batch',
-      tasks,
-      '--out',
-      out,
-      '--concurrency',
-      '5',
-      '--base-url',
-      hanging.url,
-    ]);
-    await seen;
+    const { tasks, out, run } = await batchInFlight();
     // Back to back: the second arrives while the first one's cancels are still on their way.
     run.child.kill('SIGINT');
     run.child.kill('SIGTERM');
@@ -117,11 +86,11 @@ describe('batch under signals', () => {
     // The lock was released on the forced way out: the resume runs.
     const resumed = runCli(['batch', tasks, '--out', out, '--base-url', fast.url, '--quiet']);
     expect((await resumed.exit).code).toBe(0);
-    expect(readLines(out)).toHaveLength(20);
+    expect(readResultLines(out)).toHaveLength(20);
   });
 
   it('keeps running and writing its results when stdout and stderr close', async () => {
-    const tasks = tasksFile(30);
+    const tasks = writeTasks(30);
     const out = path.join(tempDir(), 'results.jsonl');
     const run = runCli([
       'batch',
@@ -138,7 +107,7 @@ describe('batch under signals', () => {
     run.child.stderr!.destroy();
     const exit = await run.exit;
     expect(exit.code).toBe(0);
-    expect(readLines(out)).toHaveLength(30);
+    expect(readResultLines(out)).toHaveLength(30);
   });
 });
 
