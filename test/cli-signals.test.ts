@@ -48,6 +48,23 @@ async function batchInFlight(extra: string[] = []) {
   return { tasks, out, run };
 }
 
+const CODES = { SIGINT: 130, SIGTERM: 143, SIGHUP: 129 } as const;
+
+/**
+ * Two different signals sent back to back (the kernel would merge one signal sent twice) may be
+ * handled in either order: the first decides the exit code, the second forces the stop.
+ */
+function expectForced(
+  exit: { code: number | null },
+  stderr: string,
+  signals: [keyof typeof CODES, keyof typeof CODES],
+): void {
+  const forcedBy = /stopped by (SIG[A-Z]+)/.exec(stderr)?.[1];
+  expect(signals).toContain(forcedBy);
+  const first = signals.find((signal) => signal !== forcedBy)!;
+  expect(exit.code).toBe(CODES[first]);
+}
+
 describe('batch under signals', () => {
   it.each([
     ['SIGTERM', 143, 'shutdown'],
@@ -77,9 +94,7 @@ describe('batch under signals', () => {
     // Back to back: the second arrives while the first one's cancels are still on their way.
     run.child.kill('SIGINT');
     run.child.kill('SIGTERM');
-    const exit = await run.exit;
-    expect(exit.code).toBe(130);
-    expect(run.stderr()).toMatch(/stopped by SIGTERM/);
+    expectForced(await run.exit, run.stderr(), ['SIGINT', 'SIGTERM']);
     expect(run.stderr()).toMatch(/Resume with the same command/);
     // Whatever was written is whole lines: the resume can read it.
     for (const line of readFileSync(out, 'utf8').split('\n').filter(Boolean)) JSON.parse(line);
@@ -139,6 +154,35 @@ describe('run and agent under signals and closed pipes', () => {
     expect((await run.exit).code).toBe(143);
     const result = JSON.parse(run.stdout());
     expect(result).toMatchObject({ outcome: 'cancelled', reason: 'shutdown' });
+  });
+
+  it('a second signal during run --json forces the stop after printing the final line', async () => {
+    const slow = {
+      name: 'agent',
+      input: { title: 's', mode: 'async', prompt: scripted([{ delayMs: 60_000, reply: 'x' }]) },
+    };
+    const run = runCli([
+      'run',
+      scripted([{ calls: [slow] }, { text: 'ok' }]),
+      '--json',
+      '--base-url',
+      fast.url,
+    ]);
+    await run.waitFor(/"agent-start"/, 'stdout');
+    // Two different signals: the kernel merges a signal sent twice before it is handled.
+    run.child.kill('SIGTERM');
+    run.child.kill('SIGHUP');
+    expectForced(await run.exit, run.stderr(), ['SIGTERM', 'SIGHUP']);
+    const final = JSON.parse(run.stdout().trim().split('\n').at(-1)!);
+    expect(final.type).toBe('final');
+  });
+
+  it('a second signal during agent --json forces the stop at once', async () => {
+    const run = runCli(['agent', 'anything', '--json', '--base-url', hanging.url]);
+    await requests(hanging, 1);
+    run.child.kill('SIGINT');
+    run.child.kill('SIGTERM');
+    expectForced(await run.exit, run.stderr(), ['SIGINT', 'SIGTERM']);
   });
 
   it('run --json whose stdout closes after one line ends quietly and stops its agents', async () => {
