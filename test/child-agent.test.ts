@@ -167,6 +167,25 @@ describe('the reply contract, through the real pool and the real SDK', () => {
     expect(result.usage.providerCalls).toBe(2);
   });
 
+  it('eventTypes: a listener that asks only for retries gets no step or tool events across the thread', async () => {
+    const seen: AgentEvent['type'][] = [];
+    const result = await rig.engine.run({
+      prompt: scripted([
+        {
+          error: { status: 429, retryAfterMs: 5 },
+          faultAttempts: 1,
+          calls: [{ name: 'list_files', input: {} }],
+        },
+        { reply: 'done' },
+      ]),
+      onEvent: (event) => seen.push(event.type),
+      eventTypes: ['provider-retry'],
+    });
+    expect(result.outcome).toBe('complete');
+    // The worker sent only the retry; the settle is made on main for every listener.
+    expect(seen).toEqual(['provider-retry', 'agent-settle']);
+  });
+
   it('writes meta.json, transcript.jsonl, the spill and result.json to the log folder', async () => {
     const result = await rig.engine.run({
       title: '../../evil title',

@@ -87,8 +87,10 @@ export class LiveView {
         return;
       }
       case 'agent-stale':
+        // Same generation: the session closed under it, and its settle line already said so.
+        if (event.generation === event.current) return;
         this.#line(
-          `  ✗ stale result of ${event.agentId} (generation ${event.generation}) not delivered`,
+          `  · result of ${event.agentId} from before a clear (generation ${event.generation}) not delivered`,
         );
         return;
       case 'tool-call':
