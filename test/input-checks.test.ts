@@ -1,3 +1,4 @@
+import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -20,7 +21,7 @@ import {
 
 /** Real tool module files, one per way a module can be good or bad. */
 const modules = {} as Record<
-  'good' | 'throws' | 'hangs' | 'reply' | 'dupA' | 'dupB' | 'noRun',
+  'good' | 'throws' | 'hangs' | 'slow' | 'handle' | 'reply' | 'dupA' | 'dupB' | 'noRun',
   string
 >;
 let folder: string;
@@ -40,6 +41,15 @@ beforeAll(() => {
   write('good', `export const tools = [${toolSource('lookup')}];\n`);
   write('throws', "throw new Error('boom at import');\n");
   write('hangs', `await new Promise(() => {});\nexport const tools = [${toolSource('never')}];\n`);
+  // Still importing after the test's short timeout, but it would finish: a timer keeps it alive.
+  write(
+    'slow',
+    `await new Promise((resolve) => setTimeout(resolve, 5_000));\nexport const tools = [${toolSource('late')}];\n`,
+  );
+  write(
+    'handle',
+    `setInterval(() => {}, 1_000);\nexport const tools = [${toolSource('pooled')}];\n`,
+  );
   write('reply', `export default ${toolSource('reply')};\n`);
   write('dupA', `export const tools = [${toolSource('search')}];\n`);
   write('dupB', `export const tools = [${toolSource('other')}, ${toolSource('search')}];\n`);
@@ -69,7 +79,7 @@ async function refusal(options: EngineOptions, importTimeoutMs?: number): Promis
   return (error as UsageError).message;
 }
 
-describe('checkEngine: tool modules are imported and checked on main before anything starts', () => {
+describe('checkEngine: tool modules are imported and checked before anything starts', () => {
   it('lists the tools of a valid module beside the built-in ones', async () => {
     const check = await checkEngine({ workspace, toolModules: [modules.good] });
     expect(check.toolNames).toEqual(['read_file', 'list_files', 'lookup']);
@@ -84,10 +94,41 @@ describe('checkEngine: tool modules are imported and checked on main before anyt
     );
   });
 
-  it('gives up on a module still importing after the timeout, naming it and the timeout', async () => {
-    expect(await refusal({ toolModules: [modules.hangs] }, 100)).toBe(
-      `Expected \`toolModules[0]\` (\`${modules.hangs}\`) to finish importing within 100 ms, but it was still importing (a top-level await that never settles?)`,
+  it('refuses a module whose import awaits forever, naming it', async () => {
+    expect(await refusal({ toolModules: [modules.hangs] }, 5_000)).toBe(
+      `Expected \`toolModules[0]\` (\`${modules.hangs}\`) to finish importing, but its import can never finish (a top-level await that never settles?)`,
     );
+  });
+
+  it('gives up on a module still importing after the timeout, naming it and the timeout', async () => {
+    expect(await refusal({ toolModules: [modules.slow] }, 100)).toBe(
+      `Expected \`toolModules[0]\` (\`${modules.slow}\`) to finish importing within 100 ms, but it was still importing (a top-level await that never settles?)`,
+    );
+  });
+
+  it('a module that opens a handle at import does not keep an engine-only program alive', async () => {
+    // Imported by the start-up check in a throw-away worker, not on main: after close() the
+    // program ends by itself, as the README promises.
+    const script = `
+      import { Engine } from ${JSON.stringify(path.resolve('dist/src/index.js'))};
+      const engine = await Engine.start({ toolModules: [${JSON.stringify(modules.handle)}], threads: 1 });
+      await engine.close();
+      console.log('closed');
+    `;
+    const child = spawn(process.execPath, ['--input-type=module', '-e', script]);
+    let out = '';
+    child.stdout.on('data', (chunk) => {
+      out += chunk;
+    });
+    const code = await new Promise((resolve) => {
+      const timer = setTimeout(() => child.kill('SIGKILL'), 20_000);
+      child.on('exit', (exitCode, signal) => {
+        clearTimeout(timer);
+        resolve(exitCode ?? signal);
+      });
+    });
+    expect(out.trim()).toBe('closed');
+    expect(code).toBe(0);
   });
 
   it('refuses a module whose export is not a tool', async () => {

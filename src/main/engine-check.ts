@@ -1,13 +1,15 @@
 import { statSync } from 'node:fs';
 import path from 'node:path';
+import { Worker } from 'node:worker_threads';
 import { expected, UsageError } from '../shared/errors.js';
-import { loadToolModule, ToolModuleError } from '../shared/tools/modules.js';
-import { type AnyTool, REPLY_TOOL, SPAWN_TOOLS } from '../shared/tools/types.js';
+import { REPLY_TOOL, SPAWN_TOOLS } from '../shared/tools/types.js';
 import { WORKSPACE_TOOLS } from '../shared/tools/workspace.js';
+import type { ProbeMessage } from '../worker/tool-probe.js';
 import type { AgentOptions, EngineOptions } from './engine.js';
 import { checkInteger, checkString, checkStringArray, MAX_STEPS_LIMIT } from './options.js';
+import { builtFile } from './runners/local/piscina.js';
 
-/** How long a tool module may take to import on main before start-up gives up on it. */
+/** How long a tool module may take to import at start-up before the check gives up on it. */
 export const DEFAULT_IMPORT_TIMEOUT_MS = 10_000;
 
 /** What `checkEngine` learned: the tools there are, and the check every spawn passes. */
@@ -100,10 +102,10 @@ function isHttpUrl(text: string): boolean {
 }
 
 /**
- * Imports each tool module on main (once per path, see `loadToolModule`) within `timeoutMs`, and
- * lists every tool an agent of this engine may get with where it comes from. Throws a
- * UsageError naming the module when one fails to import, exports something that is not a tool,
- * or is still importing when the time is up.
+ * Lists every tool an agent of this engine may get, with where it comes from. The tool modules
+ * are imported in a throw-away worker (`probeToolModules`), never on main. Throws a UsageError
+ * naming the module when one fails to import, exports something that is not a tool, or is still
+ * importing when the time is up.
  */
 export async function engineTools(
   options: EngineOptions,
@@ -114,13 +116,12 @@ export async function engineTools(
     const from = 'the built-in workspace tools (`workspace` is set)';
     for (const tool of WORKSPACE_TOOLS) sources.push({ name: tool.name, from });
   }
-  // One after another, so the first bad module reported is the first one given.
-  for (const [index, modulePath] of (options.toolModules ?? []).entries()) {
-    const from = `\`toolModules[${index}]\` (\`${modulePath}\`)`;
-    for (const tool of await importModule(modulePath, index, timeoutMs)) {
-      sources.push({ name: tool.name, from });
-    }
-  }
+  const modules = options.toolModules ?? [];
+  const names = modules.length === 0 ? [] : await probeToolModules(modules, timeoutMs);
+  names.forEach((moduleNames, index) => {
+    const from = `\`toolModules[${index}]\` (\`${modules[index]}\`)`;
+    for (const name of moduleNames) sources.push({ name, from });
+  });
   (options.hostTools ?? []).forEach((tool, index) => {
     sources.push({ name: tool.name, from: `\`hostTools[${index}]\`` });
   });
@@ -132,39 +133,62 @@ export async function engineTools(
   return sources;
 }
 
-async function importModule(
-  modulePath: string,
-  index: number,
-  timeoutMs: number,
-): Promise<AnyTool[]> {
-  const where = `\`toolModules[${index}]\` (\`${modulePath}\`)`;
+/**
+ * Imports the modules one after another in a worker of their own and resolves with each one's
+ * tool names. A module gets `timeoutMs` to finish importing. The worker is terminated at the
+ * end, so nothing a module opened outlives the check.
+ */
+async function probeToolModules(modules: string[], timeoutMs: number): Promise<string[][]> {
+  const worker = new Worker(builtFile('worker/tool-probe.js'), {
+    workerData: { modules: modules.map((modulePath) => path.resolve(modulePath)) },
+    // Loaders (`--import tsx`) carry over; `--input-type` is for an `-e` script only and a
+    // worker refuses it.
+    execArgv: process.execArgv.filter((flag) => !flag.startsWith('--input-type')),
+  });
+  const names: string[][] = [];
+  let timer: NodeJS.Timeout | undefined;
   try {
-    return await within(loadToolModule(modulePath), timeoutMs, () => {
-      return new UsageError(
-        `Expected ${where} to finish importing within ${timeoutMs} ms, but it was still importing (a top-level await that never settles?)`,
+    return await new Promise<string[][]>((resolve, reject) => {
+      const where = (index: number) => `\`toolModules[${index}]\` (\`${modules[index]}\`)`;
+      const arm = () => {
+        clearTimeout(timer);
+        timer = setTimeout(() => {
+          reject(
+            new UsageError(
+              `Expected ${where(names.length)} to finish importing within ${timeoutMs} ms, but it was still importing (a top-level await that never settles?)`,
+            ),
+          );
+        }, timeoutMs);
+      };
+      arm();
+      worker.on('message', (message: ProbeMessage) => {
+        if (message.type === 'module') {
+          names[message.index] = message.names;
+          arm();
+        } else if (message.type === 'error') {
+          reject(
+            new UsageError(
+              `Expected ${where(message.index)} to be an ES module exporting valid tools, but ${message.problem}`,
+            ),
+          );
+        } else resolve(names);
+      });
+      worker.on('error', (error) =>
+        reject(new UsageError(`Expected ${where(names.length)} to import, but ${error.message}`)),
+      );
+      // A worker with nothing left to run ends even while an import awaits forever (exit 13).
+      worker.on('exit', () =>
+        reject(
+          new UsageError(
+            `Expected ${where(names.length)} to finish importing, but its import can never finish (a top-level await that never settles?)`,
+          ),
+        ),
       );
     });
-  } catch (error) {
-    if (!(error instanceof ToolModuleError)) throw error;
-    throw new UsageError(
-      `Expected ${where} to be an ES module exporting valid tools, but ${error.problem}`,
-      { cause: error },
-    );
+  } finally {
+    clearTimeout(timer);
+    await worker.terminate();
   }
-}
-
-/**
- * Settles as `promise` does, or rejects with `onTimeout()` after `ms`. A plain timer on purpose:
- * `AbortSignal.timeout`'s timer does not hold the process open, and an import whose top-level
- * await never settles holds nothing else, so the process would end silently instead of saying
- * which module hung.
- */
-function within<T>(promise: Promise<T>, ms: number, onTimeout: () => Error): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_resolve, reject) => {
-    timer = setTimeout(() => reject(onTimeout()), ms);
-  });
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
 
 /**

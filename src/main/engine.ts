@@ -58,6 +58,11 @@ export interface EngineOptions extends PoolOptions {
   workspace?: string;
   /** ES module paths of tool modules given to every agent. */
   toolModules?: string[];
+  /**
+   * How long each tool module may take to import at start-up, in ms (default 10 s). The check
+   * imports them in a throw-away worker: a module that never finishes importing is reported.
+   */
+  toolImportTimeoutMs?: number;
   /** Lifetime ceiling of async agents in ms (default one hour); sessions may override it. */
   ceilingMs?: number;
   /**
@@ -322,15 +327,15 @@ function timestamp(): string {
 
 /** Options of the `checkEngine` check itself. */
 export interface CheckEngineOptions {
-  /** How long each tool module may take to import (default 10 s). */
+  /** How long each tool module may take to import (default: `toolImportTimeoutMs`, or 10 s). */
   importTimeoutMs?: number;
 }
 
 /**
  * Checks engine options as `Engine.start` does, before anything starts: every option's type and
  * bounds, the workspace (an existing folder), the log root, the base URL (http or https), and
- * each tool module, imported here on main (once per path) within a timeout and checked to export
- * valid tools. No tool may be named `reply`, and no two may share a name. Throws a UsageError
+ * each tool module, imported in a throw-away worker (never on main) within a timeout and checked
+ * to export valid tools. No tool may be named `reply`, and no two may share a name. Throws a UsageError
  * that names the option in backticks (`toolModules[0]`; see `flagMessage` for CLI flags).
  * Resolves with the check every spawn passes, for checking tasks before they run.
  */
@@ -343,7 +348,8 @@ export async function checkEngine(
   }
   checkDurationMs('importTimeoutMs', check.importTimeoutMs, 1);
   validateEngineOptions(options);
-  const timeoutMs = check.importTimeoutMs ?? DEFAULT_IMPORT_TIMEOUT_MS;
+  const timeoutMs =
+    check.importTimeoutMs ?? options.toolImportTimeoutMs ?? DEFAULT_IMPORT_TIMEOUT_MS;
   return agentCheck(await engineTools(options, timeoutMs), options.maxDepth ?? 1);
 }
 
@@ -362,6 +368,7 @@ function validateEngineOptions(options: EngineOptions): void {
   checkLogPolicy('logs', options.logs);
   checkString('workspace', options.workspace);
   checkStringArray('toolModules', options.toolModules);
+  checkDurationMs('toolImportTimeoutMs', options.toolImportTimeoutMs, 1);
   if (options.hostTools !== undefined && !Array.isArray(options.hostTools)) {
     throw expected('hostTools', 'an array of tool definitions', options.hostTools);
   }

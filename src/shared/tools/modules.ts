@@ -26,7 +26,7 @@ export class ToolModuleError extends UsageError {
 /**
  * Imports tool modules (ES module paths). A module exports `tools` (an array of tool definitions)
  * or a default export that is one definition or an array of them. Each module is imported once
- * per thread: the engine's start-up check and the root session on main share one import. Rejects
+ * per thread (the start-up check imports them in a throw-away worker of its own). Rejects
  * with a `ToolModuleError`.
  */
 export function loadToolModule(modulePath: string): Promise<AnyTool[]> {

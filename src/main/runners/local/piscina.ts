@@ -17,14 +17,22 @@ export type ChildPiscina = Piscina<ChildTask, 'settled'>;
 
 /** The compiled worker file; under vitest (TS sources) it is the build in dist/. */
 export function workerFile(): string {
+  return builtFile('worker/entry.cjs');
+}
+
+/**
+ * A compiled file of `src/` by its path under it (`worker/tool-probe.js`): threads load compiled
+ * JavaScript, so under vitest (TS sources) it is the build in dist/.
+ */
+export function builtFile(relative: string): string {
   const here = fileURLToPath(import.meta.url);
   const root = path.resolve(path.dirname(here), '../../..');
   if (here.endsWith('.ts')) {
-    const built = path.resolve(root, '../dist/src/worker/entry.cjs');
+    const built = path.resolve(root, '../dist/src', relative);
     if (!existsSync(built)) throw new Error(`worker build missing at ${built}: run npm run build`);
     return built;
   }
-  return path.resolve(root, 'worker/entry.cjs');
+  return path.resolve(root, relative);
 }
 
 export function makePiscina(shape: PiscinaShape): ChildPiscina {
