@@ -37,7 +37,7 @@ describe('tasks file parsing', () => {
     expect(errors[1]!.message).toBe('missing `id`');
     expect(errors[2]!.message).toBe('duplicate id `a` (first on line 1)');
     expect(errors[3]!.message).toBe(
-      'expected `maxSteps` to be a whole number from 1 and up, got `0` (number)',
+      'expected `maxSteps` to be a whole number from 1 to 10000, got `0` (number)',
     );
     expect(errors[4]!.message).toMatch(
       /unknown field\(s\) `colour`.*expected `tools` to be an array of strings, got `read_file` \(string\)/,

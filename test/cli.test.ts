@@ -88,7 +88,7 @@ describe('cohort agent', () => {
     const run = runCli(['agent', 'x', '--max-steps', 'lots']);
     expect((await run.exit).code).toBe(2);
     expect(run.stderr()).toContain(
-      'Expected `--max-steps` to be a whole number from 1 and up, got `lots`',
+      'Expected `--max-steps` to be a whole number from 1 to 10000, got `lots`',
     );
     const unknown = runCli(['frobnicate']);
     expect((await unknown.exit).code).toBe(2);

@@ -277,6 +277,20 @@ describe('cohort logs prune', () => {
     expect(JSON.parse(again.stdout())).toMatchObject({ removed: [], bytes: 0 });
   });
 
+  it('takes ages past a timer’s limit (30d), and says so when given one run’s own folder', async () => {
+    const at = makeRoot();
+    const month = runCli(['logs', 'prune', '--older-than', '30d', '--log-dir', at.root, '--json']);
+    expect((await month.exit).code, month.stderr()).toBe(0);
+    // Nothing here is a month old: the oldest folders are ten days old.
+    expect(JSON.parse(month.stdout())).toMatchObject({ removed: [] });
+
+    const runFolder = tempDir();
+    mkdirSync(path.join(runFolder, 'ag_abc123'));
+    const wrong = runCli(['logs', 'prune', '--older-than', '1ms', '--log-dir', runFolder]);
+    expect((await wrong.exit).code).toBe(2);
+    expect(wrong.stderr()).toMatch(/holds agent folders \(ag_…\) of one run/);
+  });
+
   it('usage: help exits 0 with the exit codes; a missing subcommand or duration exits 2', async () => {
     const help = runCli(['logs', '--help']);
     expect((await help.exit).code).toBe(0);
@@ -286,7 +300,7 @@ describe('cohort logs prune', () => {
       [['logs'], /Expected a subcommand \(prune\), got nothing/],
       [['logs', 'tidy'], /Expected a subcommand \(prune\), got `tidy`/],
       [['logs', 'prune'], /Expected `--older-than DURATION`/],
-      [['logs', 'prune', '--older-than', 'a week'], /Expected `--older-than` to be a duration/],
+      [['logs', 'prune', '--older-than', 'a week'], /Expected `--older-than` to be an age/],
     ];
     for (const [args, message] of cases) {
       const run = runCli(args);

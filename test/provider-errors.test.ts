@@ -49,6 +49,47 @@ function answer(status: number, contentType: string, body: string): http.Request
   };
 }
 
+/** A whole streamed Messages-API turn with one text block, as the API sends it. */
+function wholeStream(text: string): string {
+  const events: [string, unknown][] = [
+    [
+      'message_start',
+      {
+        type: 'message_start',
+        message: {
+          id: 'msg_1',
+          type: 'message',
+          role: 'assistant',
+          model: 'cohort-test',
+          content: [],
+          stop_reason: null,
+          stop_sequence: null,
+          usage: { input_tokens: 3, output_tokens: 0 },
+        },
+      },
+    ],
+    [
+      'content_block_start',
+      { type: 'content_block_start', index: 0, content_block: { type: 'text', text: '' } },
+    ],
+    [
+      'content_block_delta',
+      { type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text } },
+    ],
+    ['content_block_stop', { type: 'content_block_stop', index: 0 }],
+    [
+      'message_delta',
+      {
+        type: 'message_delta',
+        delta: { stop_reason: 'end_turn', stop_sequence: null },
+        usage: { output_tokens: 2 },
+      },
+    ],
+    ['message_stop', { type: 'message_stop' }],
+  ];
+  return events.map(([name, data]) => `event: ${name}\ndata: ${JSON.stringify(data)}\n\n`).join('');
+}
+
 const API_ERROR = (type: string, message: string) =>
   JSON.stringify({ type: 'error', error: { type, message } });
 
@@ -319,6 +360,28 @@ describe('a 200 that is not the Messages API is bad_response, and final', () => 
     expect(!result.ok && result.error.message).toBe(
       `${server.url}/v1/messages answered with an event stream that has no message_start event: not the Messages API; is the base URL right?`,
     );
+  });
+
+  it('a stream cut before its first event is a connection fault, retried, and the retry succeeds', async () => {
+    let served = 0;
+    const server = await fakeServer((_request, response) => {
+      response.writeHead(200, { 'content-type': 'text/event-stream' });
+      // A proxy letting go of the first stream at once; the second one is whole.
+      response.end(served++ === 0 ? '' : wholeStream('hello'));
+    });
+    const result = await complete(provider(server.url, { maxRetries: 2 }));
+    expect(result).toMatchObject({ ok: true, calls: 2 });
+    expect(result.ok && result.turn.text).toBe('hello');
+  });
+
+  it('a whole Messages-API stream served without a content-type is taken as it is', async () => {
+    const server = await fakeServer((_request, response) => {
+      response.writeHead(200);
+      response.end(wholeStream('no header needed'));
+    });
+    const result = await complete(provider(server.url, { maxRetries: 0 }));
+    expect(result).toMatchObject({ ok: true, calls: 1 });
+    expect(result.ok && result.turn.text).toBe('no header needed');
   });
 
   it('a Messages-API stream cut off after message_start is a connection fault, retried', async () => {

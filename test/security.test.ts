@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Engine } from '../src/main/engine.js';
 import { Session } from '../src/main/session.js';
 import type { ContentBlockParam } from '../src/shared/provider/types.js';
-import { redactSecrets, StreamRedactor } from '../src/shared/redact.js';
+import { redactEvent, redactSecrets, StreamRedactor } from '../src/shared/redact.js';
 import { type ScriptedModel, startScriptedModel } from '../src/testing/index.js';
 import { runCli } from './cli-helpers.js';
 import { type Rig, scripted, startRig, tempDir } from './helpers.js';
@@ -221,6 +221,25 @@ function textAround(key: string): fc.Arbitrary<string> {
   );
   return fc.array(piece, { maxLength: 12 }).map((pieces) => pieces.join(''));
 }
+
+describe('a retry event never carries a key', () => {
+  it('a key inside the base URL path is redacted from the retry message', () => {
+    const message =
+      'cannot connect to http://127.0.0.1:9/sk-ant-proxytoken1234/v1/messages: ECONNREFUSED';
+    const event = redactEvent({
+      type: 'provider-retry',
+      agentId: 'ag_1',
+      attempt: 2,
+      maxAttempts: 5,
+      waitMs: 100,
+      code: 'connection',
+      message,
+    });
+    expect(event.message).toBe(
+      'cannot connect to http://127.0.0.1:9/[redacted]/v1/messages: ECONNREFUSED',
+    );
+  });
+});
 
 describe('streamed text is redacted across chunk boundaries', () => {
   it('for any text cut anywhere, the released chunks join to redactSecrets(whole) and never hold the key', () => {

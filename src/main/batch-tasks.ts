@@ -1,5 +1,6 @@
 import { describeValue, UsageError } from '../shared/errors.js';
 import type { AgentOptions } from './engine.js';
+import { MAX_STEPS_LIMIT } from './options.js';
 
 /** One line of a tasks file. */
 export interface BatchTask {
@@ -156,10 +157,11 @@ export function checkTaskLine(
     record.maxSteps !== undefined &&
     (typeof record.maxSteps !== 'number' ||
       !Number.isInteger(record.maxSteps) ||
-      record.maxSteps < 1)
+      record.maxSteps < 1 ||
+      record.maxSteps > MAX_STEPS_LIMIT)
   ) {
     problems.push(
-      `expected \`maxSteps\` to be a whole number from 1 and up, got ${describeValue(record.maxSteps, 60)}`,
+      `expected \`maxSteps\` to be a whole number from 1 to ${MAX_STEPS_LIMIT}, got ${describeValue(record.maxSteps, 60)}`,
     );
   }
   if (problems.length > 0 || id === undefined) return { ok: false, message: problems.join('; ') };

@@ -46,7 +46,7 @@ export function checkEnginePaths(options: EngineOptions): void {
     const kind = pathKind(modulePath);
     if (kind !== 'file') {
       throw new UsageError(
-        `Expected \`toolModules[${index}]\` to be the path of an existing ES module, got \`${modulePath}\`, which ${kind === 'missing' ? 'does not exist' : 'is a folder'}`,
+        `Expected \`toolModules[${index}]\` to be the path of an existing ES module, got \`${modulePath}\`, which ${kind === 'missing' ? 'does not exist' : kind === 'folder' ? 'is a folder' : 'is not a regular file'}`,
       );
     }
   });

@@ -1,5 +1,4 @@
 import { mkdirSync, readdirSync, rmdirSync } from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { checkLogPolicy, type LogPolicy } from '../shared/agent-log.js';
 import type { ChildSpec } from '../shared/child-spec.js';
@@ -20,6 +19,7 @@ import {
   engineTools,
 } from './engine-check.js';
 import { HostBridge } from './host-bridge.js';
+import { defaultLogRoot, runFolderName } from './log-prune.js';
 import {
   checkDurationMs,
   checkInteger,
@@ -126,8 +126,7 @@ export class Engine {
     this.#hostTools = new Map((options.hostTools ?? []).map((tool) => [tool.name, tool]));
     this.#provider = { ...DEFAULT_PROVIDER_CONFIG, ...options.provider };
     this.maxDepth = options.maxDepth ?? 1;
-    this.logDir =
-      options.logDir ?? path.join(os.tmpdir(), 'cohort', `${timestamp()}-${process.pid}`);
+    this.logDir = options.logDir ?? path.join(defaultLogRoot(), runFolderName());
     this.#madeLogDir = mkdirSync(this.logDir, { recursive: true }) !== undefined;
   }
 
@@ -228,7 +227,10 @@ export class Engine {
       logDir: path.join(this.logDir, id),
       ...(this.#options.logs === undefined ? {} : { logs: this.#options.logs }),
       toolModules: this.toolModules,
-      streamText: options.streamText ?? options.onEvent !== undefined,
+      // Text is streamed only to a listener that wants it: each delta crosses a thread.
+      streamText:
+        options.streamText ??
+        (options.onEvent !== undefined && (options.eventTypes?.includes('text-delta') ?? true)),
       liveEvents: options.onEvent !== undefined,
       ...(options.eventTypes === undefined ? {} : { eventTypes: [...options.eventTypes] }),
       ...(options.system === undefined ? {} : { system: options.system }),
@@ -319,10 +321,6 @@ export class Engine {
       // Not empty, or already gone: either way there is nothing to tidy.
     }
   }
-}
-
-function timestamp(): string {
-  return new Date().toISOString().replace(/[:.]/g, '-');
 }
 
 /** Options of the `checkEngine` check itself. */

@@ -15,6 +15,11 @@ export function defaultLogRoot(): string {
  */
 const RUN_FOLDER = /^\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}-\d{3}Z-(\d+)$/;
 
+/** The name of a new run's folder under the log root; the one place that format is made. */
+export function runFolderName(now = new Date(), pid = process.pid): string {
+  return `${now.toISOString().replace(/[:.]/g, '-')}-${pid}`;
+}
+
 export interface PruneOptions {
   /** The log root whose run folders are pruned. */
   root: string;
@@ -102,10 +107,22 @@ function runFolders(root: string): { name: string; pid: number }[] {
       `Expected \`--log-dir\` to be a folder of run logs, got \`${root}\` (${what})`,
     );
   }
-  return readdirSync(root, { withFileTypes: true }).flatMap((entry: Dirent) => {
+  const entries = readdirSync(root, { withFileTypes: true });
+  const runs = entries.flatMap((entry: Dirent) => {
     const match = entry.isDirectory() ? RUN_FOLDER.exec(entry.name) : null;
     return match ? [{ name: entry.name, pid: Number(match[1]) }] : [];
   });
+  // `--log-dir` of a run names its own folder, where agent folders go: pruning it would find
+  // nothing, so say what it is rather than report "removed 0".
+  if (
+    runs.length === 0 &&
+    entries.some((entry) => entry.isDirectory() && entry.name.startsWith('ag_'))
+  ) {
+    throw new UsageError(
+      `Expected \`--log-dir\` to be a log root holding run folders (<time>-<pid>), got \`${root}\`, which holds agent folders (ag_…) of one run: remove it as a whole, or prune its parent`,
+    );
+  }
+  return runs;
 }
 
 /** Walks a folder without following links: its newest mtime, files and disk use. */

@@ -6,22 +6,43 @@ import { UsageError } from './errors.js';
  */
 export const MAX_DURATION_MS = 2 ** 31 - 1;
 
-const UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+const UNITS: Record<string, number> = {
+  ms: 1,
+  s: 1000,
+  m: 60_000,
+  h: 3_600_000,
+  d: 86_400_000,
+  w: 604_800_000,
+};
 
 /**
  * Parses a duration: `500ms`, `2s`, `5m`, `1h`, `1.5s`, or a plain number of milliseconds.
  * Throws a UsageError naming `name`, what was expected and what arrived.
  */
 export function parseDuration(value: string | number, name = 'duration'): number {
-  let ms: number | undefined;
-  if (typeof value === 'number') {
-    if (Number.isFinite(value) && value >= 0) ms = Math.round(value);
-  } else {
-    const match = /^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$/.exec(value);
-    if (match) ms = Math.round(Number(match[1]) * UNITS[match[2] ?? 'ms']!);
-  }
+  const ms = durationMs(value);
   if (ms !== undefined && ms <= MAX_DURATION_MS) return ms;
   throw new UsageError(
     `Expected \`${name}\` to be a duration like 500ms, 2s, 5m, 1h or a number of milliseconds, at most ${MAX_DURATION_MS} ms (about 24.8 days), got \`${String(value)}\` (${typeof value})`,
   );
+}
+
+/**
+ * Parses an age, which no timer waits for, so it has no ceiling: the units of `parseDuration`
+ * plus `d` (days) and `w` (weeks), as in `--older-than 30d`.
+ */
+export function parseAge(value: string, name = 'age'): number {
+  const ms = durationMs(value);
+  if (ms !== undefined && Number.isSafeInteger(ms)) return ms;
+  throw new UsageError(
+    `Expected \`${name}\` to be an age like 90m, 36h, 30d, 2w or a number of milliseconds, got \`${value}\``,
+  );
+}
+
+function durationMs(value: string | number): number | undefined {
+  if (typeof value === 'number') {
+    return Number.isFinite(value) && value >= 0 ? Math.round(value) : undefined;
+  }
+  const match = /^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)?\s*$/.exec(value);
+  return match ? Math.round(Number(match[1]) * UNITS[match[2] ?? 'ms']!) : undefined;
 }

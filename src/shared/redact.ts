@@ -166,14 +166,16 @@ function partialStart(text: string, from: number, secret: string): number {
 }
 
 /**
- * An event with secrets removed from the strings it carries (streamed text, tool input, a
- * result's text and reason). Cheap when there is nothing to remove.
+ * An event with secrets removed from the strings it carries (tool input, a retry's message, a
+ * result's text and reason). Streamed text is not touched here: every `text-delta` already
+ * comes out of the agent loop's StreamRedactor, which a per-chunk pass could only repeat, once
+ * per token.
  */
 export function redactEvent<Event extends { type: string }>(event: Event): Event {
   const record = event as unknown as Record<string, unknown>;
   switch (event.type) {
-    case 'text-delta':
-      return { ...event, text: redactSecrets(String(record.text)) };
+    case 'provider-retry':
+      return { ...event, message: redactSecrets(String(record.message)) };
     case 'tool-call':
       return { ...event, input: JSON.parse(redactSecrets(JSON.stringify(record.input ?? null))) };
     case 'agent-settle': {

@@ -3,6 +3,7 @@ import { readPrompt } from '../cli-input.js';
 import { intFlag, parseCommand, stringFlag } from '../cli-options.js';
 import { stdout } from '../cli-output.js';
 import { handleInterrupts, signalExitCode, stopSignal } from '../cli-process.js';
+import { MAX_STEPS_LIMIT } from '../options.js';
 import { formatResult } from '../render-result.js';
 import { COMMON_HELP, commandOptions, EXIT_CODES_HELP } from './help.js';
 import { startEngine } from './start.js';
@@ -43,7 +44,7 @@ export async function agentCommand(argv: string[]): Promise<number> {
       `Expected exactly one PROMPT argument, got ${positionals.length}${positionals.length ? `: ${positionals.map((p) => JSON.stringify(p)).join(' ')}` : ''}`,
     );
   }
-  const maxSteps = intFlag(values, 'max-steps', 1);
+  const maxSteps = intFlag(values, 'max-steps', 1, MAX_STEPS_LIMIT);
   const system = stringFlag(values, 'system');
   const title = stringFlag(values, 'title');
   const prompt = await readPrompt(positionals[0]!);

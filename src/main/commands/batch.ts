@@ -164,7 +164,8 @@ async function runTasks(options: {
     const specs = options.todo.map((task) => ({
       ...taskAgentOptions(task),
       task,
-      // Only retries are watched: the progress line says when the provider is pushing back.
+      // Only retries are watched (no text, no steps cross the thread): the progress says when
+      // the provider pushes back.
       onEvent: tally.watch,
       eventTypes: ['provider-retry', 'step-end'] as AgentEvent['type'][],
     }));

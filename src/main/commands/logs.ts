@@ -1,4 +1,4 @@
-import { parseDuration } from '../../shared/duration.js';
+import { parseAge } from '../../shared/duration.js';
 import { UsageError } from '../../shared/errors.js';
 import { parseCommand, stringFlag } from '../cli-options.js';
 import { note, safeLabel, stdout } from '../cli-output.js';
@@ -7,7 +7,7 @@ import { defaultLogRoot, type PruneReport, pruneLogs } from '../log-prune.js';
 export const LOGS_USAGE = `Usage: cohort logs prune --older-than DURATION [--log-dir ROOT] [--dry-run] [--json]
 
 Removes the run folders directly under the log root (default: $TMPDIR/cohort) whose newest
-file is older than DURATION (500ms, 90s, 30m, 168h; at most about 24.8 days), and prints each
+file is older than DURATION (90m, 36h, 30d, 2w, or whole milliseconds), and prints each
 one removed and the bytes freed. Only folders named as cohort names them (<time>-<pid>) are
 touched; a run whose process is still alive on this host is kept, symbolic links are never
 followed, and nothing outside ROOT is removed. --dry-run lists what would go and removes
@@ -54,11 +54,11 @@ async function pruneCommand(argv: string[]): Promise<number> {
   }
   const olderThan = values['older-than'];
   if (typeof olderThan !== 'string') {
-    throw new UsageError('Expected `--older-than DURATION` (like 30m or 168h), got nothing');
+    throw new UsageError('Expected `--older-than DURATION` (like 36h or 30d), got nothing');
   }
   const report = pruneLogs({
     root: stringFlag(values, 'log-dir') ?? defaultLogRoot(),
-    olderThanMs: parseDuration(olderThan, '--older-than'),
+    olderThanMs: parseAge(olderThan, '--older-than'),
     dryRun: values['dry-run'] === true,
   });
   if (values.json) stdout().write(`${JSON.stringify(pruneJson(report))}\n`);

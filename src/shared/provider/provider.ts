@@ -113,14 +113,16 @@ export class Provider {
       armIdle();
       const notAStream = await notAnEventStream(response, this.#endpoint);
       if (notAStream !== undefined) return this.#wrongServer(notAStream, assembler);
+      let events = 0;
       for await (const event of stream) {
         armIdle();
+        events++;
         const delta = assembler.push(event);
         if (delta && options.onTextDelta) options.onTextDelta(delta);
       }
       // The SDK ends an aborted stream quietly instead of throwing: say why it ended.
       if (controller.signal.aborted) throw controller.signal.reason;
-      return this.#ended(assembler);
+      return this.#ended(assembler, events);
     } catch (error) {
       if (options.signal.aborted) {
         return { ok: false, error: abortError(options.signal), usage: assembler.usage };
@@ -138,7 +140,12 @@ export class Provider {
   }
 
   /** The stream ended without an error: a whole turn, or a stream that was not what it seemed. */
-  #ended(assembler: TurnAssembler): AttemptOutcome {
+  #ended(assembler: TurnAssembler, events: number): AttemptOutcome {
+    if (events === 0) {
+      // Cut before its first event (a proxy or a load balancer letting go): worth a retry.
+      const message = `the stream from ${this.#endpoint} ended before its first event`;
+      return { ok: false, error: { code: 'connection', message }, usage: assembler.usage };
+    }
     if (!assembler.started) {
       return this.#wrongServer(
         `${this.#endpoint} answered with an event stream that has no message_start event`,
@@ -177,9 +184,16 @@ export class Provider {
  */
 async function notAnEventStream(response: Response, endpoint: string): Promise<string | undefined> {
   const type = response.headers.get('content-type');
-  if (type !== null && /^\s*text\/event-stream\b/i.test(type)) return undefined;
+  // Only a type that is plainly something else (a web page, a JSON or XML API) is judged here;
+  // a stream served with no content-type, or an odd one, is judged by its events instead.
+  if (
+    type === null ||
+    !/^\s*(text\/html|text\/xml|application\/(json|xml|problem\+json))\b/i.test(type)
+  ) {
+    return undefined;
+  }
   const start = await bodyStart(response);
-  const kind = type === null ? 'no content-type' : `content-type ${excerpt(type, 80)}`;
+  const kind = `content-type ${excerpt(type, 80)}`;
   const body = start === '' ? 'an empty body' : `a body that starts \`${excerpt(start, 60)}\``;
   return `${endpoint} answered ${response.status} with ${kind} and ${body}`;
 }
