@@ -57,7 +57,7 @@ describe('results file', () => {
         JSON.stringify({ taskId: 'b', outcome: 'cancelled', reason: 'user' }),
         JSON.stringify({ taskId: 'c', outcome: 'failed', reason: 'provider:overloaded: x' }),
         JSON.stringify({ taskId: 'd', outcome: 'cancelled', reason: 'ceiling' }),
-        '{"taskId":"e","outco',
+        '{"id":"ag_e","taskId":"e","outco',
       ].join('\n'),
     );
     const inode = statSync(file).ino;

@@ -1,5 +1,5 @@
-import { execFileSync } from 'node:child_process';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { execFileSync, spawn } from 'node:child_process';
+import { closeSync, existsSync, linkSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -133,6 +133,36 @@ describe('every command exits, with the built-in model started', () => {
     expect(run.stdout()).toBe('');
   });
 
+  it('--out naming the file this command’s own stdout goes to is refused, and it stays empty', async () => {
+    const file = path.join(tempDir(), 'redirected.jsonl');
+    const fd = openSync(file, 'w');
+    const child = spawn(
+      process.execPath,
+      [CLI, 'batch', tasksFile(ONE_TASK), '--out', '/dev/stdout', '--json'],
+      {
+        stdio: ['ignore', fd, 'pipe'],
+      },
+    );
+    closeSync(fd);
+    let stderr = '';
+    child.stderr!.on('data', (chunk) => {
+      stderr += chunk;
+    });
+    const code = await new Promise((resolve) => child.on('close', resolve));
+    expect(code).toBe(2);
+    expect(stderr).toMatch(/stdout goes to/);
+    expect(readFileSync(file, 'utf8')).toBe('');
+  });
+
+  it('--out with a second hard link is refused: a run through the other name would miss the lock', async () => {
+    const dir = tempDir();
+    writeFileSync(path.join(dir, 'a.jsonl'), '');
+    linkSync(path.join(dir, 'a.jsonl'), path.join(dir, 'b.jsonl'));
+    const run = runCli(['batch', tasksFile(ONE_TASK), '--out', path.join(dir, 'a.jsonl')]);
+    expect(await exitOf(run)).toBe(2);
+    expect(run.stderr()).toMatch(/2 hard links/);
+  });
+
   it('--out a FIFO is refused without opening it', async () => {
     const fifo = path.join(tempDir(), 'fifo');
     execFileSync('mkfifo', [fifo]);
@@ -185,6 +215,16 @@ describe('prompts and tasks from files and stdin', () => {
     const fromFile = runCli(['agent', `@${file}`, '--json', '--base-url', model.url]);
     expect(await exitOf(fromFile)).toBe(0);
     expect(JSON.parse(fromFile.stdout()).text).toBe('from a file');
+  });
+
+  it('@FILE may be a pipe (@/dev/stdin, @<(cmd))', async () => {
+    const run = runCli(
+      ['agent', '@/dev/stdin', '--json', '--base-url', model.url],
+      {},
+      { stdin: scripted([{ reply: 'through a pipe' }]) },
+    );
+    expect(await exitOf(run)).toBe(0);
+    expect(JSON.parse(run.stdout()).text).toBe('through a pipe');
   });
 
   it('a missing @FILE and an empty stdin prompt are usage errors', async () => {

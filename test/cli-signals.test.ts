@@ -59,7 +59,7 @@ function expectForced(
   stderr: string,
   signals: [keyof typeof CODES, keyof typeof CODES],
 ): void {
-  const forcedBy = /stopped by (SIG[A-Z]+)/.exec(stderr)?.[1];
+  const forcedBy = /a second signal \((SIG[A-Z]+)\): stopped at once/.exec(stderr)?.[1];
   expect(signals).toContain(forcedBy);
   const first = signals.find((signal) => signal !== forcedBy)!;
   expect(exit.code).toBe(CODES[first]);
@@ -90,12 +90,14 @@ describe('batch under signals', () => {
   );
 
   it('a second signal forces the stop at once, after printing what settled', async () => {
-    const { tasks, out, run } = await batchInFlight();
+    const { tasks, out, run } = await batchInFlight(['--json']);
     // Back to back: the second arrives while the first one's cancels are still on their way.
     run.child.kill('SIGINT');
     run.child.kill('SIGTERM');
     expectForced(await run.exit, run.stderr(), ['SIGINT', 'SIGTERM']);
     expect(run.stderr()).toMatch(/Resume with the same command/);
+    // What settled is told as a graceful end tells it: the summary on stdout with --json.
+    expect(JSON.parse(run.stdout().trim())).toMatchObject({ type: 'summary', interrupted: true });
     // Whatever was written is whole lines: the resume can read it.
     for (const line of readFileSync(out, 'utf8').split('\n').filter(Boolean)) JSON.parse(line);
     // The lock was released on the forced way out: the resume runs.

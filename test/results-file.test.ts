@@ -31,14 +31,20 @@ const BUILT = pathToFileURL(
 // biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is the point
 const CONTROL = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/;
 
+/** A result line as batch writes it: the AgentResult (id first) plus `taskId`. */
 function line(taskId: string, outcome: string, reason?: string): string {
-  return JSON.stringify({ taskId, outcome, ...(reason === undefined ? {} : { reason }) });
+  return JSON.stringify({
+    id: `agent-${taskId}`,
+    taskId,
+    outcome,
+    ...(reason === undefined ? {} : { reason }),
+  });
 }
 
 function result(taskId: string, outcome: BatchResultLine['outcome']): BatchResultLine {
   return {
-    taskId,
     id: `agent-${taskId}`,
+    taskId,
     title: taskId,
     outcome,
     text: outcome === 'complete' ? 'done' : '',
@@ -323,6 +329,10 @@ describe('what --out may be', () => {
     const file = path.join(tempDir(), 'notes.txt');
     writeFileSync(file, 'remember the milk');
     expect(refusedUnchanged(file)).toMatch(/line 1: not JSON: "remember the milk"/);
+    // A whole JSON object written without a newline (printf) is someone's config, not a torn
+    // result line: refused and left as it was, never cut.
+    writeFileSync(file, '{"name":"my-config","version":"1.0.0","important":true}');
+    expect(refusedUnchanged(file)).toMatch(/line 1/);
   });
 
   it('a binary file is refused and no control character of it is echoed', () => {
@@ -405,7 +415,7 @@ describe('reading and compacting a results file', () => {
   it('a torn last line is cut in place; whole lines stay byte for byte', () => {
     const file = path.join(tempDir(), 'results.jsonl');
     const whole = `${line('a', 'complete')}\n${line('b', 'failed')}\n`;
-    writeFileSync(file, `${whole}{"taskId":"c","outcome":"compl`);
+    writeFileSync(file, `${whole}{"id":"agent-c","taskId":"c","outcome":"compl`);
     const inode = statSync(file).ino;
     const results = openResults(file);
     expect(results.dropped).toBe(1);
@@ -524,7 +534,7 @@ describe('reading and compacting a results file', () => {
           const lines = entries.map(([id, { kind, reason }]) => line(id, kind, reason));
           writeFileSync(
             file,
-            lines.map((text) => `${text}\n`).join('') + (torn ? '{"taskId":"e' : ''),
+            lines.map((text) => `${text}\n`).join('') + (torn ? '{"id":"agent-e","task' : ''),
           );
           const results = openResults(file, { retryFailed });
           results.close();

@@ -1,4 +1,4 @@
-import { readFileSync, statSync } from 'node:fs';
+import { createReadStream, fstatSync, type Stats, statSync } from 'node:fs';
 import { UsageError } from '../shared/errors.js';
 import { note, safeLabel } from './cli-output.js';
 
@@ -14,7 +14,7 @@ export async function readPrompt(arg: string): Promise<string> {
   let text: string;
   if (arg === '-') text = await readStdin('the prompt');
   else if (arg.startsWith('@@')) text = arg.slice(1);
-  else if (arg.startsWith('@')) text = readTextFile(arg.slice(1), 'a prompt file');
+  else if (arg.startsWith('@')) text = await readTextFile(arg.slice(1), 'a prompt file');
   else text = arg;
   if (text.trim() === '') {
     const where =
@@ -31,39 +31,58 @@ export async function readTasksInput(arg: string): Promise<string> {
   return arg === '-' ? readStdin('tasks') : readTextFile(arg, 'a readable tasks file');
 }
 
-/** Reads a whole regular file as UTF-8; a folder, a missing file or a device is a UsageError. */
-export function readTextFile(file: string, what: string): string {
-  let size: number;
+/**
+ * Reads a whole file as UTF-8: a regular file, or a pipe (`<(…)`, `@/dev/stdin` fed by a pipe).
+ * A folder, a missing file or a device is a UsageError, so /dev/zero is never read.
+ */
+async function readTextFile(file: string, what: string): Promise<string> {
+  let stat: Stats;
   try {
-    const stat = statSync(file);
+    stat = statSync(file);
     if (stat.isDirectory()) throw new Error('it is a folder');
-    if (!stat.isFile()) throw new Error('it is not a regular file');
-    size = stat.size;
+    if (!stat.isFile() && !stat.isFIFO() && !stat.isSocket()) {
+      throw new Error('it is not a regular file or a pipe');
+    }
   } catch (error) {
     throw new UsageError(`Expected ${what}, got \`${safeLabel(file)}\`: ${reason(error)}`);
   }
-  if (size > MAX_INPUT_BYTES) {
+  // `@/dev/stdin`: read our own stdin as it is; a socket (a parent's pipe) cannot be reopened.
+  if (isStdin(stat)) return readStdin(what);
+  if (stat.size > MAX_INPUT_BYTES) {
     throw new UsageError(
-      `Expected ${what} of at most ${MAX_INPUT_BYTES} bytes, got \`${safeLabel(file)}\` of ${size}`,
+      `Expected ${what} of at most ${MAX_INPUT_BYTES} bytes, got \`${safeLabel(file)}\` of ${stat.size}`,
     );
   }
   try {
-    return readFileSync(file, 'utf8');
+    return await readCapped(createReadStream(file), `${what} \`${safeLabel(file)}\``);
   } catch (error) {
+    if (error instanceof UsageError) throw error;
     throw new UsageError(`Expected ${what}, got \`${safeLabel(file)}\`: ${reason(error)}`);
+  }
+}
+
+function isStdin(stat: Stats): boolean {
+  try {
+    const stdin = fstatSync(0);
+    return stdin.dev === stat.dev && stdin.ino === stat.ino;
+  } catch {
+    return false;
   }
 }
 
 async function readStdin(what: string): Promise<string> {
   if (process.stdin.isTTY) note(`cohort: reading ${what} from stdin; end it with Ctrl-D`);
+  return readCapped(process.stdin, `${what} on stdin`);
+}
+
+/** A stream's whole text, refused past MAX_INPUT_BYTES (a pipe has no size to check first). */
+async function readCapped(stream: AsyncIterable<Buffer>, what: string): Promise<string> {
   const chunks: Buffer[] = [];
   let total = 0;
-  for await (const chunk of process.stdin as AsyncIterable<Buffer>) {
+  for await (const chunk of stream) {
     total += chunk.length;
     if (total > MAX_INPUT_BYTES) {
-      throw new UsageError(
-        `Expected ${what} of at most ${MAX_INPUT_BYTES} bytes on stdin, got more`,
-      );
+      throw new UsageError(`Expected ${what} of at most ${MAX_INPUT_BYTES} bytes, got more`);
     }
     chunks.push(chunk);
   }

@@ -20,19 +20,10 @@ class GuardedStream {
   constructor(name: StreamName) {
     this.name = name;
     const stream = process[name];
-    stream.on('error', (error: NodeJS.ErrnoException) => {
-      // EPIPE (reader gone) and EBADF/ERR_STREAM_DESTROYED (stream torn down) all mean the same
-      // thing here: nobody can read what we write. Anything else is a real fault.
-      if (
-        error.code === 'EPIPE' ||
-        error.code === 'EBADF' ||
-        error.code === 'ERR_STREAM_DESTROYED'
-      ) {
-        this.#close();
-        return;
-      }
-      throw error;
-    });
+    // EPIPE (the reader left), EIO (the terminal hung up), EBADF or a destroyed stream: every
+    // error of an output stream means the same here, that nobody can read what we write. It is
+    // never a reason to crash a run whose results go to files.
+    stream.on('error', () => this.#close());
   }
 
   get closed(): boolean {
@@ -74,6 +65,11 @@ function guarded(): { out: GuardedStream; err: GuardedStream } {
   return streams;
 }
 
+/** Guards both streams at once, before anything (a library, a progress bar) writes to them. */
+export function guardOutput(): void {
+  guarded();
+}
+
 /** Standard output: results and JSON. */
 export function stdout(): GuardedStream {
   return guarded().out;
@@ -91,16 +87,22 @@ export function note(line: string): void {
 
 export type { GuardedStream };
 
+/** The C0 controls but tab and newline, DEL and the C1 range: what a terminal acts on. */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point
+const CONTROL = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g;
+
+function hexEscape(char: string): string {
+  return `\\x${char.charCodeAt(0).toString(16).padStart(2, '0')}`;
+}
+
 /**
  * Neutralises terminal control characters in text that came from outside: ESC, the other C0
  * controls but tab and newline, DEL and the C1 range become visible `\xNN` escapes. A carriage
  * return is escaped too: it would let a line overwrite what came before it.
  */
 export function safeText(text: string): string {
-  // biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point
-  return text.replace(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g, (char) => {
-    return `\\x${char.charCodeAt(0).toString(16).padStart(2, '0')}`;
-  });
+  // A Windows line end is a line end, not a stray carriage return.
+  return text.replace(/\r\n/g, '\n').replace(CONTROL, hexEscape);
 }
 
 /** `safeText` for one-line labels (titles, paths): newlines and tabs are escaped as well. */
@@ -114,5 +116,9 @@ export function safeLabel(text: string): string {
  */
 export function shellQuote(word: string): string {
   if (word !== '' && /^[A-Za-z0-9_@%+=:,./-]+$/.test(word)) return word;
+  if (word.search(CONTROL) !== -1) {
+    // ANSI-C quoting: the control characters print as escapes and still paste back as they were.
+    return `$'${word.replace(/[\\']/g, (char) => `\\${char}`).replace(CONTROL, hexEscape)}'`;
+  }
   return `'${word.replace(/'/g, `'\\''`)}'`;
 }

@@ -81,7 +81,8 @@ export function noteCursorHidden(): void {
 export function restoreTerminal(): void {
   if (!cursorHidden) return;
   cursorHidden = false;
-  stderr().write('\u001b[?25h');
+  // Show the cursor, and turn line wrapping back on (the progress bar turns it off).
+  stderr().write('\u001b[?25h\u001b[?7h');
 }
 
 /** Installs the signal listeners once, for the life of the process. */
@@ -101,7 +102,11 @@ function receive(signal: StopSignal): void {
     handler?.onForce?.();
   } finally {
     restoreTerminal();
-    note(`cohort: stopped by ${signal}`);
+    note(
+      count > 1
+        ? `cohort: a second signal (${signal}): stopped at once`
+        : `cohort: stopped by ${signal}`,
+    );
     process.exit(signalExitCode(firstSignal));
   }
 }

@@ -2,7 +2,7 @@
 import { readFileSync } from 'node:fs';
 import { CohortError, UsageError } from '../shared/errors.js';
 import { redactSecrets } from '../shared/redact.js';
-import { note, safeText, stdout } from './cli-output.js';
+import { guardOutput, note, safeText, stdout } from './cli-output.js';
 import {
   handleInterrupts,
   installSignalHandlers,
@@ -112,6 +112,7 @@ function report(error: unknown): number {
  * let go of the event loop.
  */
 async function main(argv: string[]): Promise<void> {
+  guardOutput();
   installSignalHandlers();
   let code: number;
   try {

@@ -223,8 +223,7 @@ function scanResults(
     const checked = checkLine(text);
     if (!terminated) {
       if (checked.ok) scan.unterminated = true;
-      // Only what our own append could have been cut from counts as torn: `{"` and no closing.
-      else if (text.trimStart().startsWith('{"')) {
+      else if (cutFromOurs(text)) {
         scan.tornAt = start;
         return;
       } else throw notResults(options.label, number, checked.why, text);
@@ -233,6 +232,22 @@ function scanResults(
     decide(scan, checked, { start, end: start + bytes.length }, options.retryFailed);
   });
   return scan;
+}
+
+/**
+ * Whether an unterminated last line can be a piece of a line our own append was cut from: it
+ * begins as every result line does and is not whole JSON. A whole object without a newline (a
+ * one-line config written with printf) is someone else's, and is refused, never cut.
+ */
+function cutFromOurs(text: string): boolean {
+  const head = '{"id":"';
+  if (!(text.startsWith(head) || head.startsWith(text))) return false;
+  try {
+    JSON.parse(text);
+    return false;
+  } catch {
+    return true;
+  }
 }
 
 /** Keeps a task's first final line; drops interrupted cancels, duplicates and retried failures. */

@@ -174,7 +174,7 @@ function readRaw(lockPath: string): string | undefined {
 }
 
 /** The holder record in a lock file's text, or undefined when it is not one. */
-export function parseHolder(raw: string): LockHolder | undefined {
+function parseHolder(raw: string): LockHolder | undefined {
   let value: unknown;
   try {
     value = JSON.parse(raw);

@@ -1,4 +1,4 @@
-import { lstatSync, realpathSync, type Stats, statSync } from 'node:fs';
+import { fstatSync, lstatSync, realpathSync, type Stats, statSync } from 'node:fs';
 import path from 'node:path';
 import { UsageError } from '../shared/errors.js';
 import { safeLabel } from './cli-output.js';
@@ -53,7 +53,37 @@ export function inspectTarget(out: string): Target {
       `Expected --out ${label} to be a regular file or a new path, got ${specialKind(stat)}. Results must go to a file that can be reread on resume.`,
     );
   }
+  refuseOwnOutput(stat, label);
+  if (stat.nlink > 1) {
+    // A lock is named after one path; a second name for the same file would get its own lock.
+    throw new UsageError(
+      `Expected --out ${label} to have one name, got a file with ${stat.nlink} hard links: a run through another name would not see this run's lock. Copy it to a file of its own.`,
+    );
+  }
   return { path: realpathSync(absolute), label, stat };
+}
+
+/**
+ * `--out /dev/stdout > r.jsonl` reaches the file the shell opened for our own output: results
+ * appended there and the summary written over them from offset 0 would tear each other.
+ */
+function refuseOwnOutput(stat: Stats, label: string): void {
+  for (const [fd, name] of [
+    [1, 'stdout'],
+    [2, 'stderr'],
+  ] as const) {
+    let own: Stats;
+    try {
+      own = fstatSync(fd);
+    } catch {
+      continue;
+    }
+    if (own.dev === stat.dev && own.ino === stat.ino) {
+      throw new UsageError(
+        `Expected --out ${label} to be a file of its own, got the file this command's ${name} goes to. Give --out its own path.`,
+      );
+    }
+  }
 }
 
 /** The folder a new results file goes in, resolved; refuses a missing folder or a file. */

@@ -6,7 +6,7 @@ import { handleInterrupts, signalExitCode, stopSignal } from '../cli-process.js'
 import { MAX_STEPS_LIMIT } from '../options.js';
 import { formatResult } from '../render-result.js';
 import { COMMON_HELP, commandOptions, EXIT_CODES_HELP } from './help.js';
-import { startEngine } from './start.js';
+import { prepareEngine, startEngine } from './start.js';
 
 export const AGENT_USAGE = `Usage: cohort agent PROMPT [options]
 
@@ -47,8 +47,10 @@ export async function agentCommand(argv: string[]): Promise<number> {
   const maxSteps = intFlag(values, 'max-steps', 1, MAX_STEPS_LIMIT);
   const system = stringFlag(values, 'system');
   const title = stringFlag(values, 'title');
+  // Flags first: a mistake is reported before anything waits on stdin.
+  const prepared = await prepareEngine(values);
   const prompt = await readPrompt(positionals[0]!);
-  const { engine } = await startEngine(values);
+  const { engine } = await startEngine(values, { prepared });
   const controller = new AbortController();
   const stopHandling = handleInterrupts({
     // The first signal cancels the agent; its cancelled result is still printed. A second forces.

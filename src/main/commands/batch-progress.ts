@@ -31,7 +31,7 @@ export class BatchTally {
     } else if (event.type === 'step-end') this.#retrying.delete(event.agentId);
   };
 
-  settle(_taskId: string, result: AgentResult): void {
+  settle(result: AgentResult): void {
     this.settled++;
     this.counts[result.outcome]++;
     this.#retrying.delete(result.id);
@@ -68,17 +68,16 @@ export class BatchProgress {
   readonly #quiet: boolean;
   readonly #tally: BatchTally;
   readonly #started = Date.now();
-  #firstAt: number | undefined;
   #lastLine = 0;
   #failedShown = 0;
   #lastRetryLine = 0;
 
-  constructor(options: { total: number; quiet: boolean; tally: BatchTally; bar: boolean }) {
+  constructor(options: { total: number; quiet: boolean; tally: BatchTally }) {
     this.#total = options.total;
     this.#quiet = options.quiet;
     this.#tally = options.tally;
     this.#tally.onRetry = (event) => this.#retry(event);
-    if (!options.quiet && options.bar && stderr().isTTY) {
+    if (!options.quiet && stderr().isTTY) {
       this.#bar = new cliProgress.SingleBar(
         {
           format:
@@ -94,7 +93,6 @@ export class BatchProgress {
   }
 
   update(): void {
-    this.#firstAt ??= Date.now();
     if (this.#quiet || stderr().closed) return;
     if (this.#bar) {
       this.#bar.update(this.#tally.settled, this.#payload());
@@ -173,7 +171,7 @@ export class BatchProgress {
 
   #eta(): string {
     const done = this.#tally.settled;
-    if (this.#firstAt === undefined || done < 2) return '…';
+    if (done < 2) return '…';
     const perTask = (Date.now() - this.#started) / done;
     const seconds = Math.round((perTask * (this.#total - done)) / 1000);
     if (seconds < 60) return `${seconds}s`;

@@ -2,10 +2,11 @@ import { UsageError } from '../../shared/errors.js';
 import type { AgentEvent } from '../../shared/events.js';
 import { type BatchTask, checkTasks, parseTasks, taskAgentOptions } from '../batch-tasks.js';
 import { readTasksInput } from '../cli-input.js';
-import { intFlag, parseCommand, stringFlag } from '../cli-options.js';
+import { intFlag, type ParsedValues, parseCommand, stringFlag } from '../cli-options.js';
 import { note, safeLabel, shellQuote, stdout } from '../cli-output.js';
 import {
   handleInterrupts,
+  type InterruptHandler,
   onCleanup,
   type StopSignal,
   signalExitCode,
@@ -74,19 +75,7 @@ export async function batchCommand(argv: string[]): Promise<number> {
   const concurrency = intFlag(values, 'concurrency', 1, 100_000) ?? 50;
   const quiet = values.quiet === true;
   const tasksArg = positionals[0]!;
-  const label = tasksArg === '-' ? 'stdin' : safeLabel(tasksArg);
-  // Everything is checked before anything starts: flags, the engine's options, every line.
-  const prepared = await prepareEngine(values);
-  const { tasks, errors } = checkTasks(parseTasks(await readTasksInput(tasksArg)), (task) =>
-    prepared.check.checkAgent(taskAgentOptions(task)),
-  );
-  for (const error of errors)
-    note(`cohort batch: ${label}:${error.line}: ${safeLabel(error.message)}`);
-  if (errors.length > 0 && values.strict) {
-    throw new UsageError(
-      `${errors.length} bad task line(s) in ${label}; --strict refuses to start`,
-    );
-  }
+  const { prepared, tasks, errors } = await readTasks(values, tasksArg);
   const results = openResults(out, {
     ...(tasksArg === '-' ? {} : { tasksFile: tasksArg }),
     retryFailed: values['retry-failed'] === true,
@@ -104,50 +93,95 @@ export async function batchCommand(argv: string[]): Promise<number> {
     );
   }
   const tally = new BatchTally();
-  const progress = new BatchProgress({ total: todo.length, quiet, tally, bar: !values.json });
-  const stopped = engine
-    ? await runTasks({ engine, todo, results, concurrency, tally, progress })
-    : undefined;
-  progress.stop();
-  await engine?.close();
-  const complete = results.completeIds();
-  results.close();
-  const summary = {
-    type: 'summary',
-    tasks: tasks.length,
-    skipped,
-    ran: tally.settled,
-    counts: tally.counts,
-    failures: tally.failureCodes,
-    badLines: errors.length,
-    interrupted: stopped !== undefined,
-    out: results.path,
-  };
-  if (values.json) stdout().write(`${JSON.stringify(summary)}\n`);
-  if (!quiet) progress.summary(results.path, skipped, errors.length);
-  if (stopped) {
-    printResumeHint(todo.length - tally.settled + tally.counts.cancelled);
-    return signalExitCode(stopped);
+  const progress = new BatchProgress({ total: todo.length, quiet, tally });
+  // What a stopped or finished batch tells: the same from a graceful end and a forced one.
+  const report = once((stopped: StopSignal | undefined) => {
+    const summary = {
+      type: 'summary',
+      tasks: tasks.length,
+      skipped,
+      ran: tally.settled,
+      counts: tally.counts,
+      failures: tally.failureCodes,
+      badLines: errors.length,
+      interrupted: stopped !== undefined,
+      out: results.path,
+    };
+    if (values.json) stdout().write(`${JSON.stringify(summary)}\n`);
+    if (!quiet) progress.summary(results.path, skipped, errors.length);
+    // Cancelled tasks run again on resume, like the ones never started.
+    if (stopped) printResumeHint(todo.length - tally.settled + tally.counts.cancelled);
+  });
+  const controller = new AbortController();
+  const stopHandling = handleInterrupts(batchInterrupts(controller, progress, report));
+  try {
+    if (engine) {
+      await runTasks({
+        engine,
+        todo,
+        results,
+        concurrency,
+        tally,
+        progress,
+        signal: controller.signal,
+      });
+    }
+    progress.stop();
+    await engine?.close();
+    const complete = results.completeIds();
+    results.close();
+    const stopped = controller.signal.aborted ? stopSignal() : undefined;
+    report(stopped);
+    if (stopped) return signalExitCode(stopped);
+    return errors.length === 0 && tasks.every((task) => complete.has(task.id)) ? 0 : 1;
+  } finally {
+    stopHandling();
   }
-  return errors.length === 0 && tasks.every((task) => complete.has(task.id)) ? 0 : 1;
 }
 
 /**
- * Runs the tasks and appends each result as it settles. The first signal stops admitting and
- * cancels the running tasks, whose cancelled results are written too; a second forces, after
- * printing what has settled. Resolves with the signal that stopped it, if one did.
+ * Everything is checked before anything starts: the flags, the engine options they make, and
+ * every task line, with the engine's own check of an agent's options. Bad lines are reported
+ * with their numbers (and refused with --strict).
  */
-async function runTasks(options: {
-  engine: Engine;
-  todo: BatchTask[];
-  results: ResultsFile;
-  concurrency: number;
-  tally: BatchTally;
-  progress: BatchProgress;
-}): Promise<StopSignal | undefined> {
-  const { progress, tally, results } = options;
-  const controller = new AbortController();
-  const stopHandling = handleInterrupts({
+async function readTasks(values: ParsedValues, tasksArg: string) {
+  const label = tasksArg === '-' ? 'stdin' : safeLabel(tasksArg);
+  const prepared = await prepareEngine(values);
+  const { tasks, errors } = checkTasks(parseTasks(await readTasksInput(tasksArg)), (task) =>
+    prepared.check.checkAgent(taskAgentOptions(task)),
+  );
+  for (const error of errors) {
+    note(`cohort batch: ${label}:${error.line}: ${safeLabel(error.message)}`);
+  }
+  if (errors.length > 0 && values.strict) {
+    throw new UsageError(
+      `${errors.length} bad task line(s) in ${label}; --strict refuses to start`,
+    );
+  }
+  return { prepared, tasks, errors };
+}
+
+/** `fn`, run at most once: later calls do nothing. */
+function once<Args extends unknown[]>(fn: (...args: Args) => void): (...args: Args) => void {
+  let done = false;
+  return (...args) => {
+    if (done) return;
+    done = true;
+    fn(...args);
+  };
+}
+
+/**
+ * The first signal stops admitting and cancels the running tasks, whose cancelled results are
+ * written too; a second forces, after telling what has settled. Installed for the whole run, up
+ * to the last line printed, so a second signal is never left without its report.
+ */
+function batchInterrupts(
+  controller: AbortController,
+  progress: BatchProgress,
+  report: (stopped: StopSignal) => void,
+): InterruptHandler {
+  return {
     onSignal: (signal, count) => {
       if (count > 1) return 'force';
       progress.note('cohort batch: stopping — cancelling running tasks and writing their results');
@@ -156,33 +190,43 @@ async function runTasks(options: {
     },
     onForce: () => {
       progress.stop();
-      progress.summary(results.path, 0, 0);
-      printResumeHint(options.todo.length - tally.settled);
+      report(stopSignal() ?? 'SIGINT');
     },
-  });
+  };
+}
+
+/** Runs the tasks and appends each result as it settles, until done or `signal` aborts. */
+async function runTasks(options: {
+  engine: Engine;
+  todo: BatchTask[];
+  results: ResultsFile;
+  concurrency: number;
+  tally: BatchTally;
+  progress: BatchProgress;
+  signal: AbortSignal;
+}): Promise<void> {
+  const { progress, tally, results } = options;
+  const specs = options.todo.map((task) => ({
+    ...taskAgentOptions(task),
+    task,
+    // Only retries are watched (no text, no steps cross the thread): the progress says when
+    // the provider pushes back.
+    onEvent: tally.watch,
+    eventTypes: ['provider-retry', 'step-end'] as AgentEvent['type'][],
+  }));
   try {
-    const specs = options.todo.map((task) => ({
-      ...taskAgentOptions(task),
-      task,
-      // Only retries are watched (no text, no steps cross the thread): the progress says when
-      // the provider pushes back.
-      onEvent: tally.watch,
-      eventTypes: ['provider-retry', 'step-end'] as AgentEvent['type'][],
-    }));
     for await (const { spec, result } of mapAgents(options.engine, specs, {
       concurrency: options.concurrency,
-      signal: controller.signal,
+      signal: options.signal,
     })) {
       results.append({ ...result, taskId: spec.task.id });
-      tally.settle(spec.task.id, result);
+      tally.settle(result);
       if (result.outcome === 'failed') progress.failed(spec.task.id, result);
       progress.update();
     }
   } finally {
-    stopHandling();
     progress.stop();
   }
-  return controller.signal.aborted ? stopSignal() : undefined;
 }
 
 function printResumeHint(left: number): void {

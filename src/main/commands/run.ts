@@ -2,7 +2,7 @@ import { UsageError } from '../../shared/errors.js';
 import type { AgentResult } from '../../shared/result.js';
 import type { ScriptedModelOptions } from '../../testing/index.js';
 import { readPrompt } from '../cli-input.js';
-import { parseCommand, stringFlag } from '../cli-options.js';
+import { type ParsedValues, parseCommand, stringFlag } from '../cli-options.js';
 import { note, safeLabel, safeText, stdout } from '../cli-output.js';
 import {
   handleInterrupts,
@@ -12,9 +12,8 @@ import {
 } from '../cli-process.js';
 import { LiveView } from '../live-view.js';
 import { ROOT_ID, Session, type SessionEvent, type TurnResult } from '../session.js';
-import type { engineOptionsFrom } from './common.js';
 import { COMMON_HELP, commandOptions, EXIT_CODES_HELP } from './help.js';
-import { startEngine } from './start.js';
+import { type PreparedEngine, prepareEngine, startEngine } from './start.js';
 
 export const RUN_USAGE = `Usage: cohort run PROMPT [options]
 
@@ -66,7 +65,10 @@ export async function runCommand(argv: string[]): Promise<number> {
     throw new UsageError(`Expected exactly one PROMPT argument, got ${positionals.length}`);
   }
   const system = stringFlag(values, 'system');
+  // Flags first: a mistake is reported before anything waits on stdin.
+  const prepared = await prepareEngine(values);
   return runSession({
+    prepared,
     prompt: await readPrompt(positionals[0]!),
     values,
     json: values.json === true,
@@ -76,7 +78,9 @@ export async function runCommand(argv: string[]): Promise<number> {
 
 export interface RunSessionOptions {
   prompt: string;
-  values: Parameters<typeof engineOptionsFrom>[0];
+  values: ParsedValues;
+  /** The flags, already checked (`run` checks them before it reads a prompt from stdin). */
+  prepared?: PreparedEngine;
   json: boolean;
   system?: string;
   /** Folder the workspace tools read (the demo's survey root). */
@@ -90,6 +94,7 @@ export interface RunSessionOptions {
 /** Runs a session to idle with the live view or JSONL, and handles signals. Shared with `demo`. */
 export async function runSession(options: RunSessionOptions): Promise<number> {
   const { engine } = await startEngine(options.values, {
+    ...(options.prepared === undefined ? {} : { prepared: options.prepared }),
     ...(options.workspace === undefined ? {} : { workspace: options.workspace }),
     ...(options.mockLoad ? { mockLoad: options.mockLoad } : {}),
   });
