@@ -149,6 +149,15 @@ describe('run and agent under signals and closed pipes', () => {
     expect(final.agents.byOutcome.cancelled).toBe(2);
   });
 
+  it('one Ctrl-C that cancels the only turn ends the run with 130', async () => {
+    const run = runCli(['run', 'anything', '--json', '--base-url', hanging.url]);
+    await requests(hanging, 1);
+    run.child.kill('SIGINT');
+    expect((await run.exit).code).toBe(130);
+    const final = JSON.parse(run.stdout().trim().split('\n').at(-1)!);
+    expect(final).toMatchObject({ type: 'final', outcome: 'cancelled' });
+  });
+
   it('SIGTERM during agent --json prints the cancelled result; exit 143', async () => {
     const run = runCli(['agent', 'anything', '--json', '--base-url', hanging.url]);
     await requests(hanging, 1);

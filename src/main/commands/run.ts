@@ -9,6 +9,7 @@ import {
   type InterruptHandler,
   type StopSignal,
   signalExitCode,
+  stopSignal,
 } from '../cli-process.js';
 import { LiveView } from '../live-view.js';
 import { ROOT_ID, Session, type SessionEvent, type TurnResult } from '../session.js';
@@ -36,8 +37,8 @@ ${EXIT_CODES_HELP}
   0  the root's last turn ended ready
   1  it ended otherwise (cancelled, capped, failed) or an error
   2  a usage error: a bad flag, a missing file or folder; nothing ran
-  130/143/129  everything was stopped by a signal (a second Ctrl-C, or SIGTERM/SIGHUP); the
-               code is the signal that did it. The summary is still printed.
+  130/143/129  a signal ended the run: a second Ctrl-C, SIGTERM or SIGHUP, or a first Ctrl-C
+               whose cancelled turn was the end of it. The summary is still printed.
   141  stdout closed before the end`;
 
 /** The final line of `cohort run --json` and the summary of a run. */
@@ -135,8 +136,11 @@ export async function runSession(options: RunSessionOptions): Promise<number> {
     stopHandling();
   }
   const summary = printSummary();
-  // A first Ctrl-C only cancels the foreground turn: the run goes on and its end decides.
-  if (interrupts.stoppedBy) return signalExitCode(interrupts.stoppedBy);
+  // A first Ctrl-C only cancels the foreground turn: the run goes on and its end decides. If
+  // the run ended on that cancelled turn, it was the Ctrl-C that ended it.
+  const signal =
+    interrupts.stoppedBy ?? (summary.outcome === 'cancelled' ? stopSignal() : undefined);
+  if (signal) return signalExitCode(signal);
   if (stdoutClosed) return 141;
   return summary.outcome === 'ready' ? 0 : 1;
 }
