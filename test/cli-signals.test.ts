@@ -128,6 +128,16 @@ describe('batch under signals', () => {
   });
 });
 
+/** `run --json` whose root starts one async child that takes a minute, then ends its turn. */
+function runWithSlowChild() {
+  const slow = {
+    name: 'agent',
+    input: { title: 's', mode: 'async', prompt: scripted([{ delayMs: 60_000, reply: 'x' }]) },
+  };
+  const prompt = scripted([{ calls: [slow] }, { text: 'ok' }]);
+  return runCli(['run', prompt, '--json', '--base-url', fast.url]);
+}
+
 describe('run and agent under signals and closed pipes', () => {
   it('SIGTERM during run --json cancels everything and still prints the final line; exit 143', async () => {
     const slow = (title: string) => ({
@@ -168,17 +178,7 @@ describe('run and agent under signals and closed pipes', () => {
   });
 
   it('a second signal during run --json forces the stop after printing the final line', async () => {
-    const slow = {
-      name: 'agent',
-      input: { title: 's', mode: 'async', prompt: scripted([{ delayMs: 60_000, reply: 'x' }]) },
-    };
-    const run = runCli([
-      'run',
-      scripted([{ calls: [slow] }, { text: 'ok' }]),
-      '--json',
-      '--base-url',
-      fast.url,
-    ]);
+    const run = runWithSlowChild();
     await run.waitFor(/"agent-start"/, 'stdout');
     // Two different signals: the kernel merges a signal sent twice before it is handled.
     run.child.kill('SIGTERM');
@@ -197,17 +197,7 @@ describe('run and agent under signals and closed pipes', () => {
   });
 
   it('run --json whose stdout closes after one line ends quietly and stops its agents', async () => {
-    const slow = {
-      name: 'agent',
-      input: { title: 's', mode: 'async', prompt: scripted([{ delayMs: 60_000, reply: 'x' }]) },
-    };
-    const run = runCli([
-      'run',
-      scripted([{ calls: [slow] }, { text: 'ok' }]),
-      '--json',
-      '--base-url',
-      fast.url,
-    ]);
+    const run = runWithSlowChild();
     await run.waitFor(/\n/, 'stdout');
     run.child.stdout!.destroy();
     const exit = await run.exit;

@@ -49,25 +49,24 @@ function answer(status: number, contentType: string, body: string): http.Request
   };
 }
 
+const MESSAGE_START = {
+  type: 'message_start',
+  message: {
+    id: 'msg_1',
+    type: 'message',
+    role: 'assistant',
+    model: 'cohort-test',
+    content: [],
+    stop_reason: null,
+    stop_sequence: null,
+    usage: { input_tokens: 3, output_tokens: 0 },
+  },
+};
+
 /** A whole streamed Messages-API turn with one text block, as the API sends it. */
 function wholeStream(text: string): string {
   const events: [string, unknown][] = [
-    [
-      'message_start',
-      {
-        type: 'message_start',
-        message: {
-          id: 'msg_1',
-          type: 'message',
-          role: 'assistant',
-          model: 'cohort-test',
-          content: [],
-          stop_reason: null,
-          stop_sequence: null,
-          usage: { input_tokens: 3, output_tokens: 0 },
-        },
-      },
-    ],
+    ['message_start', MESSAGE_START],
     [
       'content_block_start',
       { type: 'content_block_start', index: 0, content_block: { type: 'text', text: '' } },
@@ -385,19 +384,7 @@ describe('a 200 that is not the Messages API is bad_response, and final', () => 
   });
 
   it('a Messages-API stream cut off after message_start is a connection fault, retried', async () => {
-    const start = {
-      type: 'message_start',
-      message: {
-        id: 'msg_1',
-        type: 'message',
-        role: 'assistant',
-        model: 'cohort-test',
-        content: [],
-        stop_reason: null,
-        stop_sequence: null,
-        usage: { input_tokens: 3, output_tokens: 0 },
-      },
-    };
+    const start = MESSAGE_START;
     const server = await fakeServer(
       answer(200, 'text/event-stream', `event: message_start\ndata: ${JSON.stringify(start)}\n\n`),
     );
