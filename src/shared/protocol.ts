@@ -126,3 +126,9 @@ export function isBridgeResponse(value: unknown): value is BridgeResponse {
 function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null;
 }
+
+/** What the start-up tool probe worker reports: one message per module, in order, then `done`. */
+export type ProbeMessage =
+  | { type: 'module'; index: number; names: string[] }
+  | { type: 'error'; index: number; problem: string }
+  | { type: 'done' };

@@ -6,13 +6,8 @@
  * could not be stopped. The worker is terminated when the check is over, whatever it holds.
  */
 import { parentPort, workerData } from 'node:worker_threads';
+import type { ProbeMessage } from '../shared/protocol.js';
 import { loadToolModule, ToolModuleError } from '../shared/tools/modules.js';
-
-/** What the probe reports, one message per module, in order, then `done`. */
-export type ProbeMessage =
-  | { type: 'module'; index: number; names: string[] }
-  | { type: 'error'; index: number; problem: string }
-  | { type: 'done' };
 
 const { modules } = workerData as { modules: string[] };
 const post = (message: ProbeMessage) => parentPort!.postMessage(message);
