@@ -17,7 +17,12 @@ import {
 let rig: Rig;
 
 beforeAll(async () => {
-  rig = await startRig({ workspace: makeWorkspace(), replyCap: 1000 });
+  rig = await startRig({
+    workspace: makeWorkspace(),
+    replyCap: 1000,
+    // The scripted model honours max_tokens: the 50,000-character reply below needs room.
+    provider: { maxTokens: 32_000 },
+  });
 });
 
 afterAll(async () => {
@@ -91,6 +96,17 @@ describe('the reply contract, through the real pool and the real SDK', () => {
       files: ['a', 'b'],
       ok: true,
     });
+  });
+
+  it('a whitespace-only text block before a tool call never goes back to the provider', async () => {
+    // The scripted model, like the real API, refuses whitespace-only text in a request.
+    const result = await rig.engine.run({
+      prompt: scripted([
+        { text: '\n\n', calls: [{ name: 'echo', input: { value: 'hi' } }] },
+        { reply: 'done' },
+      ]),
+    });
+    expect(result).toMatchObject({ outcome: 'complete', text: 'done' });
   });
 
   it('appends two replies of one batch in call order, a blank line between', async () => {

@@ -1,11 +1,14 @@
+import { readFileSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
 import { APIConnectionError } from '@anthropic-ai/sdk';
 import { afterEach, describe, expect, it } from 'vitest';
 import { classify } from '../src/shared/provider/classify.js';
 import { DEFAULT_PROVIDER_CONFIG, type ProviderConfig } from '../src/shared/provider/config.js';
 import { ATTEMPT_HEADER, Provider } from '../src/shared/provider/provider.js';
 import type { ProviderRequest, RetryInfo } from '../src/shared/provider/types.js';
+import { scriptBlock } from '../src/testing/index.js';
 import { runCli } from './cli-helpers.js';
 
 /** A real HTTP server whose every request is answered by `handler`; it counts the requests. */
@@ -451,9 +454,32 @@ describe('the CLI says what the provider did', () => {
     ['--request-timeout', 'soon'],
     ['--idle-timeout', '0ms'],
     ['--idle-timeout', '-1s'],
+    ['--max-tokens', '0'],
+    ['--max-tokens', 'lots'],
   ])('%s %s is a usage error naming the flag', async (flag, value) => {
     const run = runCli(['agent', 'hi', flag, value, '--provider', 'mock']);
     expect((await run.exit).code).toBe(2);
     expect(run.stderr()).toContain(`\`${flag}\``);
+  });
+
+  it('--max-tokens reaches the provider: a reply cut by it tells the model why', async () => {
+    // The scripted model honours max_tokens: 40 tokens hold about 160 characters, so the
+    // reply call's JSON is cut, and the nudge names the cause.
+    const long = 'word '.repeat(200);
+    const script = scriptBlock([{ reply: long }, { reply: 'short' }]);
+    const run = runCli([
+      'agent',
+      `go\n${script}`,
+      '--json',
+      '--provider',
+      'mock',
+      '--max-tokens',
+      '40',
+    ]);
+    expect((await run.exit).code).toBe(0);
+    const result = JSON.parse(run.stdout());
+    expect(result).toMatchObject({ outcome: 'complete', text: 'short' });
+    const transcript = readFileSync(join(result.logDir, 'transcript.jsonl'), 'utf8');
+    expect(transcript).toContain('reached max_tokens before its arguments were complete');
   });
 });

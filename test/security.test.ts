@@ -149,7 +149,11 @@ describe("a child's text cannot forge an inbox entry", () => {
 describe('bad input loses nothing', () => {
   it('a reply of 10 MB is clipped, spilled whole, and the engine goes on', async () => {
     // Large deltas: the point is the payload's size, not a million SSE events.
-    const rig = await startRig({ threads: 1 }, { chunkChars: 1 << 20 });
+    // The scripted model honours max_tokens: 10 MB of reply is about 2.6 million tokens.
+    const rig = await startRig(
+      { threads: 1, provider: { maxTokens: 3_000_000 } },
+      { chunkChars: 1 << 20 },
+    );
     try {
       const payload = `START${'x'.repeat(10 * 1024 * 1024)}END`;
       const result = await rig.engine.run({ prompt: scripted([{ reply: payload }]) });

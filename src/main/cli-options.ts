@@ -9,6 +9,7 @@ export const COMMON_OPTIONS = {
   'base-url': { type: 'string' },
   'request-timeout': { type: 'string' },
   'idle-timeout': { type: 'string' },
+  'max-tokens': { type: 'string' },
   threads: { type: 'string' },
   'agents-per-thread': { type: 'string' },
   ceiling: { type: 'string' },

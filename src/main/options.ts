@@ -77,6 +77,7 @@ export const OPTION_FLAGS: Readonly<Record<string, string>> = {
   'provider.baseURL': '--base-url',
   'provider.requestTimeoutMs': '--request-timeout',
   'provider.idleTimeoutMs': '--idle-timeout',
+  'provider.maxTokens': '--max-tokens',
 };
 
 /**

@@ -54,7 +54,12 @@ export function describeValue(
         ? value
         : (JSON.stringify(value) ?? String(value));
   } catch {
-    shown = String(value);
+    // A cycle, a BigInt, or nesting too deep for JSON.stringify: String() of a deep array
+    // would recurse as deep, so name only the kind.
+    shown =
+      Array.isArray(value) || (typeof value === 'object' && value !== null)
+        ? `[${kind}]`
+        : String(value);
   }
   if (shown.length > maxChars) shown = `${shown.slice(0, maxChars)}…`;
   return `\`${shown}\` (${kind})`;

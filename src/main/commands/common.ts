@@ -20,7 +20,7 @@ export function engineOptionsFrom(
   const heap = intFlag(values, 'worker-heap-mb', 16);
   const grace = durationFlag(values, 'cancel-grace');
   return {
-    provider: { ...provider, ...providerTimeoutsFrom(values) },
+    provider: { ...provider, ...providerFlagsFrom(values) },
     ...(threads === undefined ? {} : { threads }),
     ...(agentsPerThread === undefined ? {} : { agentsPerThread }),
     ...(maxDepth === undefined ? {} : { maxDepth }),
@@ -34,15 +34,20 @@ export function engineOptionsFrom(
   };
 }
 
-/** The provider's two waits from `--request-timeout` and `--idle-timeout`. */
-export function providerTimeoutsFrom(values: ParsedValues): Partial<ProviderConfig> {
+/** The provider's two waits and `max_tokens`, from `--request-timeout`, `--idle-timeout` and `--max-tokens`. */
+export function providerFlagsFrom(values: ParsedValues): Partial<ProviderConfig> {
   const requestTimeoutMs = positiveDurationFlag(values, 'request-timeout');
   const idleTimeoutMs = positiveDurationFlag(values, 'idle-timeout');
+  const maxTokens = intFlag(values, 'max-tokens', 1, MAX_TOKENS_LIMIT);
   return {
     ...(requestTimeoutMs === undefined ? {} : { requestTimeoutMs }),
     ...(idleTimeoutMs === undefined ? {} : { idleTimeoutMs }),
+    ...(maxTokens === undefined ? {} : { maxTokens }),
   };
 }
+
+/** The largest `--max-tokens`: far above any model's, so the provider, not cohort, says no. */
+const MAX_TOKENS_LIMIT = 10_000_000;
 
 // A zero wait would fail every request at once, so it is refused here, named by its flag.
 function positiveDurationFlag(values: ParsedValues, name: string): number | undefined {

@@ -17,6 +17,7 @@ Engine options:
   --base-url URL              a Messages API server (http or https)
   --request-timeout DURATION  wait for a response's headers (default 2m), per attempt
   --idle-timeout DURATION     wait between two stream events (default 1m)
+  --max-tokens N              max_tokens of every request (default 4096)
   --workspace DIR             folder read_file/list_files may read (default: none, no file tools)
   --tools MODULE              an ES module of tools (repeatable); checked before anything starts
   --threads N                 worker threads (default: one per core)

@@ -91,9 +91,10 @@ export class TurnAssembler {
     for (const block of this.#blocks) {
       if (!block) continue;
       if (block.kind === 'text') {
-        // The API refuses empty text blocks in a request, so they never enter the transcript.
-        if (block.text === '') continue;
         text += block.text;
+        // The API refuses empty and whitespace-only text blocks in a request, and a model
+        // may stream "\n\n" before a tool call: such blocks never enter the transcript.
+        if (block.text.trim() === '') continue;
         content.push({ type: 'text', text: block.text });
         continue;
       }
@@ -102,7 +103,10 @@ export class TurnAssembler {
         try {
           call.input = JSON.parse(block.json);
         } catch {
-          call.inputError = `its arguments were not valid JSON: ${block.json.slice(0, 200)}`;
+          call.inputError =
+            this.#stopReason === 'max_tokens'
+              ? `the response reached max_tokens before its arguments were complete (raise provider.maxTokens); they end: ${block.json.slice(-200)}`
+              : `its arguments were not valid JSON: ${block.json.slice(0, 200)}`;
         }
       }
       const echoed = isPlainObject(call.input) ? call.input : {};
