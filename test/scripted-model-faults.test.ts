@@ -57,6 +57,7 @@ describe('HTTP errors', () => {
     expect(error.error).toEqual({
       type: 'error',
       error: { type: 'overloaded_error', message: 'busy' },
+      request_id: expect.stringMatching(/^req_cohort_/),
     });
   });
 
@@ -172,8 +173,8 @@ describe('mid-stream faults', () => {
 
 describe('rate limit', () => {
   it('answers 429 with retry-after when the rpm bucket is empty', async () => {
-    // One request a minute: the bucket holds one, and a slow machine cannot refill it
-    // between the two requests.
+    // One request a minute: the bucket holds one (the whole minute's limit), and a slow
+    // machine cannot refill it between the two requests.
     const limited = await startScriptedModel({ rpm: 1 });
     try {
       const limitedClient = new Anthropic({ apiKey: 'k', baseURL: limited.url, maxRetries: 0 });
@@ -183,7 +184,16 @@ describe('rate limit', () => {
         limitedClient.messages.create(request({ steps: [{ text: 'x' }] })),
       );
       expect(error.status).toBe(429);
-      expect(error.error).toMatchObject({ error: { type: 'rate_limit_error' } });
+      expect(error.error).toMatchObject({
+        error: {
+          type: 'rate_limit_error',
+          message: expect.stringMatching(
+            /^This request would exceed the rate limit of 1 request per minute for this API key; retry in /,
+          ),
+        },
+      });
+      expect(error.headers?.get('anthropic-ratelimit-requests-limit')).toBe('1');
+      expect(error.headers?.get('anthropic-ratelimit-requests-remaining')).toBe('0');
       const seconds = Number(error.headers?.get('retry-after'));
       const milliseconds = Number(error.headers?.get('retry-after-ms'));
       expect(Number.isInteger(seconds) && seconds >= 1).toBe(true);

@@ -142,7 +142,8 @@ describe('default policy: root', () => {
     const paths = Array.from({ length: 70 }, (_, index) => `file-${index}.txt`);
     const message = await client.messages.create({
       model: 's',
-      max_tokens: 1000,
+      // 64 agent calls take ~8,000 characters: max_tokens must leave room for them.
+      max_tokens: 4096,
       tools: rootTools,
       messages: [
         { role: 'user', content: 'Go.' },

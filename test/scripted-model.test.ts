@@ -95,8 +95,13 @@ describe('streaming', () => {
       ],
     };
     const messages = scripted(script);
+    // The real API refuses tool_use and tool_result blocks in a request that defines no tools.
+    const tools = ['read_file', 'reply', 'note'].map((name) => ({
+      name,
+      input_schema: { type: 'object' as const },
+    }));
     const first = await client.messages
-      .stream({ model: 's', max_tokens: 50, messages })
+      .stream({ model: 's', max_tokens: 50, tools, messages })
       .finalMessage();
     expect(first.content).toEqual([
       { type: 'text', text: 'Step zero.' },
@@ -108,7 +113,7 @@ describe('streaming', () => {
       content: [{ type: 'tool_result', tool_use_id: 'toolu_cohort_0_0', content: '# A' }],
     });
     const second = await client.messages
-      .stream({ model: 's', max_tokens: 50, messages })
+      .stream({ model: 's', max_tokens: 50, tools, messages })
       .finalMessage();
     expect(second.content).toEqual([
       { type: 'tool_use', id: 'toolu_cohort_1_0', name: 'reply', input: { result: { ok: true } } },
@@ -124,7 +129,7 @@ describe('streaming', () => {
         content: 'ok',
       })),
     });
-    const third = await client.messages.create({ model: 's', max_tokens: 50, messages });
+    const third = await client.messages.create({ model: 's', max_tokens: 50, tools, messages });
     expect(third.content).toEqual([{ type: 'text', text: 'Step two.' }]);
   });
 

@@ -14,8 +14,25 @@ export interface ScriptedModelOptions {
   tokensPerSecond?: number;
   /** 0..1: each request scales ttft and pacing by a random factor in [1 - j, 1 + j]. Default 0. */
   jitter?: number;
-  /** Requests per minute of a token bucket (one second's worth of burst); 0, the default, is unlimited. */
+  /** Requests per minute, per API key; 0, the default, is unlimited. */
   rpm?: number;
+  /** Input tokens per minute, per API key; 0, the default, is unlimited. */
+  itpm?: number;
+  /** Output tokens per minute, per API key, counted as generated; 0, the default, is unlimited. */
+  otpm?: number;
+  /**
+   * Seconds of the per-minute limits a full bucket holds, above 0 and at most 60 (the
+   * default, as the real API). A smaller value makes a short run feel the limit.
+   */
+  bucketSeconds?: number;
+  /**
+   * A ramp limit: the request rate may grow to at most this factor times its recent
+   * average (at least 1 request/s), so a sudden jump is refused. 0, the default, is off;
+   * otherwise at least 1.
+   */
+  acceleration?: number;
+  /** Refuse requests without `x-api-key` or `anthropic-version`, as the real API does. Default false. */
+  strictAuth?: boolean;
   /** 0..1: chance that a request is answered 529 overloaded_error. Default 0. */
   overloadProbability?: number;
   /** Characters per text or input_json delta. Default 8. */
@@ -33,12 +50,23 @@ export class ScriptedModelOptionError extends Error {
   override readonly name = 'ScriptedModelOptionError';
 }
 
-type Rule = 'non-negative' | 'fraction' | 'positive-integer' | 'port' | 'integer';
+type Rule =
+  | 'non-negative'
+  | 'fraction'
+  | 'positive-integer'
+  | 'non-negative-integer'
+  | 'port'
+  | 'integer'
+  | 'bucket-seconds'
+  | 'acceleration';
 
 const RULE_TEXT: Record<Rule, string> = {
   'non-negative': 'a non-negative number',
   fraction: 'a number from 0 to 1',
   'positive-integer': 'an integer from 1 and up',
+  'non-negative-integer': 'an integer from 0 and up',
+  'bucket-seconds': 'a number above 0 and at most 60',
+  acceleration: '0 (off) or a number from 1 and up',
   port: 'an integer from 0 to 65535',
   integer: 'an integer',
 };
@@ -52,6 +80,12 @@ function satisfies(value: number, rule: Rule): boolean {
       return value >= 0 && value <= 1;
     case 'positive-integer':
       return Number.isInteger(value) && value >= 1;
+    case 'non-negative-integer':
+      return Number.isInteger(value) && value >= 0;
+    case 'bucket-seconds':
+      return value > 0 && value <= 60;
+    case 'acceleration':
+      return value === 0 || value >= 1;
     case 'port':
       return Number.isInteger(value) && value >= 0 && value <= 65535;
     case 'integer':
@@ -64,6 +98,16 @@ export function checkNumber(label: string, value: unknown, rule: Rule): number {
   if (typeof value !== 'number' || !satisfies(value, rule)) {
     throw new ScriptedModelOptionError(
       `Expected ${label} to be ${RULE_TEXT[rule]}, got ${describeValue(value, 80, { quoteStrings: true })}`,
+    );
+  }
+  return value;
+}
+
+/** Checks a boolean option; `label` names it in the message. */
+export function checkBoolean(label: string, value: unknown): boolean {
+  if (typeof value !== 'boolean') {
+    throw new ScriptedModelOptionError(
+      `Expected ${label} to be true or false, got ${describeValue(value, 80, { quoteStrings: true })}`,
     );
   }
   return value;
@@ -95,7 +139,12 @@ export function resolveOptions(options: ScriptedModelOptions = {}): ResolvedOpti
     ttftMs: checkNumber('`ttftMs`', options.ttftMs ?? 0, 'non-negative'),
     tokensPerSecond: checkNumber('`tokensPerSecond`', options.tokensPerSecond ?? 0, 'non-negative'),
     jitter: checkNumber('`jitter`', options.jitter ?? 0, 'fraction'),
-    rpm: checkNumber('`rpm`', options.rpm ?? 0, 'non-negative'),
+    rpm: checkNumber('`rpm`', options.rpm ?? 0, 'non-negative-integer'),
+    itpm: checkNumber('`itpm`', options.itpm ?? 0, 'non-negative-integer'),
+    otpm: checkNumber('`otpm`', options.otpm ?? 0, 'non-negative-integer'),
+    bucketSeconds: checkNumber('`bucketSeconds`', options.bucketSeconds ?? 60, 'bucket-seconds'),
+    acceleration: checkNumber('`acceleration`', options.acceleration ?? 0, 'acceleration'),
+    strictAuth: checkBoolean('`strictAuth`', options.strictAuth ?? false),
     overloadProbability: checkNumber(
       '`overloadProbability`',
       options.overloadProbability ?? 0,
@@ -164,33 +213,4 @@ export function decideFate(load: RequestLoad, seed: number, body: string): Reque
   const ttftMs = load.ttftMs * scale();
   const tokensPerSecond = load.tokensPerSecond * scale();
   return { overloaded, ttftMs, charsPerMs: (tokensPerSecond * 4) / 1000 };
-}
-
-/**
- * A token bucket of `rpm` requests per minute that holds one second's worth of requests
- * (at least one), so that a short run feels the limit as a real API's would.
- */
-export class TokenBucket {
-  readonly #capacity: number;
-  readonly #perMs: number;
-  #tokens: number;
-  #updatedAt: number;
-
-  constructor(rpm: number, now: number) {
-    this.#capacity = Math.max(1, Math.ceil(rpm / 60));
-    this.#perMs = rpm / 60_000;
-    this.#tokens = this.#capacity;
-    this.#updatedAt = now;
-  }
-
-  /** Takes one token; when the bucket is empty, says how long until the next one. */
-  take(now: number): { ok: true } | { ok: false; waitMs: number } {
-    this.#tokens = Math.min(this.#capacity, this.#tokens + (now - this.#updatedAt) * this.#perMs);
-    this.#updatedAt = now;
-    if (this.#tokens >= 1) {
-      this.#tokens -= 1;
-      return { ok: true };
-    }
-    return { ok: false, waitMs: Math.ceil((1 - this.#tokens) / this.#perMs) };
-  }
 }

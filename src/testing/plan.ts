@@ -5,6 +5,7 @@ import {
   type OutputBlock,
   type StopReason,
 } from './messages-api.js';
+import { CHARS_PER_TOKEN, shapeOutput } from './output-shaping.js';
 import {
   defaultErrorType,
   expandCalls,
@@ -12,13 +13,22 @@ import {
   parseScript,
   type ScriptStep,
 } from './script.js';
+import { signThinking } from './thinking-signature.js';
+import { thinkingText } from './thinking-text.js';
+import { applyToolChoice } from './tool-choice.js';
 
 /** Faults to inject at the fault point: after message_start and the first content delta. */
 export interface Faults {
   stallMs: number;
   malformed: boolean;
   /** An SSE `error` event (streaming) or an error status (JSON). */
-  error?: { status: number; type: string; message: string };
+  error?: {
+    status: number;
+    type: string;
+    message: string;
+    /** Retry headers, for the JSON form, where the error is a plain error response. */
+    headers: Record<string, string>;
+  };
   disconnect: boolean;
 }
 
@@ -37,9 +47,12 @@ export interface MessagePlan {
   kind: 'message';
   blocks: OutputBlock[];
   stopReason: StopReason;
+  /** The stop sequence that ended the text (`stop_reason: "stop_sequence"`), else null. */
+  stopSequence: string | null;
   inputTokens: number;
+  /** ceil(outputChars / 4), at least 1; exactly max_tokens when max_tokens cut the output. */
   outputTokens: number;
-  /** Characters of output (text + tool input JSON), which pacing spends. */
+  /** Characters of output (thinking + text + tool input JSON, as emitted), which pacing spends. */
   outputChars: number;
   delayMs: number;
   faults: Faults;
@@ -70,7 +83,7 @@ function invalid(message: string): ErrorPlan {
 
 /** Tokens are estimated as characters / 4, rounded up. */
 export function estimateTokens(characters: number): number {
-  return Math.ceil(characters / 4);
+  return Math.ceil(characters / CHARS_PER_TOKEN);
 }
 
 /**
@@ -80,7 +93,12 @@ export function estimateTokens(characters: number): number {
 export function planResponse(request: MessagesRequest, attempt: number): ResponsePlan {
   const turn = request.messages.filter((message) => message.role === 'assistant').length;
   const source = scriptSource(request);
-  if (source === undefined) return messagePlan(request, turn, defaultPolicy(request), 0, NO_FAULTS);
+  if (source === undefined) {
+    // tool_choice binds the policy only: a script is authoritative, it says what the test wants.
+    const policyTurn = applyToolChoice(defaultPolicy(request), request.toolChoice, request.tools);
+    if ('refused' in policyTurn) return invalid(policyTurn.refused);
+    return messagePlan(request, turn, policyTurn, 0, NO_FAULTS);
+  }
   const parsed = parseScript(source);
   if (!parsed.ok) return invalid(parsed.error);
   const { steps } = parsed.script;
@@ -103,9 +121,7 @@ export function planResponse(request: MessagesRequest, attempt: number): Respons
 function errorPlan(step: ScriptStep, delayMs: number): ErrorPlan {
   const error = step.error!;
   const type = error.type ?? defaultErrorType(error.status);
-  const headers: Record<string, string> = {};
-  if (error.retryAfter !== undefined) headers['retry-after'] = String(error.retryAfter);
-  if (error.retryAfterMs !== undefined) headers['retry-after-ms'] = String(error.retryAfterMs);
+  const headers = retryHeaders(error.status, error.retryAfter, error.retryAfterMs);
   return {
     kind: 'error',
     status: error.status,
@@ -114,6 +130,30 @@ function errorPlan(step: ScriptStep, delayMs: number): ErrorPlan {
     headers,
     delayMs,
   };
+}
+
+/**
+ * The retry headers of a scripted error: those it sets. The real API sends `retry-after`
+ * on every 429, so a 429 also gets the one it left out: `retry-after` from
+ * `retryAfterMs` (whole seconds, rounded up, at least 1) or 1 second when it set
+ * neither, and `retry-after-ms` from `retryAfter`.
+ */
+function retryHeaders(
+  status: number,
+  retryAfter: number | undefined,
+  retryAfterMs: number | undefined,
+): Record<string, string> {
+  const headers: Record<string, string> = {};
+  if (retryAfter !== undefined) headers['retry-after'] = String(retryAfter);
+  if (retryAfterMs !== undefined) headers['retry-after-ms'] = String(retryAfterMs);
+  if (status !== 429) return headers;
+  if (retryAfter === undefined) {
+    const seconds = retryAfterMs === undefined ? 1 : Math.max(1, Math.ceil(retryAfterMs / 1000));
+    headers['retry-after'] = String(seconds);
+  } else if (retryAfterMs === undefined) {
+    headers['retry-after-ms'] = String(Math.round(retryAfter * 1000));
+  }
+  return headers;
 }
 
 function faultsOf(step: ScriptStep): Faults {
@@ -128,6 +168,7 @@ function faultsOf(step: ScriptStep): Faults {
       status: step.error.status,
       type,
       message: step.error.message ?? `Scripted mid-stream ${type}`,
+      headers: retryHeaders(step.error.status, step.error.retryAfter, step.error.retryAfterMs),
     };
   }
   return faults;
@@ -140,24 +181,31 @@ function messagePlan(
   delayMs: number,
   faults: Faults,
 ): MessagePlan {
-  const blocks: OutputBlock[] = [];
-  let outputChars = 0;
+  const planned: OutputBlock[] = [];
+  const thinking = request.thinking.enabled ? thinkingText(request, turn, turnPlan) : '';
+  // A budget too small for a single character (adaptive at max_tokens 1) thinks nothing.
+  if (thinking !== '') {
+    planned.push({ type: 'thinking', thinking, signature: signThinking(thinking) });
+  }
   if (turnPlan.text !== undefined && turnPlan.text !== '') {
-    blocks.push({ type: 'text', text: turnPlan.text });
-    outputChars += turnPlan.text.length;
+    planned.push({ type: 'text', text: turnPlan.text });
   }
   turnPlan.calls.forEach((call, index) => {
     const id = call.id ?? `toolu_cohort_${turn}_${index}`;
-    blocks.push({ type: 'tool_use', id, name: call.name, input: call.input });
-    outputChars += JSON.stringify(call.input).length;
+    planned.push({ type: 'tool_use', id, name: call.name, input: call.input });
   });
+  const shaped = shapeOutput(planned, request);
   return {
     kind: 'message',
-    blocks,
-    stopReason: turnPlan.calls.length > 0 ? 'tool_use' : 'end_turn',
-    inputTokens: Math.max(1, estimateTokens(request.inputChars)),
-    outputTokens: Math.max(1, estimateTokens(outputChars)),
-    outputChars,
+    blocks: shaped.blocks,
+    stopReason: shaped.stopReason,
+    stopSequence: shaped.stopSequence,
+    inputTokens: Math.max(1, estimateTokens(request.inputChars) + request.mediaTokens),
+    // Cut by max_tokens, the real API reports exactly max_tokens.
+    outputTokens: shaped.truncated
+      ? request.maxTokens
+      : Math.max(1, estimateTokens(shaped.outputChars)),
+    outputChars: shaped.outputChars,
     delayMs,
     faults,
   };

@@ -1,5 +1,5 @@
 import type { ServerResponse } from 'node:http';
-import { errorBody } from './messages-api.js';
+import { type ErrorDetails, errorBody } from './messages-api.js';
 import type { MessagePlan } from './plan.js';
 import {
   type MessageIdentity,
@@ -24,6 +24,32 @@ export interface PlayContext {
   chunkChars: number;
   /** Called just before the player destroys the socket on purpose (the disconnect fault). */
   onDeliberateClose: () => void;
+  /**
+   * Called with the output characters (thinking, text, tool input JSON) just handed to the
+   * socket: once per write of a stream, once with the whole output for a JSON body. A
+   * rate limit charges output tokens through it as they are generated. Fault bytes do
+   * not count.
+   */
+  onOutput?: (chars: number) => void;
+  /**
+   * More headers for a 200 (the rate-limit headers). The player adds its own to this
+   * object and hands it to `writeHead` as is: a copy per response is measurable.
+   */
+  headers?: Record<string, string>;
+}
+
+/** The head of a 200: `extra` with the given headers added, or just those. */
+function headOf(
+  extra: Record<string, string> | undefined,
+  contentType: string,
+  requestId: string,
+  stream: boolean,
+): Record<string, string> {
+  const headers = extra ?? {};
+  headers['content-type'] = contentType;
+  if (stream) headers['cache-control'] = 'no-cache';
+  headers['request-id'] = requestId;
+  return headers;
 }
 
 // An SSE event whose data line is cut off in the middle of a JSON string.
@@ -37,6 +63,8 @@ export interface ErrorResponse {
   message: string;
   requestId: string;
   headers?: Record<string, string>;
+  /** `error.details`, e.g. `{error_code: "thread_not_found"}`. */
+  details?: ErrorDetails;
 }
 
 /** Sends an Anthropic-style error response, unless the response is already gone. */
@@ -47,7 +75,7 @@ export function sendError(response: ServerResponse, error: ErrorResponse): void 
     'request-id': error.requestId,
     ...error.headers,
   });
-  response.end(errorBody(error.type, error.message));
+  response.end(errorBody(error.type, error.message, error.requestId, error.details));
 }
 
 /** Sends `plan` as one Message JSON after the time the whole output would take. */
@@ -64,14 +92,21 @@ export function playJson(plan: MessagePlan, context: PlayContext): void {
       return;
     }
     if (faults.error !== undefined) {
-      sendError(response, { ...faults.error, requestId: context.requestId });
+      const { headers } = faults.error;
+      const rate = context.headers;
+      sendError(response, {
+        ...faults.error,
+        requestId: context.requestId,
+        ...(rate === undefined
+          ? {}
+          : { headers: headers === undefined ? rate : { ...rate, ...headers } }),
+      });
       return;
     }
-    response.writeHead(200, {
-      'content-type': 'application/json',
-      'request-id': context.requestId,
-    });
+    response.writeHead(200, headOf(context.headers, 'application/json', context.requestId, false));
     const body = messageJson(plan, context.identity);
+    // A malformed body still cost its whole output to generate.
+    context.onOutput?.(plan.outputChars);
     response.end(faults.malformed === true ? body.slice(0, Math.ceil(body.length / 2)) : body);
   };
   if (waitMs > 0) context.scheduler.schedule(context.scheduler.now() + waitMs, send);
@@ -94,6 +129,8 @@ class StreamPlayer {
   readonly #events: Generator<SseEvent>;
   #pending: SseEvent | undefined;
   #charsSent = 0;
+  /** Output characters added to the text being assembled, not yet reported to onOutput. */
+  #charsUnreported = 0;
   #firstTokenAt = 0;
   #shiftMs = 0;
   #sawDelta = false;
@@ -112,11 +149,8 @@ class StreamPlayer {
 
   start(): void {
     const { response, scheduler, ttftMs, requestId } = this.#context;
-    response.writeHead(200, {
-      'content-type': 'text/event-stream; charset=utf-8',
-      'cache-control': 'no-cache',
-      'request-id': requestId,
-    });
+    const { headers } = this.#context;
+    response.writeHead(200, headOf(headers, 'text/event-stream; charset=utf-8', requestId, true));
     const head = streamHead(this.#plan, this.#context.identity);
     if (ttftMs > 0) {
       response.write(head);
@@ -146,6 +180,7 @@ class StreamPlayer {
       const event = this.#pending ?? this.#nextEvent();
       this.#pending = undefined;
       if (event === undefined) {
+        this.#reportOutput();
         response.end(out);
         return;
       }
@@ -153,16 +188,28 @@ class StreamPlayer {
         const due = this.#firstTokenAt + this.#shiftMs + this.#charsSent / charsPerMs;
         if (due > now) {
           this.#pending = event;
+          this.#reportOutput();
           if (out !== '') response.write(out);
           scheduler.schedule(due, () => this.#pump());
           return;
         }
       }
       out += event.text;
-      this.#charsSent += event.chars;
-      if (event.chars > 0) this.#sawDelta = true;
+      if (event.chars > 0) {
+        this.#charsSent += event.chars;
+        this.#charsUnreported += event.chars;
+        this.#sawDelta = true;
+      }
     }
   };
+
+  /** Reports the output characters of the text about to be written, if any. */
+  #reportOutput(): void {
+    if (this.#charsUnreported === 0) return;
+    const chars = this.#charsUnreported;
+    this.#charsUnreported = 0;
+    this.#context.onOutput?.(chars);
+  }
 
   #nextEvent(): SseEvent | undefined {
     const next = this.#events.next();
@@ -173,6 +220,9 @@ class StreamPlayer {
   #fault(out: string): string | undefined {
     const { response, scheduler } = this.#context;
     const { faults } = this.#plan;
+    // Whatever happens at the fault point, the output assembled so far goes out now (or,
+    // past a stall or malformed event, with the next write): it has been generated.
+    this.#reportOutput();
     if (this.#faultStage === 'stall') {
       this.#faultStage = 'rest';
       if (faults.stallMs > 0) {
@@ -186,7 +236,9 @@ class StreamPlayer {
     let text = faults.malformed ? out + MALFORMED_EVENT : out;
     if (faults.error !== undefined) {
       const { type, message } = faults.error;
-      response.end(text + sseEvent('error', { type: 'error', error: { type, message } }));
+      const { requestId } = this.#context;
+      const event = { type: 'error', error: { type, message }, request_id: requestId };
+      response.end(text + sseEvent('error', event));
       return undefined;
     }
     if (faults.disconnect) {

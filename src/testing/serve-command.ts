@@ -17,7 +17,13 @@ Runs the scripted model: an Anthropic Messages API server for offline use.
   --ttft-ms MS       time to first token (default 0)
   --tps N            output tokens per second; 0 is unpaced (default 0)
   --jitter J         0..1 random variation of ttft and tps (default 0)
-  --rpm N            requests per minute before 429; 0 is unlimited (default 0)
+  --rpm N            requests per minute per API key before 429; 0 is unlimited (default 0)
+  --itpm N           input tokens per minute per API key; 0 is unlimited (default 0)
+  --otpm N           output tokens per minute per API key; 0 is unlimited (default 0)
+  --bucket-seconds S seconds of the per-minute limits a full bucket holds, up to 60 (default 60)
+  --acceleration F   ramp limit: the request rate may grow to F times its recent average
+                     (at least 1/s); 0 is off, else at least 1 (default 0)
+  --strict-auth      refuse requests without x-api-key or anthropic-version, as the real API does
   --overload P       0..1 probability of 529 overloaded (default 0)
   --chunk-chars N    characters per delta (default 8)
   --seed N           seed of the random choices (default 1)
@@ -37,6 +43,11 @@ const FLAGS = {
   tps: { type: 'string' },
   jitter: { type: 'string' },
   rpm: { type: 'string' },
+  itpm: { type: 'string' },
+  otpm: { type: 'string' },
+  'bucket-seconds': { type: 'string' },
+  acceleration: { type: 'string' },
+  'strict-auth': { type: 'boolean' },
   overload: { type: 'string' },
   'chunk-chars': { type: 'string' },
   seed: { type: 'string' },
@@ -72,7 +83,12 @@ export function parseMockFlags(argv: string[]): ScriptedModelOptions | 'help' {
   assign('ttftMs', number('ttft-ms', 'non-negative'));
   assign('tokensPerSecond', number('tps', 'non-negative'));
   assign('jitter', number('jitter', 'fraction'));
-  assign('rpm', number('rpm', 'non-negative'));
+  assign('rpm', number('rpm', 'non-negative-integer'));
+  assign('itpm', number('itpm', 'non-negative-integer'));
+  assign('otpm', number('otpm', 'non-negative-integer'));
+  assign('bucketSeconds', number('bucket-seconds', 'bucket-seconds'));
+  assign('acceleration', number('acceleration', 'acceleration'));
+  if (values['strict-auth'] === true) options.strictAuth = true;
   assign('overloadProbability', number('overload', 'fraction'));
   assign('chunkChars', number('chunk-chars', 'positive-integer'));
   assign('seed', number('seed', 'integer'));

@@ -1,3 +1,4 @@
+import type { OutputBlock } from './messages-api.js';
 import type { MessagePlan } from './plan.js';
 
 /** One SSE event, and how many output characters it carries (0 for all but deltas). */
@@ -32,6 +33,7 @@ export function streamHead(plan: MessagePlan, identity: MessageIdentity): string
       output_tokens: 1,
       cache_creation_input_tokens: 0,
       cache_read_input_tokens: 0,
+      service_tier: 'standard',
     },
   };
   return (
@@ -59,40 +61,89 @@ export function* chunkText(text: string, size: number): Generator<string> {
   }
 }
 
+/** How one block goes on the wire: its start, the delta type and field, and its content. */
+interface BlockWire {
+  start: Record<string, unknown>;
+  deltaType: 'text_delta' | 'thinking_delta' | 'input_json_delta';
+  field: 'text' | 'thinking' | 'partial_json';
+  content: string;
+}
+
+function blockWire(block: OutputBlock): BlockWire {
+  switch (block.type) {
+    case 'text':
+      return {
+        start: { type: 'text', text: '' },
+        deltaType: 'text_delta',
+        field: 'text',
+        content: block.text,
+      };
+    case 'thinking':
+      return {
+        start: { type: 'thinking', thinking: '', signature: '' },
+        deltaType: 'thinking_delta',
+        field: 'thinking',
+        content: block.thinking,
+      };
+    default:
+      return {
+        start: { type: 'tool_use', id: block.id, name: block.name, input: {} },
+        deltaType: 'input_json_delta',
+        field: 'partial_json',
+        // Cut by max_tokens, a tool_use streams only the JSON generated so far.
+        content: block.partialJson ?? JSON.stringify(block.input),
+      };
+  }
+}
+
 /**
  * The events after the head, produced lazily so that a paced stream holds only a cursor,
- * not its whole body: per block a start, its deltas and a stop; then message_delta and
- * message_stop. Delta events are assembled from a fixed prefix and the JSON of the piece,
- * which is what makes an unpaced stream cheap: this loop is the server's hot path.
+ * not its whole body: per block a start, its deltas (and a thinking block's
+ * signature_delta) and a stop; then message_delta and message_stop. Delta events are
+ * assembled from a fixed prefix and the JSON of the piece, which is what makes an
+ * unpaced stream cheap: this loop is the server's hot path.
  */
 export function* streamBody(plan: MessagePlan, chunkChars: number): Generator<SseEvent, void> {
   for (const [index, block] of plan.blocks.entries()) {
-    const isText = block.type === 'text';
-    const contentBlock = isText
-      ? { type: 'text', text: '' }
-      : { type: 'tool_use', id: block.id, name: block.name, input: {} };
-    const start = { type: 'content_block_start', index, content_block: contentBlock };
+    const wire = blockWire(block);
+    const start = { type: 'content_block_start', index, content_block: wire.start };
     yield { text: sseEvent('content_block_start', start), chars: 0 };
-    const deltaPrefix = isText
-      ? `event: content_block_delta\ndata: {"type":"content_block_delta","index":${index},"delta":{"type":"text_delta","text":`
-      : `event: content_block_delta\ndata: {"type":"content_block_delta","index":${index},"delta":{"type":"input_json_delta","partial_json":`;
-    const content = isText ? block.text : JSON.stringify(block.input);
+    const deltaPrefix = `event: content_block_delta\ndata: {"type":"content_block_delta","index":${index},"delta":{"type":"${wire.deltaType}","${wire.field}":`;
     // Text with nothing to escape can be quoted as is: one check instead of one
     // JSON.stringify per piece.
-    const plain = !NEEDS_ESCAPE.test(content);
-    for (const piece of chunkText(content, chunkChars)) {
+    const plain = !NEEDS_ESCAPE.test(wire.content);
+    for (const piece of chunkText(wire.content, chunkChars)) {
       const quoted = plain ? `"${piece}"` : JSON.stringify(piece);
       yield { text: `${deltaPrefix}${quoted}}}\n\n`, chars: piece.length };
+    }
+    if (block.type === 'thinking') {
+      const delta = { type: 'signature_delta', signature: block.signature };
+      yield {
+        text: sseEvent('content_block_delta', { type: 'content_block_delta', index, delta }),
+        chars: 0,
+      };
     }
     yield { text: sseEvent('content_block_stop', { type: 'content_block_stop', index }), chars: 0 };
   }
   const messageDelta = {
     type: 'message_delta',
-    delta: { stop_reason: plan.stopReason, stop_sequence: null },
-    usage: { output_tokens: plan.outputTokens },
+    delta: { stop_reason: plan.stopReason, stop_sequence: plan.stopSequence },
+    // The real event carries the cumulative input and cache counts too (MessageDeltaUsage).
+    usage: {
+      input_tokens: plan.inputTokens,
+      cache_creation_input_tokens: 0,
+      cache_read_input_tokens: 0,
+      output_tokens: plan.outputTokens,
+    },
   };
   yield { text: sseEvent('message_delta', messageDelta), chars: 0 };
   yield { text: sseEvent('message_stop', { type: 'message_stop' }), chars: 0 };
+}
+
+/** A block as the JSON form shows it: a tool_use cut by max_tokens has the input `{}`. */
+function jsonBlock(block: OutputBlock): OutputBlock {
+  if (block.type !== 'tool_use' || block.partialJson === undefined) return block;
+  return { type: 'tool_use', id: block.id, name: block.name, input: {} };
 }
 
 /** The non-streaming Message JSON. */
@@ -102,14 +153,15 @@ export function messageJson(plan: MessagePlan, identity: MessageIdentity): strin
     type: 'message',
     role: 'assistant',
     model: identity.model,
-    content: plan.blocks,
+    content: plan.blocks.map(jsonBlock),
     stop_reason: plan.stopReason,
-    stop_sequence: null,
+    stop_sequence: plan.stopSequence,
     usage: {
       input_tokens: plan.inputTokens,
       output_tokens: plan.outputTokens,
       cache_creation_input_tokens: 0,
       cache_read_input_tokens: 0,
+      service_tier: 'standard',
     },
   });
 }

@@ -1,0 +1,130 @@
+/**
+ * `GET /v1/models` and `GET /v1/models/{id}`: a fixed catalog, so clients that look a model
+ * up before using it work offline. The scripted model answers to any model name in
+ * `POST /v1/messages`; only this listing is fixed.
+ */
+
+/** The model ids the catalog lists, newest first. */
+export const CATALOG_IDS = [
+  'claude-opus-4-5-20251101',
+  'claude-haiku-4-5-20251001',
+  'claude-sonnet-4-5-20250929',
+] as const;
+
+// Release dates are not the scripted model's to know: the API allows an epoch value then.
+const UNKNOWN_DATE = '1970-01-01T00:00:00Z';
+
+/** A `ModelInfo` object of the catalog. */
+export interface ModelInfo {
+  type: 'model';
+  id: string;
+  display_name: string;
+  created_at: string;
+  capabilities: null;
+  deprecated_at: null;
+  retires_at: null;
+  lifecycle: 'active';
+  line: string | null;
+  max_input_tokens: number | null;
+  max_tokens: number | null;
+}
+
+function info(id: string): ModelInfo {
+  const line = /^claude-(haiku|sonnet|opus)-/.exec(id)?.[1] ?? null;
+  const display = id
+    .replace(/-\d{8}$/, '')
+    .split('-')
+    .map((part) => (/^\d+$/.test(part) ? part : part[0]!.toUpperCase() + part.slice(1)))
+    .join(' ')
+    .replace(/(\d) (\d)/, '$1.$2');
+  return {
+    type: 'model',
+    id,
+    display_name: `${display} (scripted)`,
+    created_at: UNKNOWN_DATE,
+    capabilities: null,
+    deprecated_at: null,
+    retires_at: null,
+    lifecycle: 'active',
+    line,
+    max_input_tokens: null,
+    max_tokens: null,
+  };
+}
+
+const CATALOG: ModelInfo[] = CATALOG_IDS.map(info);
+
+/** The catalog entry for `id` or for its alias (the id without its date), or undefined. */
+export function findModel(id: string): ModelInfo | undefined {
+  return CATALOG.find((model) => model.id === id || model.id.replace(/-\d{8}$/, '') === id);
+}
+
+const LIFECYCLES = new Set(['active', 'deprecated', 'retired']);
+
+function badLimit(text: string | null): { ok: false; message: string } {
+  return {
+    ok: false,
+    message: `Expected \`limit\` to be an integer from 1 to 1000, got \`${text}\``,
+  };
+}
+
+/** A page of the catalog, or the message of a 400 for a bad query. */
+export function listModels(query: URLSearchParams):
+  | {
+      ok: true;
+      page: {
+        data: ModelInfo[];
+        has_more: boolean;
+        first_id: string | null;
+        last_id: string | null;
+      };
+    }
+  | { ok: false; message: string } {
+  const limitText = query.get('limit');
+  if (limitText !== null && !/^\d{1,4}$/.test(limitText)) return badLimit(limitText);
+  const limit = limitText === null ? 20 : Number(limitText);
+  if (limit < 1 || limit > 1000) return badLimit(limitText);
+  const lifecycles = [...query.getAll('lifecycle[]'), ...query.getAll('lifecycle')];
+  const unknown = lifecycles.find((value) => !LIFECYCLES.has(value));
+  if (unknown !== undefined) {
+    return {
+      ok: false,
+      message: `Expected \`lifecycle\` to be "active", "deprecated" or "retired", got \`${unknown}\``,
+    };
+  }
+  // Without a filter the API lists active and deprecated models; every entry here is active.
+  const listed = lifecycles.length === 0 || lifecycles.includes('active') ? CATALOG : [];
+  const afterId = query.get('after_id');
+  const beforeId = query.get('before_id');
+  if (afterId !== null && beforeId !== null) {
+    return { ok: false, message: 'Expected at most one of `after_id` and `before_id`, got both' };
+  }
+  let start = 0;
+  let end = listed.length;
+  const cursor = afterId ?? beforeId;
+  if (cursor !== null) {
+    const index = listed.findIndex((model) => model.id === cursor);
+    if (index === -1) {
+      return {
+        ok: false,
+        message: `Expected \`${afterId === null ? 'before_id' : 'after_id'}\` to be a model id of this listing, got \`${cursor}\``,
+      };
+    }
+    if (afterId !== null) start = index + 1;
+    else end = index;
+  }
+  const slice =
+    afterId === null && beforeId !== null
+      ? listed.slice(Math.max(start, end - limit), end)
+      : listed.slice(start, Math.min(end, start + limit));
+  const hasMore = beforeId !== null ? end - slice.length > 0 : start + slice.length < end;
+  return {
+    ok: true,
+    page: {
+      data: slice,
+      has_more: hasMore,
+      first_id: slice[0]?.id ?? null,
+      last_id: slice.at(-1)?.id ?? null,
+    },
+  };
+}
