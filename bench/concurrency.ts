@@ -55,6 +55,10 @@ async function run(context: BenchContext): Promise<PartReport> {
           ttftMs: options.ttftMs,
           tps: options.tps,
           rpm: options.rpm,
+          itpm: options.itpm,
+          otpm: options.otpm,
+          bucketSeconds: options.bucketSeconds,
+          acceleration: options.acceleration,
           overload: options.overload,
           jitter: options.jitter,
         }),
@@ -174,7 +178,11 @@ async function run(context: BenchContext): Promise<PartReport> {
     );
   }
   const ideal = idealAgentMs(scenario);
-  const load = `ttft ${options.ttftMs} ms, tps ${options.tps || 'unpaced'}, cpu ${options.cpuMs} ms/tool call${options.rpm ? `, rpm ${options.rpm}` : ''}${options.overload ? `, overload ${options.overload}` : ''}`;
+  const limits = (['rpm', 'itpm', 'otpm', 'acceleration', 'overload'] as const)
+    .filter((name) => options[name] > 0)
+    .map((name) => `, ${name} ${options[name]}`)
+    .join('');
+  const load = `ttft ${options.ttftMs} ms, tps ${options.tps || 'unpaced'}, cpu ${options.cpuMs} ms/tool call${limits}`;
   const subtitle = `${scenario.agents} agents × ${scenario.steps} steps; ${realProvider ? `provider anthropic (${provider.model})` : `scripted model: ${load}`}; medians of ${options.runs} run(s)`;
   const points: ChartPoint[] = summary.map((item) => ({
     engine: item.engine,
@@ -204,6 +212,10 @@ async function run(context: BenchContext): Promise<PartReport> {
               ttftMs: options.ttftMs,
               tps: options.tps,
               rpm: options.rpm,
+              itpm: options.itpm,
+              otpm: options.otpm,
+              bucketSeconds: options.bucketSeconds,
+              acceleration: options.acceleration,
               overload: options.overload,
               jitter: options.jitter,
             },

@@ -60,6 +60,10 @@ export function loadFlags(load: {
   ttftMs?: number;
   tps?: number;
   rpm?: number;
+  itpm?: number;
+  otpm?: number;
+  bucketSeconds?: number;
+  acceleration?: number;
   overload?: number;
   jitter?: number;
 }): string[] {
@@ -70,6 +74,11 @@ export function loadFlags(load: {
   add('--ttft-ms', load.ttftMs);
   add('--tps', load.tps);
   add('--rpm', load.rpm);
+  add('--itpm', load.itpm);
+  add('--otpm', load.otpm);
+  // 60 is serve.js's default, so it is left out like the zeros.
+  if (load.bucketSeconds !== 60) add('--bucket-seconds', load.bucketSeconds);
+  add('--acceleration', load.acceleration);
   add('--overload', load.overload);
   add('--jitter', load.jitter);
   return flags;

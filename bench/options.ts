@@ -19,6 +19,13 @@ export interface BenchOptions {
   cpuMs: number;
   /** Scripted model rate limit, requests per minute (0: none). */
   rpm: number;
+  /** Scripted model input and output tokens per minute (0: none). */
+  itpm: number;
+  otpm: number;
+  /** Seconds of the per-minute limits the model's buckets hold (1..60). */
+  bucketSeconds: number;
+  /** Scripted model ramp limit factor (0: none). */
+  acceleration: number;
   /** Scripted model 529 probability. */
   overload: number;
   jitter: number;
@@ -51,6 +58,9 @@ concurrency — cohort vs in-process vs thread-per-child on one scripted model:
   --tps N               model output tokens per second, 0 unpaced (default 0)
   --cpu-ms MS           synchronous CPU per work-tool call (default 2)
   --rpm N               model rate limit, requests per minute, 0 none (default 0)
+  --itpm N, --otpm N    model rate limits, input / output tokens per minute, 0 none (default 0)
+  --bucket-seconds S    seconds of those limits a full bucket holds, 1..60 (default 60)
+  --acceleration F      model ramp limit factor (see cohort mock --help), 0 none (default 0)
   --overload P          model 529 probability 0..1 (default 0)
   --jitter J            model ttft/tps jitter 0..1 (default 0)
   --engines A,B,…       cohort, in-process, thread-per-child (default all)
@@ -74,6 +84,10 @@ const FLAGS = {
   tps: { type: 'string' },
   'cpu-ms': { type: 'string' },
   rpm: { type: 'string' },
+  itpm: { type: 'string' },
+  otpm: { type: 'string' },
+  'bucket-seconds': { type: 'string' },
+  acceleration: { type: 'string' },
   overload: { type: 'string' },
   jitter: { type: 'string' },
   engines: { type: 'string' },
@@ -123,6 +137,10 @@ export function parseBenchArgs(
     tps: intFlag(values, 'tps', 0, 1_000_000) ?? 0,
     cpuMs: intFlag(values, 'cpu-ms', 0, 60_000) ?? 2,
     rpm: intFlag(values, 'rpm', 0, 100_000_000) ?? 0,
+    itpm: intFlag(values, 'itpm', 0, 1_000_000_000_000) ?? 0,
+    otpm: intFlag(values, 'otpm', 0, 1_000_000_000_000) ?? 0,
+    bucketSeconds: intFlag(values, 'bucket-seconds', 1, 60) ?? 60,
+    acceleration: intFlag(values, 'acceleration', 0, 1_000_000_000) ?? 0,
     overload: fractionFlag(values, 'overload') ?? 0,
     jitter: fractionFlag(values, 'jitter') ?? 0,
     engines: enginesFlag(values) ?? [...ENGINE_NAMES],
