@@ -17,6 +17,29 @@ afterAll(async () => {
 });
 
 const THREADS_BETA = 'message-threads-2026-08-12';
+const THREAD_HEADERS = { 'anthropic-beta': THREADS_BETA };
+
+/**
+ * Starts a thread on a conversation whose first user message is `content` and answers its
+ * first turn; returns that answer, the create body, and a continue body from the answer.
+ */
+async function openThread(content: string, extra: Record<string, unknown> = {}) {
+  const start = {
+    model: 'scripted',
+    max_tokens: 50,
+    thread: { type: 'create' },
+    messages: [{ role: 'user', content }],
+    ...extra,
+  };
+  const first = await call('/v1/messages', { body: start, headers: THREAD_HEADERS });
+  const next = {
+    model: 'scripted',
+    max_tokens: 50,
+    thread: { type: 'continue', previous_message_id: first.json.id },
+    messages: [{ role: 'user', content: 'And then?' }],
+  };
+  return { start, first, next };
+}
 
 /** The JSON of an answer: a message or an error body, whichever the status says. */
 interface AnswerJson {
@@ -272,21 +295,9 @@ describe('message threads', () => {
   });
 
   it('continues each response once, and says why it refuses', async () => {
-    const headers = { 'anthropic-beta': THREADS_BETA };
-    const start = {
-      model: 'scripted',
-      max_tokens: 50,
-      thread: { type: 'create' },
-      messages: [{ role: 'user', content: scripted([{ text: 'one' }, { text: 'two' }]) }],
-    };
-    const first = await call('/v1/messages', { body: start, headers });
+    const headers = THREAD_HEADERS;
+    const { start, first, next } = await openThread(scripted([{ text: 'one' }, { text: 'two' }]));
     expect(first.status).toBe(200);
-    const next = {
-      model: 'scripted',
-      max_tokens: 50,
-      thread: { type: 'continue', previous_message_id: first.json.id },
-      messages: [{ role: 'user', content: 'And then?' }],
-    };
     const second = await call('/v1/messages', { body: next, headers });
     expect(second.status).toBe(200);
     expect(second.json.content).toEqual([{ type: 'text', text: 'two' }]);
@@ -315,22 +326,8 @@ describe('message threads', () => {
   });
 
   it('refuses a second continue while the first is in flight, and another model', async () => {
-    const headers = { 'anthropic-beta': THREADS_BETA };
-    const start = {
-      model: 'scripted',
-      max_tokens: 50,
-      thread: { type: 'create' },
-      messages: [
-        { role: 'user', content: scripted([{ text: 'one' }, { text: 'slow', delayMs: 300 }]) },
-      ],
-    };
-    const first = await call('/v1/messages', { body: start, headers });
-    const next = {
-      model: 'scripted',
-      max_tokens: 50,
-      thread: { type: 'continue', previous_message_id: first.json.id },
-      messages: [{ role: 'user', content: 'go on' }],
-    };
+    const headers = THREAD_HEADERS;
+    const { next } = await openThread(scripted([{ text: 'one' }, { text: 'slow', delayMs: 300 }]));
     const otherModel = await call('/v1/messages', { body: { ...next, model: 'other' }, headers });
     expect(otherModel.status).toBe(400);
     expect(otherModel.json.error.details).toEqual({ error_code: 'thread_fingerprint_mismatch' });
@@ -344,7 +341,7 @@ describe('message threads', () => {
   });
 
   it('refuses thinking and cache_control on a thread, as the SDK expects', async () => {
-    const headers = { 'anthropic-beta': THREADS_BETA };
+    const headers = THREAD_HEADERS;
     const { status, json } = await call('/v1/messages', {
       body: {
         model: 'scripted',
@@ -364,20 +361,8 @@ describe('message threads', () => {
   });
 
   it('keeps threads per API key and stores nothing for a response cut by a fault', async () => {
-    const headers = { 'anthropic-beta': THREADS_BETA };
-    const start = {
-      model: 'scripted',
-      max_tokens: 50,
-      thread: { type: 'create' },
-      messages: [{ role: 'user', content: scripted([{ text: 'one' }, { text: 'two' }]) }],
-    };
-    const first = await call('/v1/messages', { body: start, headers });
-    const next = {
-      model: 'scripted',
-      max_tokens: 50,
-      thread: { type: 'continue', previous_message_id: first.json.id },
-      messages: [{ role: 'user', content: 'more' }],
-    };
+    const headers = THREAD_HEADERS;
+    const { start, next } = await openThread(scripted([{ text: 'one' }, { text: 'two' }]));
     const stranger = await call('/v1/messages', {
       body: next,
       headers: { ...headers, 'x-api-key': 'someone-else' },
@@ -457,24 +442,13 @@ describe('no request takes the server down', () => {
   });
 
   it('lets go of a thread when answering its continue fails', async () => {
-    const headers = { 'anthropic-beta': THREADS_BETA };
+    const headers = THREAD_HEADERS;
     // Step 1 calls a tool with an input too deep to write out: planning that turn throws.
     const script = `{"steps":[{"text":"one"},{"calls":[{"name":"t","input":{"v":${'['.repeat(20_000)}${']'.repeat(20_000)}}}]}]}`;
-    const start = {
-      model: 'scripted',
-      max_tokens: 50,
-      thread: { type: 'create' },
+    const { first, next } = await openThread(`go\n\`\`\`cohort-script\n${script}\n\`\`\``, {
       tools: [{ name: 't', input_schema: { type: 'object' } }],
-      messages: [{ role: 'user', content: `go\n\`\`\`cohort-script\n${script}\n\`\`\`` }],
-    };
-    const first = await call('/v1/messages', { body: start, headers });
+    });
     expect(first.status).toBe(200);
-    const next = {
-      model: 'scripted',
-      max_tokens: 50,
-      thread: { type: 'continue', previous_message_id: first.json.id },
-      messages: [{ role: 'user', content: 'and?' }],
-    };
     const failed = await call('/v1/messages', { body: next, headers });
     expect(failed.status).toBe(400);
     // Not `thread_continue_in_flight`: the failed turn let go of the thread.
