@@ -15,10 +15,10 @@ export type {
 } from './script.js';
 export { parseScript, scriptBlock } from './script.js';
 export { mockCommand } from './serve-command.js';
+export { startScriptedModel } from './server.js';
 export type {
   ScriptedClientClosedEvent,
   ScriptedModel,
   ScriptedModelStats,
   ScriptedRequestEvent,
-} from './server.js';
-export { startScriptedModel } from './server.js';
+} from './server-types.js';

@@ -3,6 +3,8 @@
  * up before using it work offline. The scripted model answers to any model name in
  * `POST /v1/messages`; only this listing is fixed.
  */
+import type { ServerResponse } from 'node:http';
+import { sendError } from './response-player.js';
 
 /** The model ids the catalog lists, newest first. */
 export const CATALOG_IDS = [
@@ -127,4 +129,38 @@ export function listModels(query: URLSearchParams):
       last_id: slice.at(-1)?.id ?? null,
     },
   };
+}
+
+/** Answers `GET /v1/models` (`id` undefined) or `GET /v1/models/{id}`. */
+export function answerModels(
+  response: ServerResponse,
+  requestId: string,
+  query: URLSearchParams,
+  id: string | undefined,
+): void {
+  const send = (status: number, body: unknown): void => {
+    response.writeHead(status, { 'content-type': 'application/json', 'request-id': requestId });
+    response.end(JSON.stringify(body));
+  };
+  if (id === undefined) {
+    const listed = listModels(query);
+    if (listed.ok) send(200, listed.page);
+    else
+      sendError(response, {
+        status: 400,
+        type: 'invalid_request_error',
+        message: listed.message,
+        requestId,
+      });
+    return;
+  }
+  const model = findModel(id);
+  if (model !== undefined) send(200, model);
+  else
+    sendError(response, {
+      status: 404,
+      type: 'not_found_error',
+      message: `model: ${id}`,
+      requestId,
+    });
 }

@@ -86,6 +86,11 @@ export function estimateTokens(characters: number): number {
   return Math.ceil(characters / CHARS_PER_TOKEN);
 }
 
+/** The input tokens a request is charged, as `usage.input_tokens` and count_tokens report them. */
+export function inputTokens(request: MessagesRequest): number {
+  return Math.max(1, estimateTokens(request.inputChars) + request.mediaTokens);
+}
+
 /**
  * Decides the whole response from the checked request and the attempt number alone: the
  * step of the conversation's script at this assistant turn, or the default policy.
@@ -200,7 +205,7 @@ function messagePlan(
     blocks: shaped.blocks,
     stopReason: shaped.stopReason,
     stopSequence: shaped.stopSequence,
-    inputTokens: Math.max(1, estimateTokens(request.inputChars) + request.mediaTokens),
+    inputTokens: inputTokens(request),
     // Cut by max_tokens, the real API reports exactly max_tokens.
     outputTokens: shaped.truncated
       ? request.maxTokens

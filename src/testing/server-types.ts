@@ -1,0 +1,47 @@
+import type { EventEmitter } from 'node:events';
+
+/** Counters of what the server has answered so far. */
+export interface ScriptedModelStats {
+  /** Every HTTP request received, whatever its path. */
+  requests: number;
+  /** 200 SSE responses started. */
+  streamed: number;
+  /** 200 responses (SSE or JSON) sent to the end. */
+  completed: number;
+  /** Responses cut short because the client closed the connection. */
+  clientClosed: number;
+  /** Responses with these statuses, scripted or not. */
+  rejected400: number;
+  rateLimited429: number;
+  overloaded529: number;
+}
+
+/** Payload of the `request` event: a checked request about to be answered. */
+export interface ScriptedRequestEvent {
+  turn: number;
+  attempt: number;
+  stream: boolean;
+  /** Names of the advertised tools, in request order: tells a root from a child. */
+  tools: string[];
+}
+
+/** Payload of the `client-closed` event. */
+export interface ScriptedClientClosedEvent {
+  turn: number;
+  attempt: number;
+}
+
+/**
+ * A running scripted model. Events: `request` (ScriptedRequestEvent) for every checked
+ * request, and `client-closed` (ScriptedClientClosedEvent) when a client closes its
+ * connection before its response ended, which is how a test proves an abort reached the
+ * server.
+ */
+export interface ScriptedModel extends EventEmitter {
+  /** Base URL, e.g. `http://127.0.0.1:PORT`; pass it as the SDK's `baseURL`. */
+  readonly url: string;
+  readonly port: number;
+  readonly stats: Readonly<ScriptedModelStats>;
+  /** Stops listening, destroys every open connection and drops pending timers. */
+  close(): Promise<void>;
+}
