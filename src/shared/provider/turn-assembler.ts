@@ -105,7 +105,7 @@ export class TurnAssembler {
         } catch {
           call.inputError =
             this.#stopReason === 'max_tokens'
-              ? `the response reached max_tokens before its arguments were complete (raise provider.maxTokens); they end: ${block.json.slice(-200)}`
+              ? `the response reached max_tokens before its arguments were complete (the limit is set by --max-tokens, provider.maxTokens); they end: ${block.json.slice(-200)}`
               : `its arguments were not valid JSON: ${block.json.slice(0, 200)}`;
         }
       }
