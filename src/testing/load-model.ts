@@ -31,6 +31,12 @@ export interface ScriptedModelOptions {
    * otherwise at least 1.
    */
   acceleration?: number;
+  /**
+   * A spend limit per API key, in tokens: once the input + output tokens of the messages
+   * it answered for a key reach this, every further messages request of that key gets the
+   * spend-limit 429 (`enforced_spend_limit_reached`, no `retry-after`). 0, the default, is none.
+   */
+  spendCapTokens?: number;
   /** Refuse requests without `x-api-key` or `anthropic-version`, as the real API does. Default false. */
   strictAuth?: boolean;
   /** 0..1: chance that a request is answered 529 overloaded_error. Default 0. */
@@ -144,6 +150,11 @@ export function resolveOptions(options: ScriptedModelOptions = {}): ResolvedOpti
     otpm: checkNumber('`otpm`', options.otpm ?? 0, 'non-negative-integer'),
     bucketSeconds: checkNumber('`bucketSeconds`', options.bucketSeconds ?? 60, 'bucket-seconds'),
     acceleration: checkNumber('`acceleration`', options.acceleration ?? 0, 'acceleration'),
+    spendCapTokens: checkNumber(
+      '`spendCapTokens`',
+      options.spendCapTokens ?? 0,
+      'non-negative-integer',
+    ),
     strictAuth: checkBoolean('`strictAuth`', options.strictAuth ?? false),
     overloadProbability: checkNumber(
       '`overloadProbability`',

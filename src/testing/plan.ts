@@ -1,5 +1,6 @@
 import { defaultPolicy, type PlannedTurn } from './default-policy.js';
 import {
+  type ErrorDetails,
   type MessagesRequest,
   messageText,
   type OutputBlock,
@@ -11,8 +12,10 @@ import {
   expandCalls,
   findScriptBlock,
   parseScript,
+  type ScriptError,
   type ScriptStep,
 } from './script.js';
+import { SPEND_LIMIT_CODES } from './spend-cap.js';
 import { signThinking } from './thinking-signature.js';
 import { thinkingText } from './thinking-text.js';
 import { applyToolChoice } from './tool-choice.js';
@@ -28,6 +31,8 @@ export interface Faults {
     message: string;
     /** Retry headers, for the JSON form, where the error is a plain error response. */
     headers: Record<string, string>;
+    /** `error.details`, in the SSE event and in the JSON form alike. */
+    details?: ErrorDetails;
   };
   disconnect: boolean;
 }
@@ -39,6 +44,8 @@ export interface ErrorPlan {
   type: string;
   message: string;
   headers: Record<string, string>;
+  /** `error.details`, from the script's `errorCode`. */
+  details?: ErrorDetails;
   delayMs: number;
 }
 
@@ -126,32 +133,34 @@ export function planResponse(request: MessagesRequest, attempt: number): Respons
 function errorPlan(step: ScriptStep, delayMs: number): ErrorPlan {
   const error = step.error!;
   const type = error.type ?? defaultErrorType(error.status);
-  const headers = retryHeaders(error.status, error.retryAfter, error.retryAfterMs);
-  return {
+  const plan: ErrorPlan = {
     kind: 'error',
     status: error.status,
     type,
     message: error.message ?? `Scripted ${error.status} ${type}`,
-    headers,
+    headers: errorHeaders(error),
     delayMs,
   };
+  if (error.errorCode !== undefined) plan.details = { error_code: error.errorCode };
+  return plan;
 }
 
 /**
- * The retry headers of a scripted error: those it sets. The real API sends `retry-after`
- * on every 429, so a 429 also gets the one it left out: `retry-after` from
- * `retryAfterMs` (whole seconds, rounded up, at least 1) or 1 second when it set
- * neither, and `retry-after-ms` from `retryAfter`.
+ * The headers of a scripted error: the retry headers it sets and `x-should-retry`. The
+ * real API sends `retry-after` on every 429 but a spend-limit one, so such a 429 also gets
+ * the one it left out: `retry-after` from `retryAfterMs` (whole seconds, rounded up, at
+ * least 1) or 1 second when it set neither, and `retry-after-ms` from `retryAfter`.
  */
-function retryHeaders(
-  status: number,
-  retryAfter: number | undefined,
-  retryAfterMs: number | undefined,
-): Record<string, string> {
+function errorHeaders(error: ScriptError): Record<string, string> {
+  const { status, retryAfter, retryAfterMs, errorCode, shouldRetry } = error;
   const headers: Record<string, string> = {};
   if (retryAfter !== undefined) headers['retry-after'] = String(retryAfter);
   if (retryAfterMs !== undefined) headers['retry-after-ms'] = String(retryAfterMs);
-  if (status !== 429) return headers;
+  if (shouldRetry !== undefined) headers['x-should-retry'] = String(shouldRetry);
+  // A spend limit is not lifted by waiting, so the real API names no time to retry at.
+  if (status !== 429 || (errorCode !== undefined && SPEND_LIMIT_CODES.has(errorCode))) {
+    return headers;
+  }
   if (retryAfter === undefined) {
     const seconds = retryAfterMs === undefined ? 1 : Math.max(1, Math.ceil(retryAfterMs / 1000));
     headers['retry-after'] = String(seconds);
@@ -167,14 +176,16 @@ function faultsOf(step: ScriptStep): Faults {
     malformed: step.malformed === true,
     disconnect: step.disconnect === true,
   };
-  if (step.error !== undefined) {
-    const type = step.error.type ?? defaultErrorType(step.error.status);
+  const { error } = step;
+  if (error !== undefined) {
+    const type = error.type ?? defaultErrorType(error.status);
     faults.error = {
-      status: step.error.status,
+      status: error.status,
       type,
-      message: step.error.message ?? `Scripted mid-stream ${type}`,
-      headers: retryHeaders(step.error.status, step.error.retryAfter, step.error.retryAfterMs),
+      message: error.message ?? `Scripted mid-stream ${type}`,
+      headers: errorHeaders(error),
     };
+    if (error.errorCode !== undefined) faults.error.details = { error_code: error.errorCode };
   }
   return faults;
 }

@@ -235,10 +235,11 @@ class StreamPlayer {
     this.#faultStage = 'done';
     let text = faults.malformed ? out + MALFORMED_EVENT : out;
     if (faults.error !== undefined) {
-      const { type, message } = faults.error;
+      const { type, message, details } = faults.error;
       const { requestId } = this.#context;
-      const event = { type: 'error', error: { type, message }, request_id: requestId };
-      response.end(text + sseEvent('error', event));
+      // The same shape as an error body, so the SDK reads `errorCode` from it too.
+      const error = details === undefined ? { type, message } : { type, message, details };
+      response.end(text + sseEvent('error', { type: 'error', error, request_id: requestId }));
       return undefined;
     }
     if (faults.disconnect) {

@@ -25,6 +25,13 @@ export interface ScriptError {
   retryAfter?: number;
   /** Milliseconds, sent as the `retry-after-ms` header. */
   retryAfterMs?: number;
+  /**
+   * Sent as `error.details.error_code` (the SDK's `errorCode`, which picks its error class,
+   * e.g. `enforced_spend_limit_reached`). Lowercase letters, digits and `_`.
+   */
+  errorCode?: string;
+  /** Sent as the `x-should-retry: true|false` header, which the SDK obeys over its own rules. */
+  shouldRetry?: boolean;
   midStream?: boolean;
 }
 
@@ -78,9 +85,12 @@ const ERROR_KEYS = new Set([
   'message',
   'retryAfter',
   'retryAfterMs',
+  'errorCode',
+  'shouldRetry',
   'midStream',
 ]);
 const TOOL_ID = /^[A-Za-z0-9_-]+$/;
+const ERROR_CODE = /^[a-z0-9_]+$/;
 
 /**
  * Returns the fenced block that carries `script`, ready to paste into a system prompt, a
@@ -236,7 +246,8 @@ function checkError(error: unknown, path: string): string | undefined {
   if (extra !== undefined) {
     return `expected \`${path}\` to have only the keys ${[...ERROR_KEYS].join(', ')}; got \`${extra}\``;
   }
-  const { status, type, message, retryAfter, retryAfterMs, midStream } = error;
+  const { status, type, message, retryAfter, retryAfterMs, errorCode, shouldRetry, midStream } =
+    error;
   if (typeof status !== 'number' || !Number.isInteger(status) || status < 400 || status > 599) {
     return expected(`${path}.status`, 'an integer from 400 to 599', status);
   }
@@ -251,6 +262,16 @@ function checkError(error: unknown, path: string): string | undefined {
   }
   if (retryAfterMs !== undefined && !isNonNegative(retryAfterMs)) {
     return expected(`${path}.retryAfterMs`, 'a non-negative number of milliseconds', retryAfterMs);
+  }
+  if (errorCode !== undefined && (typeof errorCode !== 'string' || !ERROR_CODE.test(errorCode))) {
+    return expected(
+      `${path}.errorCode`,
+      'a non-empty string of lowercase letters, digits and _',
+      errorCode,
+    );
+  }
+  if (shouldRetry !== undefined && typeof shouldRetry !== 'boolean') {
+    return expected(`${path}.shouldRetry`, 'a boolean', shouldRetry);
   }
   if (midStream !== undefined && typeof midStream !== 'boolean') {
     return expected(`${path}.midStream`, 'a boolean', midStream);

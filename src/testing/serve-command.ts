@@ -23,6 +23,10 @@ Runs the scripted model: an Anthropic Messages API server for offline use.
   --bucket-seconds S seconds of the per-minute limits a full bucket holds, up to 60 (default 60)
   --acceleration F   ramp limit: the request rate may grow to F times its recent average
                      (at least 1/s); 0 is off, else at least 1 (default 0)
+  --spend-cap-tokens N
+                     spend limit per API key: once its answered requests used N input +
+                     output tokens, answer 429 enforced_spend_limit_reached (no retry-after);
+                     0 is none (default 0)
   --strict-auth      refuse requests without x-api-key or anthropic-version, as the real API does
   --overload P       0..1 probability of 529 overloaded (default 0)
   --chunk-chars N    characters per delta (default 8)
@@ -47,6 +51,7 @@ const FLAGS = {
   otpm: { type: 'string' },
   'bucket-seconds': { type: 'string' },
   acceleration: { type: 'string' },
+  'spend-cap-tokens': { type: 'string' },
   'strict-auth': { type: 'boolean' },
   overload: { type: 'string' },
   'chunk-chars': { type: 'string' },
@@ -88,6 +93,7 @@ export function parseMockFlags(argv: string[]): ScriptedModelOptions | 'help' {
   assign('otpm', number('otpm', 'non-negative-integer'));
   assign('bucketSeconds', number('bucket-seconds', 'bucket-seconds'));
   assign('acceleration', number('acceleration', 'acceleration'));
+  assign('spendCapTokens', number('spend-cap-tokens', 'non-negative-integer'));
   if (values['strict-auth'] === true) options.strictAuth = true;
   assign('overloadProbability', number('overload', 'fraction'));
   assign('chunkChars', number('chunk-chars', 'positive-integer'));

@@ -34,6 +34,7 @@ import type {
   ScriptedModelStats,
   ScriptedRequestEvent,
 } from './server-types.js';
+import { SpendCap } from './spend-cap.js';
 import { type ResolvedThread, resolveThread } from './thread-turns.js';
 import { ThreadStore } from './threads.js';
 import { TickScheduler } from './tick-scheduler.js';
@@ -67,6 +68,7 @@ class ScriptedModelServer extends EventEmitter implements ScriptedModel {
   readonly #server = createServer({ keepAliveTimeout: 30_000 });
   readonly #scheduler = new TickScheduler();
   readonly #limits: RateLimits | undefined;
+  readonly #spend: SpendCap | undefined;
   readonly #attempts = new AttemptCounter();
   readonly #threads = new ThreadStore();
   readonly #stats: ScriptedModelStats = {
@@ -86,6 +88,7 @@ class ScriptedModelServer extends EventEmitter implements ScriptedModel {
     super();
     this.#options = options;
     this.#limits = hasRateLimits(options) ? new RateLimits(options) : undefined;
+    this.#spend = options.spendCapTokens > 0 ? new SpendCap(options.spendCapTokens) : undefined;
     this.#server.on('request', (request, response) => this.#handle(request, response));
   }
 
@@ -230,6 +233,12 @@ class ScriptedModelServer extends EventEmitter implements ScriptedModel {
       reject(invalid(checked.message));
       return;
     }
+    // Past the spend cap nothing else matters: the request takes nothing from the buckets.
+    const spent = this.#spend?.refusal(key);
+    if (spent !== undefined) {
+      reject(spent);
+      return;
+    }
     const resolved = resolveThread(
       this.#threads,
       request.headers,
@@ -251,16 +260,13 @@ class ScriptedModelServer extends EventEmitter implements ScriptedModel {
       return;
     }
     const { attempt } = load;
-    const turn = messagesRequest.messages.filter((message) => message.role === 'assistant').length;
-    this.emit('request', {
-      turn,
-      attempt,
-      stream: messagesRequest.stream,
-      tools: messagesRequest.tools.map((tool) => tool.name),
-    } satisfies ScriptedRequestEvent);
-    this.#watchClose(exchange, { turn, attempt });
+    this.#announce(exchange, messagesRequest, attempt);
     const fate = decideFate(load, this.#options.seed, body);
     const plan = fate.overloaded ? undefined : planResponse(messagesRequest, attempt);
+    // Only a message is billed, at the usage it reports; an error or a 529 costs nothing.
+    if (this.#spend !== undefined && plan?.kind === 'message') {
+      this.#spend.charge(key, plan.inputTokens + plan.outputTokens);
+    }
     this.#onSettled(exchange, key, resolved, plan, counted);
     if (plan === undefined) {
       reject({
@@ -311,7 +317,7 @@ class ScriptedModelServer extends EventEmitter implements ScriptedModel {
     const play = (): void => {
       if (response.destroyed) return;
       if (plan.kind === 'error') {
-        const { status, type, message, headers } = plan;
+        const { status, type, message, headers, details } = plan;
         const rate = exchange.rateHeaders;
         sendError(response, {
           status,
@@ -319,6 +325,7 @@ class ScriptedModelServer extends EventEmitter implements ScriptedModel {
           message,
           headers: rate === undefined ? headers : { ...rate, ...headers },
           requestId,
+          ...(details === undefined ? {} : { details }),
         });
         return;
       }
@@ -374,6 +381,18 @@ class ScriptedModelServer extends EventEmitter implements ScriptedModel {
         this.#threads.store(key, messageIdOf(requestId), resolved.request, plan.blocks);
       }
     });
+  }
+
+  /** Emits `request` for an admitted request and watches for its client closing early. */
+  #announce(exchange: Exchange, request: MessagesRequest, attempt: number): void {
+    const turn = request.messages.filter((message) => message.role === 'assistant').length;
+    this.emit('request', {
+      turn,
+      attempt,
+      stream: request.stream,
+      tools: request.tools.map((tool) => tool.name),
+    } satisfies ScriptedRequestEvent);
+    this.#watchClose(exchange, { turn, attempt });
   }
 
   #watchClose(exchange: Exchange, event: ScriptedClientClosedEvent): void {
