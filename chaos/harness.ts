@@ -97,6 +97,8 @@ export interface ChaosReport {
   duplicated: number;
   /** Counts taken at the child ports; `duplicateResults` must be 0, `delivered` = `agents`. */
   port: PoolStats;
+  /** Governor permits still held once every agent settled: 0, even after worker crashes. */
+  governorHeld: number;
   /** Results delivered to a parent, at any depth, in a turn or step of another generation. */
   staleDelivered: number;
   /** Results of the roots' own async agents reported `agent-stale` (held back, as they must be). */
@@ -135,6 +137,7 @@ export function brokenCount(report: ChaosReport): number {
   return (
     report.lost +
     report.duplicated +
+    report.governorHeld +
     port.duplicateResults +
     Math.abs(port.delivered - report.agents) +
     Math.abs(portBalance) +
@@ -200,6 +203,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       backoffMaxMs: 40,
       idleTimeoutMs: 1000,
     },
+    // The governor paces the scripted 429s and 529s; a 529 scripted past every retry must
+    // still fail, so its patience is short.
+    governor: { patienceMs: 1000 },
   });
   census.install(engine);
   const context: ChaosContext = {
@@ -340,6 +346,7 @@ function report(input: {
     lost,
     duplicated: ledger.duplicated(),
     port: engine.stats,
+    governorHeld: engine.governor?.held ?? 0,
     staleDelivered,
     staleHeldBack: input.sessions.heldBack,
     redelivered,

@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checkTaskLine, parseTasks } from '../src/main/batch-tasks.js';
 import { mapAgents } from '../src/main/map-agents.js';
 import { openResults } from '../src/main/results-file.js';
+import { DEFAULT_INITIAL_CONCURRENCY } from '../src/shared/governor/governor.js';
 import { type ScriptedModel, startScriptedModel } from '../src/testing/index.js';
 import { readResultLines, runCli, writeTasks } from './cli-helpers.js';
 import { type Rig, scripted, startRig, tempDir } from './helpers.js';
@@ -195,10 +196,11 @@ describe('cohort batch (the CLI as a child process)', () => {
         hanging.url,
       ]);
       await run.waitFor(/to run/);
+      // Ten tasks run; the governor's slow start lets the first few of their requests out.
       await new Promise<void>((resolve) => {
         let seen = 0;
         const count = () => {
-          if (++seen === 10) {
+          if (++seen === DEFAULT_INITIAL_CONCURRENCY) {
             hanging.off('request', count);
             resolve();
           }

@@ -160,14 +160,15 @@ describe('the reply contract, through the real pool and the real SDK', () => {
     assertToolUsesAnswered(readTranscript(result.logDir));
   });
 
+  // A 500 counts against the retries; 429s and 529s are the governor's (governor.test.ts).
   it('a provider failing past its retries → failed, with the reason, and no text', async () => {
     const result = await rig.engine.run({
-      prompt: scripted([{ error: { status: 529, retryAfterMs: 1 } }]),
+      prompt: scripted([{ error: { status: 500 } }]),
     });
     expect(result.outcome).toBe('failed');
-    expect(result.code).toBe('overloaded');
+    expect(result.code).toBe('server_error');
     expect(result.reason).toMatch(
-      /^provider overloaded: http:\/\/127\.0\.0\.1:\d+\/v1\/messages answered 529/,
+      /^provider server_error: http:\/\/127\.0\.0\.1:\d+\/v1\/messages answered 500/,
     );
     expect(result.text).toBe('');
     expect(result.usage.providerCalls).toBe(3);

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DEFAULT_INITIAL_CONCURRENCY } from '../src/shared/governor/governor.js';
 import { type ScriptedModel, startScriptedModel } from '../src/testing/index.js';
 import { readResultLines, runCli, writeTasks } from './cli-helpers.js';
 import { scripted, tempDir } from './helpers.js';
@@ -41,7 +42,8 @@ function requests(model: ScriptedModel, count: number): Promise<void> {
 async function batchInFlight(extra: string[] = []) {
   const tasks = writeTasks(20, 'tasks with space.jsonl');
   const out = path.join(tempDir(), 'results.jsonl');
-  const seen = requests(hanging, 5);
+  // Five tasks run; the governor's slow start lets the first few of their requests out.
+  const seen = requests(hanging, DEFAULT_INITIAL_CONCURRENCY);
   const args = ['batch', tasks, '--out', out, '--concurrency', '5', '--base-url', hanging.url];
   const run = runCli([...args, ...extra]);
   await seen;

@@ -5,6 +5,8 @@ import type { ChildSpec } from '../shared/child-spec.js';
 import { DEFAULT_MAX_STEPS } from '../shared/child-spec.js';
 import { expected } from '../shared/errors.js';
 import type { AgentEvent } from '../shared/events.js';
+import { checkGovernorOptions, Governor } from '../shared/governor/governor.js';
+import type { GovernorOptions } from '../shared/governor/types.js';
 import { newAgentId } from '../shared/ids.js';
 import { DEFAULT_PROVIDER_CONFIG, type ProviderConfig } from '../shared/provider/config.js';
 import { DEFAULT_REPLY_CAP } from '../shared/render.js';
@@ -41,6 +43,12 @@ export const DEFAULT_CEILING_MS = 3_600_000;
 export interface EngineOptions extends PoolOptions {
   /** Provider settings; unset fields take the defaults. The API key is read from the env. */
   provider?: Partial<ProviderConfig>;
+  /**
+   * The rate-limit governor every provider request of every thread passes through: starting
+   * limits (`rpm`, `itpm`, `otpm`; the provider's headers take over), a per-key
+   * `maxConcurrency`, and `enabled: false` to turn it off. See docs/GOVERNOR.md.
+   */
+  governor?: GovernorOptions;
   /** Root folder of agents' log folders; default: a fresh folder under the OS temp dir. */
   logDir?: string;
   /**
@@ -110,6 +118,8 @@ export class Engine {
   readonly logDir: string;
   readonly maxDepth: number;
   readonly #pool: ChildPool;
+  /** Admits every provider request of the engine's agents; unset when turned off. */
+  readonly governor: Governor | undefined;
   readonly #options: EngineOptions;
   readonly #hostTools: ReadonlyMap<string, AnyTool>;
   /** The start-up check's result: every spawn passes its `checkAgent`. */
@@ -119,9 +129,15 @@ export class Engine {
   /** Whether this engine made `logDir` (and so may remove it when it is left empty). */
   readonly #madeLogDir: boolean;
 
-  private constructor(options: EngineOptions, pool: ChildPool, check: EngineCheck) {
+  private constructor(
+    options: EngineOptions,
+    pool: ChildPool,
+    check: EngineCheck,
+    governor: Governor | undefined,
+  ) {
     this.#options = options;
     this.#pool = pool;
+    this.governor = governor;
     this.#check = check;
     this.#hostTools = new Map((options.hostTools ?? []).map((tool) => [tool.name, tool]));
     this.#provider = { ...DEFAULT_PROVIDER_CONFIG, ...options.provider };
@@ -135,8 +151,10 @@ export class Engine {
     // Everything is checked before the first worker starts: a bad option never leaves a pool
     // behind to close.
     const check = await checkEngine(options);
-    const pool = new ChildPool(options);
-    const engine = new Engine(options, pool, check);
+    const governor =
+      options.governor?.enabled === false ? undefined : new Governor(options.governor);
+    const pool = new ChildPool(options, { governor });
+    const engine = new Engine(options, pool, check, governor);
     await pool.warm();
     return engine;
   }
@@ -236,6 +254,7 @@ export class Engine {
       ...(options.system === undefined ? {} : { system: options.system }),
       ...(options.tools === undefined ? {} : { tools: options.tools }),
       ...(this.workspace === undefined ? {} : { workspace: this.workspace }),
+      ...(this.governor ? { governed: { patienceMs: this.governor.patienceMs } } : {}),
       ...(this.#hostTools.size === 0
         ? {}
         : {
@@ -382,5 +401,6 @@ function validateEngineOptions(options: EngineOptions): void {
   checkDurationMs('provider.requestTimeoutMs', provider.requestTimeoutMs, 1);
   checkDurationMs('provider.backoffBaseMs', provider.backoffBaseMs, 0);
   checkDurationMs('provider.backoffMaxMs', provider.backoffMaxMs, 0);
+  checkGovernorOptions(options.governor);
   checkEnginePaths(options);
 }

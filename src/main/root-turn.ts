@@ -1,5 +1,6 @@
 import type { AgentEvent } from '../shared/events.js';
 import type { FailureCode } from '../shared/failure.js';
+import type { Gate } from '../shared/governor/types.js';
 import { type LoopSink, runAgentLoop } from '../shared/loop/agent-loop.js';
 import { eventSink } from '../shared/loop/event-sink.js';
 import type { Provider } from '../shared/provider/provider.js';
@@ -31,6 +32,7 @@ export interface RootTurnInput {
   messages: MessageParam[];
   tools: ReadonlyMap<string, AnyTool>;
   provider: Provider;
+  gate?: Gate | undefined;
   maxSteps: number;
   signal: AbortSignal;
   workspace: string | undefined;
@@ -51,6 +53,7 @@ export async function runRootTurn(input: RootTurnInput): Promise<TurnResult> {
       messages: input.messages,
       tools: input.tools,
       provider: input.provider,
+      gate: input.gate,
       maxSteps: input.maxSteps,
       signal: input.signal,
       workspace: input.workspace,

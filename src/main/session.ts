@@ -281,6 +281,7 @@ export class Session {
         messages: this.#messages,
         tools: await this.#rootTools(),
         provider: this.#provider,
+        gate: this.#engine.governor,
         maxSteps: this.#options.maxSteps ?? 50,
         signal: controller.signal,
         workspace: this.#engine.workspace,

@@ -42,6 +42,11 @@ export interface ChildSpec {
    * counts retries should not pay a port message for every step and tool call.
    */
   eventTypes?: string[];
+  /**
+   * Whether the engine's rate-limit governor admits this child's provider requests: it then asks
+   * over its own port before each attempt.
+   */
+  governed?: { patienceMs: number };
   /** Resume from the transcript in `logDir` (after the worker it ran on died). */
   resume?: boolean;
   /** Names of host tools registered on the main thread, reached through the host bridge. */

@@ -2,6 +2,7 @@ import { AgentLog, keepsLog, withoutLog } from './agent-log.js';
 import type { ChildSpec } from './child-spec.js';
 import type { AgentEvent } from './events.js';
 import { internalFailure } from './failure.js';
+import type { Gate } from './governor/types.js';
 import {
   type ChildInbox,
   type LoopOutcome,
@@ -22,6 +23,8 @@ import { WORKSPACE_TOOLS } from './tools/workspace.js';
 
 export interface ChildRunDeps {
   provider: Provider;
+  /** The rate-limit governor every provider attempt asks first, when there is one. */
+  gate?: Gate | undefined;
   signal: AbortSignal;
   emit: (event: AgentEvent) => void;
   /** Tools supplied by the host side (host tools, the spawn family when depth allows). */
@@ -124,6 +127,7 @@ async function runLoop(run: ChildRun, deps: ChildRunDeps): Promise<AgentResult> 
     messages,
     tools,
     provider: deps.provider,
+    gate: deps.gate,
     model: spec.provider.model,
     maxSteps: spec.maxSteps,
     signal: deps.signal,

@@ -8,6 +8,7 @@ import type { ProviderErrorCode } from './provider/types.js';
 export const FAILURE_CODES = [
   // The provider, after our retries (see provider/types.ts).
   'rate_limited',
+  'quota_exhausted',
   'overloaded',
   'server_error',
   'connection',

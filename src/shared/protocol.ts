@@ -2,6 +2,7 @@ import type { MessagePort } from 'node:worker_threads';
 import type { ChildSpec } from './child-spec.js';
 import type { AgentEvent } from './events.js';
 import type { Failure } from './failure.js';
+import type { Admission, AdmitRequest, SettleReport } from './governor/types.js';
 import type { ContentBlockParam } from './provider/types.js';
 import type { AgentResult, CancelReason } from './result.js';
 import type { AgentInfo, AgentReceipt, AgentToolInput } from './tools/spawn-tools.js';
@@ -28,10 +29,23 @@ export type WorkerMessage =
   | { type: 'event'; event: AgentEvent }
   | { type: 'tool-enter'; callId: string }
   | { type: 'tool-exit'; callId: string }
-  | { type: 'result'; result: AgentResult };
+  | { type: 'result'; result: AgentResult }
+  | GovernorRequest;
+
+/**
+ * Worker → main: the child's provider asks the rate-limit governor for admission, settles an
+ * admitted attempt, or withdraws one it no longer wants (cancelled while queued). `id` is the
+ * worker's own number for the attempt.
+ */
+export type GovernorRequest =
+  | { type: 'gov-admit'; id: number; request: AdmitRequest }
+  | { type: 'gov-settle'; id: number; report: SettleReport }
+  | { type: 'gov-withdraw'; id: number };
 
 /** Main → worker, on the child's own port. */
-export type MainMessage = { type: 'cancel'; reason: CancelReason };
+export type MainMessage =
+  | { type: 'cancel'; reason: CancelReason }
+  | { type: 'gov-admission'; id: number; admission: Admission };
 
 /** Checks a message that arrived on a child's port; anything else is ignored, never trusted. */
 export function isWorkerMessage(value: unknown): value is WorkerMessage {
@@ -50,13 +64,23 @@ export function isWorkerMessage(value: unknown): value is WorkerMessage {
         typeof value.result.id === 'string' &&
         typeof value.result.outcome === 'string'
       );
+    case 'gov-admit':
+      return typeof value.id === 'number' && isRecord(value.request);
+    case 'gov-settle':
+      return typeof value.id === 'number' && isRecord(value.report);
+    case 'gov-withdraw':
+      return typeof value.id === 'number';
     default:
       return false;
   }
 }
 
 export function isMainMessage(value: unknown): value is MainMessage {
-  return isRecord(value) && value.type === 'cancel' && typeof value.reason === 'string';
+  if (!isRecord(value)) return false;
+  if (value.type === 'cancel') return typeof value.reason === 'string';
+  return (
+    value.type === 'gov-admission' && typeof value.id === 'number' && isRecord(value.admission)
+  );
 }
 
 // ── The host bridge ────────────────────────────────────────────────────────────────────────────

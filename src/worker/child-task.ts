@@ -1,5 +1,6 @@
 import { threadId } from 'node:worker_threads';
 import { runChild } from '../shared/child.js';
+import { RemoteGate } from '../shared/governor/remote-gate.js';
 import { type ChildTask, isMainMessage, type WorkerMessage } from '../shared/protocol.js';
 import type { ProviderConfig } from '../shared/provider/config.js';
 import { Provider } from '../shared/provider/provider.js';
@@ -28,15 +29,17 @@ export default async function runChildTask(task: ChildTask): Promise<'settled'> 
   const bridge = task.bridge ? connectBridge(task.bridge, spec) : undefined;
   const controller = new AbortController();
   const post = (message: WorkerMessage) => port.postMessage(message);
+  const gate = spec.governed ? new RemoteGate(post, spec.governed.patienceMs) : undefined;
   port.on('message', (message: unknown) => {
-    if (isMainMessage(message) && !controller.signal.aborted) {
-      controller.abort(message.reason satisfies CancelReason);
-    }
+    if (!isMainMessage(message)) return;
+    if (message.type === 'gov-admission') gate?.receive(message.id, message.admission);
+    else if (!controller.signal.aborted) controller.abort(message.reason satisfies CancelReason);
   });
   post({ type: 'started', threadId });
   try {
     const result = await runChild(spec, {
       provider: providerFor(spec.provider),
+      gate,
       signal: controller.signal,
       emit: (event) => post({ type: 'event', event }),
       onLocalTool: (phase, callId) =>
@@ -46,6 +49,7 @@ export default async function runChildTask(task: ChildTask): Promise<'settled'> 
     });
     post({ type: 'result', result });
   } finally {
+    gate?.close();
     bridge?.release();
     port.close();
   }

@@ -1,5 +1,6 @@
 import type { ProviderRetry } from '../events.js';
 import type { Failure } from '../failure.js';
+import type { Gate } from '../governor/types.js';
 import type { Provider } from '../provider/provider.js';
 import type {
   ContentBlockParam,
@@ -71,6 +72,8 @@ export interface LoopOptions {
   /** The tools advertised to this agent, `reply` excluded (the loop adds it for children). */
   tools: ReadonlyMap<string, AnyTool>;
   provider: Provider;
+  /** The rate-limit governor every provider attempt asks first, when there is one. */
+  gate?: Gate | undefined;
   model?: string | undefined;
   maxSteps: number;
   signal: AbortSignal;
@@ -120,7 +123,7 @@ export async function runAgentLoop(options: LoopOptions): Promise<LoopOutcome> {
     if (!state.freeStep) state.counted++;
     state.freeStep = false;
     sink.stepStart?.(step);
-    const response = await request(options, toolParams);
+    const response = await request(options, toolParams, step);
     usage.providerCalls += response.calls;
     usage.steps++;
     if (!response.ok) {
@@ -158,7 +161,11 @@ function advertised(options: LoopOptions): ToolParam[] {
   return params;
 }
 
-async function request(options: LoopOptions, tools: ToolParam[]): Promise<ProviderResult> {
+async function request(
+  options: LoopOptions,
+  tools: ToolParam[],
+  step: number,
+): Promise<ProviderResult> {
   const { sink } = options;
   const text = redactedText(sink);
   try {
@@ -171,6 +178,8 @@ async function request(options: LoopOptions, tools: ToolParam[]): Promise<Provid
       },
       {
         signal: options.signal,
+        // A later step of a running agent goes before new agents: it finishes work under way.
+        ...(options.gate ? { gate: options.gate, priority: step > 1 } : {}),
         ...(text ? { onTextDelta: text.push } : {}),
         onRetry: (info) => {
           // A failed attempt's text is not continued by the next one, which starts afresh.

@@ -205,9 +205,22 @@ function httpFailure(error: APIError, status: number, endpoint: string): Attempt
       headers,
     };
   }
-  if (status === 429) return { error: { code: 'rate_limited', status, message: said }, headers };
-  if (status === 529) return { error: { code: 'overloaded', status, message: said }, headers };
-  if (status >= 500) return { error: { code: 'server_error', status, message: said }, headers };
+  const pointless = retryIsPointless(error, status);
+  if (pointless !== undefined) {
+    const message = `${said}; ${pointless}, so retrying cannot help until a person acts`;
+    return { error: { code: 'quota_exhausted', status, message }, headers, final: true };
+  }
+  // The server said not to retry: obey it, as the SDK does.
+  const final = headers?.get('x-should-retry') === 'false' ? { final: true } : {};
+  if (status === 429) {
+    return { error: { code: 'rate_limited', status, message: said }, headers, ...final };
+  }
+  if (status === 529) {
+    return { error: { code: 'overloaded', status, message: said }, headers, ...final };
+  }
+  if (status >= 500) {
+    return { error: { code: 'server_error', status, message: said }, headers, ...final };
+  }
   // A 404 in the API's own error shape is about the request (an unknown model); any other 404
   // means nothing serves the Messages API at that URL.
   const hint =
@@ -217,10 +230,41 @@ function httpFailure(error: APIError, status: number, endpoint: string): Attempt
   return { error: { code: 'bad_request', status, message: `${said}${hint}` }, headers };
 }
 
+/**
+ * Why a refusal is final although it looks like a rate limit, or nothing: the body names a spend
+ * limit (a 429 for one carries no `retry-after`; a 402 is the linked organisation's), or the
+ * server answered 429 with `x-should-retry: false`.
+ */
+function retryIsPointless(error: APIError, status: number): string | undefined {
+  const headers = error.headers;
+  const told = headers?.has('retry-after') === true || headers?.has('retry-after-ms') === true;
+  if ((status === 429 && !told) || status === 402) {
+    const code = errorCodeOf(error);
+    if (code !== undefined && /spend_limit/.test(code))
+      return `the spend limit is reached (${code})`;
+  }
+  if (status === 429 && headers?.get('x-should-retry') === 'false') {
+    return 'the server said not to retry (x-should-retry: false)';
+  }
+  return undefined;
+}
+
+/** `error.details.error_code` of an Anthropic error body, when it has one. */
+function errorCodeOf(error: APIError): string | undefined {
+  const details = (apiErrorBody(error) as { details?: { error_code?: unknown } } | undefined)
+    ?.details;
+  return typeof details?.error_code === 'string' ? details.error_code : undefined;
+}
+
 /** An `error` event inside an event stream has no status; its type says what it was. */
 function streamErrorEvent(error: APIError, endpoint: string): AttemptFailure {
   const type = error.type ?? apiErrorBody(error)?.type;
   const message = `${endpoint} sent an error event mid-stream: ${serverSaid(error)}`;
+  const code = errorCodeOf(error);
+  if (code !== undefined && /spend_limit/.test(code)) {
+    const why = `${message}; the spend limit is reached (${code}), so retrying cannot help until a person acts`;
+    return { error: { code: 'quota_exhausted', message: why }, final: true };
+  }
   if (type === 'overloaded_error') return { error: { code: 'overloaded', message } };
   if (type === 'rate_limit_error') return { error: { code: 'rate_limited', message } };
   return { error: { code: 'server_error', message } };

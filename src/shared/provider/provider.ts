@@ -1,5 +1,8 @@
+import { createHash } from 'node:crypto';
 import Anthropic from '@anthropic-ai/sdk';
 import { delay } from 'abort-controller-x';
+import { pickRateLimitHeaders } from '../governor/headers.js';
+import type { AdmitRequest, SettleOutcome, SettleReport } from '../governor/types.js';
 import { type AttemptFailure, classify, excerpt, formatMs, publicEndpoint } from './classify.js';
 import { API_KEY_ENV, PLACEHOLDER_KEY, type ProviderConfig } from './config.js';
 import { backoffMs, shouldRetry } from './retry.js';
@@ -8,6 +11,7 @@ import type {
   AssistantTurn,
   CompleteOptions,
   ProviderError,
+  ProviderErrorCode,
   ProviderRequest,
   ProviderResult,
   ProviderUsage,
@@ -20,7 +24,7 @@ export const ATTEMPT_HEADER = 'x-cohort-attempt';
 const STALLED = Symbol('stalled');
 
 type AttemptOutcome =
-  | { ok: true; turn: AssistantTurn }
+  | { ok: true; turn: AssistantTurn; headers: Headers }
   | ({ ok: false; usage: ProviderUsage } & AttemptFailure);
 
 /**
@@ -35,6 +39,8 @@ export class Provider {
   readonly #client: Anthropic;
   /** The request URL as messages show it: no credentials, no query. */
   readonly #endpoint: string;
+  /** The governor's key without the model: base URL and a hash of the API key, never the key. */
+  readonly #account: string;
 
   constructor(config: ProviderConfig) {
     this.config = config;
@@ -49,35 +55,76 @@ export class Provider {
     });
     // The client's own base URL: it has resolved ANTHROPIC_BASE_URL and the default already.
     this.#endpoint = publicEndpoint(this.#client.baseURL);
+    this.#account = accountKey(this.#client.baseURL, this.#client.apiKey ?? '');
   }
 
   async complete(request: ProviderRequest, options: CompleteOptions): Promise<ProviderResult> {
     const usage: ProviderUsage = { inputTokens: 0, outputTokens: 0 };
     const maxAttempts = this.config.maxRetries + 1;
+    const { gate, signal } = options;
+    // Attempts that count against maxRetries: 429s and 529s the governor paces do not.
+    let counted = 0;
+    // When the current run of 429s and 529s began, for the governor's patience.
+    let refusedSince: number | undefined;
     for (let attempt = 1; ; attempt++) {
-      if (options.signal.aborted) return aborted(attempt - 1, usage, options.signal);
+      if (signal.aborted) return aborted(attempt - 1, usage, signal);
+      let permit: number | undefined;
+      if (gate) {
+        const admission = await gate.admit(this.#admitRequest(request, attempt, options), signal);
+        if (!admission.ok) {
+          if (admission.reason === 'aborted') return aborted(attempt - 1, usage, signal);
+          const error: ProviderError = { code: 'quota_exhausted', message: admission.message };
+          return { ok: false, error, calls: attempt - 1, usage };
+        }
+        permit = admission.permit;
+      }
       const outcome = await this.#attempt(request, attempt - 1, options);
+      if (gate && permit !== undefined) gate.settle(permit, settleReport(outcome));
       if (outcome.ok) return { ok: true, turn: outcome.turn, calls: attempt };
       usage.inputTokens += outcome.usage.inputTokens;
       usage.outputTokens += outcome.usage.outputTokens;
       const error = outcome.error;
       if (error.code === 'aborted') return { ok: false, error, calls: attempt, usage };
-      if (!shouldRetry(outcome) || attempt >= maxAttempts) {
+      if (gate && isPaced(outcome)) {
+        refusedSince ??= Date.now();
+        const waited = Date.now() - refusedSince;
+        if (waited >= gate.patienceMs) {
+          const message = `${error.message} (still refused after ${formatMs(waited)} of paced retries; the limit is set by governor.patienceMs)`;
+          return { ok: false, error: { ...error, message }, calls: attempt, usage };
+        }
+        // Back through the governor, which holds every request of the key until the pause ends.
+        options.onRetry?.({ attempt: attempt + 1, maxAttempts, waitMs: 0, error, paced: true });
+        continue;
+      }
+      refusedSince = undefined;
+      counted++;
+      if (!shouldRetry(outcome) || counted >= maxAttempts) {
         return { ok: false, error: gaveUp(error, attempt), calls: attempt, usage };
       }
       const waitMs = backoffMs({
-        retry: attempt - 1,
+        retry: counted - 1,
         baseMs: this.config.backoffBaseMs,
         maxMs: this.config.backoffMaxMs,
         headers: outcome.headers,
       });
       options.onRetry?.({ attempt: attempt + 1, maxAttempts, waitMs, error });
       try {
-        await delay(options.signal, waitMs);
+        await delay(signal, waitMs);
       } catch {
-        return aborted(attempt, usage, options.signal);
+        return aborted(attempt, usage, signal);
       }
     }
+  }
+
+  #admitRequest(request: ProviderRequest, attempt: number, options: CompleteOptions): AdmitRequest {
+    const model = request.model ?? this.config.model;
+    return {
+      key: `${this.#account} ${model}`,
+      label: `${model} at ${this.#endpoint}`,
+      inputTokens: estimateInputTokens(request),
+      maxTokens: this.config.maxTokens,
+      priority: attempt > 1 || options.priority === true,
+    };
   }
 
   async #attempt(
@@ -122,7 +169,7 @@ export class Provider {
       }
       // The SDK ends an aborted stream quietly instead of throwing: say why it ended.
       if (controller.signal.aborted) throw controller.signal.reason;
-      return this.#ended(assembler, events);
+      return this.#ended(assembler, events, response.headers);
     } catch (error) {
       if (options.signal.aborted) {
         return { ok: false, error: abortError(options.signal), usage: assembler.usage };
@@ -140,7 +187,7 @@ export class Provider {
   }
 
   /** The stream ended without an error: a whole turn, or a stream that was not what it seemed. */
-  #ended(assembler: TurnAssembler, events: number): AttemptOutcome {
+  #ended(assembler: TurnAssembler, events: number, headers: Headers): AttemptOutcome {
     if (events === 0) {
       // Cut before its first event (a proxy or a load balancer letting go): worth a retry.
       const message = `the stream from ${this.#endpoint} ended before its first event`;
@@ -157,7 +204,7 @@ export class Provider {
       const message = `the stream from ${this.#endpoint} ended before message_stop`;
       return { ok: false, error: { code: 'connection', message }, usage: assembler.usage };
     }
-    return { ok: true, turn: assembler.finish() };
+    return { ok: true, turn: assembler.finish(), headers };
   }
 
   /**
@@ -215,6 +262,69 @@ async function bodyStart(response: Response, maxBytes = 256): Promise<string> {
     await reader.cancel().catch(() => {});
   }
   return new TextDecoder().decode(Buffer.concat(chunks).subarray(0, maxBytes));
+}
+
+/** A 429 or 529 the governor paces: one no retry can change is not. */
+function isPaced(outcome: AttemptFailure): boolean {
+  const { code } = outcome.error;
+  return (code === 'rate_limited' || code === 'overloaded') && outcome.final !== true;
+}
+
+/** What the governor learns from an attempt: its outcome, its cost and its rate-limit headers. */
+function settleReport(outcome: AttemptOutcome): SettleReport {
+  if (outcome.ok) {
+    return {
+      outcome: 'ok',
+      usage: outcome.turn.usage,
+      headers: pickRateLimitHeaders(outcome.headers),
+    };
+  }
+  const report: SettleReport = {
+    outcome: SETTLE_OUTCOMES[outcome.error.code] ?? 'failed',
+    usage: outcome.usage,
+    headers: pickRateLimitHeaders(outcome.headers),
+  };
+  if (outcome.final === true && report.outcome !== 'exhausted') report.outcome = 'failed';
+  if (report.outcome === 'exhausted') report.message = outcome.error.message;
+  return report;
+}
+
+const SETTLE_OUTCOMES: Partial<Record<ProviderErrorCode, SettleOutcome>> = {
+  rate_limited: 'rate_limited',
+  overloaded: 'overloaded',
+  quota_exhausted: 'exhausted',
+  aborted: 'aborted',
+};
+
+/** Characters per token the governor assumes; it learns the real ratio from responses. */
+const CHARS_PER_TOKEN = 4;
+// A message's and a tool list's size, kept per object: a transcript only grows, so each
+// attempt measures only the messages it has not seen before.
+const sizes = new WeakMap<object, number>();
+
+function sizeOf(value: object): number {
+  let size = sizes.get(value);
+  if (size === undefined) {
+    size = JSON.stringify(value).length;
+    sizes.set(value, size);
+  }
+  return size;
+}
+
+/** The request's input tokens, estimated from its size, for the governor's admission. */
+export function estimateInputTokens(request: ProviderRequest): number {
+  let characters = (request.system?.length ?? 0) + sizeOf(request.tools);
+  for (const message of request.messages) characters += sizeOf(message);
+  return Math.max(1, Math.ceil(characters / CHARS_PER_TOKEN));
+}
+
+/**
+ * The account part of a governor key: the base URL and the start of the API key's SHA-256, so
+ * keys can be told apart without the key itself ever leaving this object.
+ */
+function accountKey(baseURL: string, apiKey: string): string {
+  const digest = createHash('sha256').update(apiKey).digest('hex').slice(0, 16);
+  return `${baseURL} ${digest}`;
 }
 
 /** The last attempt's error; when there were several, the message says how many. */

@@ -1,4 +1,5 @@
 import type Anthropic from '@anthropic-ai/sdk';
+import type { Gate } from '../governor/types.js';
 
 export type MessageParam = Anthropic.MessageParam;
 export type ContentBlockParam = Anthropic.ContentBlockParam;
@@ -12,6 +13,8 @@ export type ToolResultBlock = Anthropic.ToolResultBlockParam;
  */
 export type ProviderErrorCode =
   | 'rate_limited'
+  /** The provider said retrying is pointless: a spend limit, or a 429 with `x-should-retry: false`. */
+  | 'quota_exhausted'
   | 'overloaded'
   | 'server_error'
   | 'connection'
@@ -39,6 +42,11 @@ export interface RetryInfo {
   waitMs: number;
   /** Why the last attempt failed. */
   error: ProviderError;
+  /**
+   * The rate-limit governor paces this retry: it waits in the governor's queue rather than a
+   * backoff of its own, and does not count against `maxAttempts`.
+   */
+  paced?: boolean;
 }
 
 /** One request: what the agent loop asks of the provider. */
@@ -79,6 +87,10 @@ export type ProviderResult =
 
 export interface CompleteOptions {
   signal: AbortSignal;
+  /** The rate-limit governor each attempt asks first; none means every attempt goes at once. */
+  gate?: Gate | undefined;
+  /** A later step of a running agent: the governor lets it go before new agents. */
+  priority?: boolean;
   /** Called with each text delta as it streams. */
   onTextDelta?: (text: string) => void;
   /** Called before each retry wait, for events and logs. */

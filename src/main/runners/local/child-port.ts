@@ -1,7 +1,9 @@
 import { MessageChannel, type MessagePort, receiveMessageOnPort } from 'node:worker_threads';
 import type { AgentEvent } from '../../../shared/events.js';
+import type { Governor } from '../../../shared/governor/governor.js';
 import { isWorkerMessage, type MainMessage } from '../../../shared/protocol.js';
 import type { AgentResult, CancelReason } from '../../../shared/result.js';
+import { GovernorLink } from './governor-link.js';
 
 /** What the pool does with what arrives on a child's port. */
 export interface PortListener {
@@ -23,12 +25,17 @@ export class ChildPort {
   threadId: number | undefined;
   readonly #port: MessagePort;
   readonly #listener: PortListener;
+  /** The child's governor traffic; what it holds is given back when the port closes. */
+  readonly #governor: GovernorLink | undefined;
 
-  constructor(listener: PortListener) {
+  constructor(listener: PortListener, governor?: Governor) {
     const { port1, port2 } = new MessageChannel();
     this.#port = port1;
     this.workerEnd = port2;
     this.#listener = listener;
+    if (governor) {
+      this.#governor = new GovernorLink(governor, (message) => this.#port.postMessage(message));
+    }
     port1.on('message', (message: unknown) => this.#handle(message));
   }
 
@@ -51,6 +58,8 @@ export class ChildPort {
       case 'result':
         this.#listener.result(message.result);
         return;
+      default:
+        this.#governor?.handle(message);
     }
   }
 
@@ -75,5 +84,6 @@ export class ChildPort {
 
   close(): void {
     this.#port.close();
+    this.#governor?.close();
   }
 }

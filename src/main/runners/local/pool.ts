@@ -4,6 +4,7 @@ import { AgentLog, keepsLog, withoutLog } from '../../../shared/agent-log.js';
 import type { ChildSpec } from '../../../shared/child-spec.js';
 import type { AgentEvent } from '../../../shared/events.js';
 import type { Failure } from '../../../shared/failure.js';
+import type { Governor } from '../../../shared/governor/governor.js';
 import type { ChildTask } from '../../../shared/protocol.js';
 import { redactSecrets } from '../../../shared/redact.js';
 import { type AgentResult, type CancelReason, emptyUsage } from '../../../shared/result.js';
@@ -29,6 +30,11 @@ export interface PoolOptions {
    * before it settles `failed` instead of resuming (default 3).
    */
   maxCrashes?: number;
+}
+
+/** What the pool needs beside its options: the engine's governor, when it has one. */
+export interface PoolServices {
+  governor?: Governor | undefined;
 }
 
 export const DEFAULT_MAX_CRASHES = 3;
@@ -104,7 +110,10 @@ export class ChildPool {
   /** Called with every settled result; the engine uses it for stats. */
   onSettle: ((result: AgentResult) => void) | undefined;
 
-  constructor(options: PoolOptions = {}) {
+  readonly #governor: Governor | undefined;
+
+  constructor(options: PoolOptions = {}, services: PoolServices = {}) {
+    this.#governor = services.governor;
     const threads = options.threads ?? Math.max(1, os.availableParallelism());
     const perThread = options.agentsPerThread ?? DEFAULT_AGENTS_PER_THREAD;
     this.#graceMs = options.cancelGraceMs ?? DEFAULT_CANCEL_GRACE_MS;
@@ -177,16 +186,19 @@ export class ChildPool {
   }
 
   #start(entry: Entry): void {
-    const port = new ChildPort({
-      started: () => {
-        if (entry.handle.status === 'queued') entry.handle.status = 'running';
+    const port = new ChildPort(
+      {
+        started: () => {
+          if (entry.handle.status === 'queued') entry.handle.status = 'running';
+        },
+        event: (event) => entry.onEvent?.(event),
+        result: (result) => {
+          this.#stats.workerResults++;
+          this.#deliver(entry, result);
+        },
       },
-      event: (event) => entry.onEvent?.(event),
-      result: (result) => {
-        this.#stats.workerResults++;
-        this.#deliver(entry, result);
-      },
-    });
+      this.#governor,
+    );
     entry.port = port;
     this.#running.set(entry.spec.id, entry);
     const bridge = entry.makeBridge?.();

@@ -1,0 +1,156 @@
+import { expected } from '../errors.js';
+import { KeyGovernor, type KeySettings } from './key-governor.js';
+import type {
+  Admission,
+  AdmitRequest,
+  Gate,
+  GovernorOptions,
+  GovernorState,
+  SettleReport,
+} from './types.js';
+
+export const DEFAULT_INITIAL_CONCURRENCY = 4;
+export const DEFAULT_PATIENCE_MS = 15 * 60_000;
+/** State updates are sent at most this often per key: a busy key changes thousands of times a second. */
+const UPDATE_EVERY_MS = 250;
+
+/** Checks governor options up front; the message names the option and what arrived. */
+export function checkGovernorOptions(options: unknown): GovernorOptions {
+  if (options === undefined) return {};
+  if (typeof options !== 'object' || options === null || Array.isArray(options)) {
+    throw expected('governor', 'an object', options);
+  }
+  const record = options as Record<string, unknown>;
+  const known = [
+    'enabled',
+    'rpm',
+    'itpm',
+    'otpm',
+    'maxConcurrency',
+    'initialConcurrency',
+    'patienceMs',
+  ];
+  const unknown = Object.keys(record).find((name) => !known.includes(name));
+  if (unknown !== undefined) {
+    throw expected(
+      'governor',
+      `only the options ${known.map((n) => `\`${n}\``).join(', ')}`,
+      unknown,
+    );
+  }
+  if (record.enabled !== undefined && typeof record.enabled !== 'boolean') {
+    throw expected('governor.enabled', 'true or false', record.enabled);
+  }
+  for (const name of ['rpm', 'itpm', 'otpm', 'maxConcurrency', 'initialConcurrency']) {
+    const value = record[name];
+    if (
+      value !== undefined &&
+      (typeof value !== 'number' || !Number.isInteger(value) || value < 1)
+    ) {
+      throw expected(`governor.${name}`, 'a whole number from 1 and up', value);
+    }
+  }
+  const patience = record.patienceMs;
+  if (
+    patience !== undefined &&
+    (typeof patience !== 'number' || !Number.isInteger(patience) || patience < 0)
+  ) {
+    throw expected('governor.patienceMs', 'a whole number of milliseconds from 0 and up', patience);
+  }
+  return record as GovernorOptions;
+}
+
+/**
+ * The rate-limit governor: every provider attempt of every thread asks it for admission by key
+ * (base URL, API key hash, model) and settles with what the response said. It lives on the main
+ * thread; workers reach it over their children's ports (see docs/GOVERNOR.md for why).
+ */
+export class Governor implements Gate {
+  readonly options: Readonly<GovernorOptions>;
+  readonly #settings: KeySettings;
+  readonly #keys = new Map<string, KeyGovernor>();
+  /** Which key holds each permit: permits are unique across keys. */
+  readonly #permits = new Map<number, KeyGovernor>();
+  readonly #listeners = new Set<(state: GovernorState) => void>();
+  readonly #dirty = new Set<KeyGovernor>();
+  #flushTimer: NodeJS.Timeout | undefined;
+
+  constructor(options: GovernorOptions = {}) {
+    this.options = checkGovernorOptions(options);
+    this.#settings = {
+      ...(options.rpm === undefined ? {} : { rpm: options.rpm }),
+      ...(options.itpm === undefined ? {} : { itpm: options.itpm }),
+      ...(options.otpm === undefined ? {} : { otpm: options.otpm }),
+      initialConcurrency: options.initialConcurrency ?? DEFAULT_INITIAL_CONCURRENCY,
+      maxConcurrency: options.maxConcurrency ?? Number.POSITIVE_INFINITY,
+    };
+  }
+
+  get patienceMs(): number {
+    return this.options.patienceMs ?? DEFAULT_PATIENCE_MS;
+  }
+
+  admit(request: AdmitRequest, signal: AbortSignal): Promise<Admission> {
+    const key = this.#key(request);
+    return new Promise((resolve) =>
+      key.admit(request, signal, (admission) => {
+        if (admission.ok) this.#permits.set(admission.permit, key);
+        resolve(admission);
+      }),
+    );
+  }
+
+  settle(permit: number, report: SettleReport): void {
+    const key = this.#permits.get(permit);
+    if (!key) return;
+    this.#permits.delete(permit);
+    key.settle(permit, report);
+  }
+
+  /** Every key's state now. */
+  states(): GovernorState[] {
+    return [...this.#keys.values()].map((key) => key.state());
+  }
+
+  /** Calls `listener` with a key's state when it changes, at most every 250 ms per key. */
+  subscribe(listener: (state: GovernorState) => void): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+
+  /** Permits held now, over all keys: zero once every admitted attempt has settled. */
+  get held(): number {
+    return this.#permits.size;
+  }
+
+  #key(request: AdmitRequest): KeyGovernor {
+    let key = this.#keys.get(request.key);
+    if (!key) {
+      const made: KeyGovernor = new KeyGovernor(request.key, request.label, this.#settings, () =>
+        this.#changed(made),
+      );
+      key = made;
+      this.#keys.set(request.key, key);
+    }
+    return key;
+  }
+
+  #changed(key: KeyGovernor): void {
+    if (this.#listeners.size === 0) return;
+    this.#dirty.add(key);
+    if (this.#flushTimer) return;
+    this.#flushTimer = setTimeout(() => this.#flush(), UPDATE_EVERY_MS);
+    // Updates are for onlookers: they never keep the process alive.
+    this.#flushTimer.unref();
+  }
+
+  #flush(): void {
+    this.#flushTimer = undefined;
+    const keys = [...this.#dirty];
+    this.#dirty.clear();
+    for (const key of keys) {
+      const state = key.state();
+      for (const listener of this.#listeners) listener(state);
+    }
+  }
+}
