@@ -1,5 +1,6 @@
 import type { AgentResult } from '../shared/result.js';
 import { safeLabel, safeText } from './cli-output.js';
+import { describeGovernor } from './governor-view.js';
 import { ROOT_ID, type SessionEvent } from './session.js';
 
 interface Out {
@@ -22,6 +23,8 @@ const MARKERS: Record<AgentResult['outcome'], string> = {
 export class LiveView {
   readonly #out: Out;
   readonly #titles = new Map<string, string>();
+  /** Per governor key, what its last line said (paused, quota): a line only when that changes. */
+  readonly #governorShown = new Map<string, string>();
   readonly #settled: AgentResult[] = [];
   #started = 0;
   #atLineStart = true;
@@ -81,9 +84,22 @@ export class LiveView {
         const who =
           event.agentId === ROOT_ID ? 'root' : (this.#titles.get(event.agentId) ?? event.agentId);
         const why = event.status === undefined ? event.code : `${event.status} ${event.code}`;
-        this.#line(
-          `  ↻ ${who}: retrying after ${why} (attempt ${event.attempt} of ${event.maxAttempts}, waiting ${(event.waitMs / 1000).toFixed(1)} s)`,
-        );
+        const how = event.paced
+          ? 'back in the governor queue'
+          : `attempt ${event.attempt} of ${event.maxAttempts}, waiting ${(event.waitMs / 1000).toFixed(1)} s`;
+        this.#line(`  ↻ ${who}: retrying after ${why} (${how})`);
+        return;
+      }
+      case 'governor-update': {
+        // Only what holds agents back is worth a line: a pause, or a spent quota.
+        const { state } = event;
+        const paused = (state.pausedUntil ?? 0) > Date.now();
+        const key = `${paused}|${state.exhausted ?? ''}`;
+        if (key === this.#governorShown.get(state.key)) return;
+        this.#governorShown.set(state.key, key);
+        if (paused || state.exhausted !== undefined) {
+          this.#line(`  ⏸ governor: ${safeLabel(describeGovernor(state))}`);
+        }
         return;
       }
       case 'agent-stale':

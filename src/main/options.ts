@@ -78,6 +78,11 @@ export const OPTION_FLAGS: Readonly<Record<string, string>> = {
   'provider.requestTimeoutMs': '--request-timeout',
   'provider.idleTimeoutMs': '--idle-timeout',
   'provider.maxTokens': '--max-tokens',
+  'governor.rpm': '--rpm',
+  'governor.itpm': '--itpm',
+  'governor.otpm': '--otpm',
+  'governor.maxConcurrency': '--max-concurrency',
+  'governor.enabled': '--governor',
 };
 
 /**

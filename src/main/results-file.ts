@@ -250,10 +250,15 @@ function cutFromOurs(text: string): boolean {
   }
 }
 
-/** Keeps a task's first final line; drops interrupted cancels, duplicates and retried failures. */
+/**
+ * Keeps a task's first final line; drops interrupted cancels, failures for a spent quota (the
+ * task never had its chance: it runs again once the limit is raised), duplicates and retried
+ * failures.
+ */
 function decide(scan: Scan, line: ResultLineFacts, span: LineSpan, retryFailed: boolean): void {
   if (scan.outcomes.has(line.taskId)) scan.removed++;
   else if (line.outcome === 'cancelled' && INTERRUPTED.has(line.reason ?? '')) scan.removed++;
+  else if (line.outcome === 'failed' && line.code === 'quota_exhausted') scan.removed++;
   else if (line.outcome === 'failed' && retryFailed) scan.retried++;
   else {
     scan.outcomes.set(line.taskId, line.outcome);
@@ -282,6 +287,7 @@ interface ResultLineFacts {
   taskId: string;
   outcome: AgentOutcome;
   reason?: string;
+  code?: string;
 }
 
 /** Whether a line is a result line; if not, why not. */
@@ -295,7 +301,7 @@ function checkLine(text: string): ResultLineFacts | { ok: false; why: string } {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
     return { ok: false, why: 'not a JSON object' };
   }
-  const line = value as { taskId?: unknown; outcome?: unknown; reason?: unknown };
+  const line = value as { taskId?: unknown; outcome?: unknown; reason?: unknown; code?: unknown };
   if (typeof line.taskId !== 'string') {
     return {
       ok: false,
@@ -313,6 +319,7 @@ function checkLine(text: string): ResultLineFacts | { ok: false; why: string } {
     taskId: line.taskId,
     outcome: line.outcome as AgentOutcome,
     ...(typeof line.reason === 'string' ? { reason: line.reason } : {}),
+    ...(typeof line.code === 'string' ? { code: line.code } : {}),
   };
 }
 

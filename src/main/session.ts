@@ -1,6 +1,7 @@
 import path from 'node:path';
 import { UsageError } from '../shared/errors.js';
 import type { AgentEvent } from '../shared/events.js';
+import type { GovernorState } from '../shared/governor/types.js';
 import { Provider } from '../shared/provider/provider.js';
 import type { ContentBlockParam, MessageParam } from '../shared/provider/types.js';
 import { redactEvent } from '../shared/redact.js';
@@ -42,6 +43,8 @@ export type SessionEvent =
   | { type: 'turn-start'; turn: number; generation: number; delivered: number }
   | { type: 'turn-end'; turn: number; result: TurnResult }
   | { type: 'session-clear'; generation: number }
+  /** The rate-limit governor's state of one key changed (at most every 250 ms per key). */
+  | { type: 'governor-update'; state: GovernorState }
   /** A subscriber that fell behind lost this many of its oldest queued events. */
   | { type: 'events-dropped'; count: number };
 
@@ -71,6 +74,7 @@ export class Session {
   #tools: Map<string, AnyTool> | undefined;
   #idleWaiters: (() => void)[] = [];
   #closed = false;
+  readonly #unsubscribeGovernor: (() => void) | undefined;
 
   constructor(engine: Engine, options: SessionOptions = {}) {
     checkString('system', options.system, true);
@@ -88,6 +92,9 @@ export class Session {
       emit: (event) => this.#emit(event),
       onSettle: (_result, delivered) => this.#onAsyncSettle(delivered),
     });
+    this.#unsubscribeGovernor = engine.governor?.subscribe((state) =>
+      this.#emit({ type: 'governor-update', state }),
+    );
   }
 
   get generation(): number {
@@ -212,6 +219,7 @@ export class Session {
     await this.#scope.close('shutdown');
     await this.#turnChain.catch(() => {});
     this.#checkIdle();
+    this.#unsubscribeGovernor?.();
     this.#events.close();
   }
 

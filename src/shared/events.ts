@@ -35,6 +35,8 @@ export interface ProviderRetry {
   code: ProviderErrorCode;
   /** The HTTP status of the last attempt, when the server answered with one. */
   status?: number;
+  /** The rate-limit governor paces this retry; it does not count against `maxAttempts`. */
+  paced?: boolean;
   /** What happened, with the URL and the cause; already redacted of secrets. */
   message: string;
 }

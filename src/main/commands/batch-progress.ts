@@ -1,8 +1,10 @@
 import cliProgress from 'cli-progress';
 import type { AgentEvent } from '../../shared/events.js';
+import type { GovernorState } from '../../shared/governor/types.js';
 import { type AgentOutcome, type AgentResult, emptyOutcomeCounts } from '../../shared/result.js';
 import { note, safeLabel, stderr } from '../cli-output.js';
 import { noteCursorHidden } from '../cli-process.js';
+import { describeGovernor } from '../governor-view.js';
 
 /** Failed tasks named one by one on stderr; past this, only counted. */
 const FAILED_LINES_SHOWN = 20;
@@ -71,8 +73,16 @@ export class BatchProgress {
   #lastLine = 0;
   #failedShown = 0;
   #lastRetryLine = 0;
+  readonly #governor: (() => GovernorState[]) | undefined;
 
-  constructor(options: { total: number; quiet: boolean; tally: BatchTally }) {
+  constructor(options: {
+    total: number;
+    quiet: boolean;
+    tally: BatchTally;
+    /** The engine's governor states, shown while it holds requests back. */
+    governor?: (() => GovernorState[]) | undefined;
+  }) {
+    this.#governor = options.governor;
     this.#total = options.total;
     this.#quiet = options.quiet;
     this.#tally = options.tally;
@@ -81,7 +91,7 @@ export class BatchProgress {
       this.#bar = new cliProgress.SingleBar(
         {
           format:
-            'batch [{bar}] {value}/{total} | {outcomes}{retrying} | {rate}/s | ETA {steady_eta}',
+            'batch [{bar}] {value}/{total} | {outcomes}{retrying} | {rate}/s | ETA {steady_eta}{governor}',
           hideCursor: true,
           stream: process.stderr,
         },
@@ -103,7 +113,7 @@ export class BatchProgress {
       this.#lastLine = now;
       const payload = this.#payload();
       note(
-        `cohort batch: ${this.#tally.settled}/${this.#total} done (${payload.outcomes}${payload.retrying}), ${payload.rate}/s, ETA ${payload.steady_eta}`,
+        `cohort batch: ${this.#tally.settled}/${this.#total} done (${payload.outcomes}${payload.retrying}), ${payload.rate}/s, ETA ${payload.steady_eta}${payload.governor}`,
       );
     }
   }
@@ -118,8 +128,11 @@ export class BatchProgress {
     if (now - this.#lastRetryLine < 2000) return;
     this.#lastRetryLine = now;
     const why = event.status === undefined ? event.code : `${event.status} ${event.code}`;
+    const how = event.paced
+      ? 'the governor paces their retries'
+      : `attempt ${event.attempt} of ${event.maxAttempts}`;
     note(
-      `cohort batch: provider answered ${why}; ${this.#tally.retrying} task(s) waiting to retry (attempt ${event.attempt} of ${event.maxAttempts})`,
+      `cohort batch: provider answered ${why}; ${this.#tally.retrying} task(s) waiting to retry (${how})`,
     );
   }
 
@@ -157,7 +170,13 @@ export class BatchProgress {
     );
   }
 
-  #payload(): { outcomes: string; retrying: string; rate: string; steady_eta: string } {
+  #payload(): {
+    outcomes: string;
+    retrying: string;
+    rate: string;
+    steady_eta: string;
+    governor: string;
+  } {
     const seconds = (Date.now() - this.#started) / 1000;
     const done = this.#tally.settled;
     const retrying = this.#tally.retrying;
@@ -166,7 +185,19 @@ export class BatchProgress {
       retrying: retrying > 0 ? ` | ${retrying} retrying (${this.#tally.retries} retries)` : '',
       rate: seconds > 0 ? (done / seconds).toFixed(1) : '0.0',
       steady_eta: this.#eta(),
+      governor: this.#governorText(),
     };
+  }
+
+  /** The governor's keys that hold requests back now (queued, paused or shut), else ''. */
+  #governorText(): string {
+    const states = this.#governor?.() ?? [];
+    const now = Date.now();
+    const busy = states.filter(
+      (state) =>
+        state.queued > 0 || (state.pausedUntil ?? 0) > now || state.exhausted !== undefined,
+    );
+    return busy.map((state) => ` | ${safeLabel(describeGovernor(state, now))}`).join('');
   }
 
   #eta(): string {

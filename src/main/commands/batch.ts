@@ -93,7 +93,14 @@ export async function batchCommand(argv: string[]): Promise<number> {
     );
   }
   const tally = new BatchTally();
-  const progress = new BatchProgress({ total: todo.length, quiet, tally });
+  const governor = engine?.governor;
+  const progress = new BatchProgress({
+    total: todo.length,
+    quiet,
+    tally,
+    governor: governor ? () => governor.states() : undefined,
+  });
+  let quota: QuotaStop | undefined;
   // What a stopped or finished batch tells: the same from a graceful end and a forced one.
   const report = once((stopped: StopSignal | undefined) => {
     const summary = {
@@ -105,6 +112,9 @@ export async function batchCommand(argv: string[]): Promise<number> {
       failures: tally.failureCodes,
       badLines: errors.length,
       interrupted: stopped !== undefined,
+      ...(quota && quota.models.size > 0
+        ? { quotaExhausted: Object.fromEntries(quota.models), notStarted: quota.notStarted }
+        : {}),
       out: results.path,
     };
     if (values.json) stdout().write(`${JSON.stringify(summary)}\n`);
@@ -116,7 +126,7 @@ export async function batchCommand(argv: string[]): Promise<number> {
   const stopHandling = handleInterrupts(batchInterrupts(controller, progress, report));
   try {
     if (engine) {
-      await runTasks({
+      quota = await runTasks({
         engine,
         todo,
         results,
@@ -132,6 +142,7 @@ export async function batchCommand(argv: string[]): Promise<number> {
     results.close();
     const stopped = controller.signal.aborted ? stopSignal() : undefined;
     report(stopped);
+    if (quota && quota.models.size > 0 && !quiet) explainQuotaStop(quota);
     if (stopped) return signalExitCode(stopped);
     return errors.length === 0 && tasks.every((task) => complete.has(task.id)) ? 0 : 1;
   } finally {
@@ -204,8 +215,10 @@ async function runTasks(options: {
   tally: BatchTally;
   progress: BatchProgress;
   signal: AbortSignal;
-}): Promise<void> {
+}): Promise<QuotaStop> {
   const { progress, tally, results } = options;
+  const quota: QuotaStop = { models: new Map(), notStarted: 0 };
+  const modelOf = (task: BatchTask) => task.model ?? options.engine.provider.model;
   const specs = options.todo.map((task) => ({
     ...taskAgentOptions(task),
     task,
@@ -214,19 +227,50 @@ async function runTasks(options: {
     onEvent: tally.watch,
     eventTypes: ['provider-retry', 'step-end'] as AgentEvent['type'][],
   }));
+  // Tasks are admitted one at a time as others settle: once the provider says a model's quota is
+  // spent, the tasks for that model are passed over, not run to fail one after another.
+  function* admitted() {
+    for (const spec of specs) {
+      if (quota.models.has(modelOf(spec.task))) quota.notStarted++;
+      else yield spec;
+    }
+  }
   try {
-    for await (const { spec, result } of mapAgents(options.engine, specs, {
+    for await (const { spec, result } of mapAgents(options.engine, admitted(), {
       concurrency: options.concurrency,
       signal: options.signal,
     })) {
       results.append({ ...result, taskId: spec.task.id });
       tally.settle(result);
-      if (result.outcome === 'failed') progress.failed(spec.task.id, result);
+      if (result.code === 'quota_exhausted') {
+        // One line per model says it all: its other tasks fail for the same reason.
+        const model = modelOf(spec.task);
+        if (!quota.models.has(model)) {
+          quota.models.set(model, result.reason ?? '');
+          progress.note(
+            `cohort batch: stopped admitting tasks for model ${safeLabel(model)}: ${safeLabel(result.reason ?? '')}`,
+          );
+        }
+      } else if (result.outcome === 'failed') progress.failed(spec.task.id, result);
       progress.update();
     }
   } finally {
     progress.stop();
   }
+  return quota;
+}
+
+/** Models whose quota the provider said is spent, with why, and the tasks passed over for them. */
+interface QuotaStop {
+  models: Map<string, string>;
+  notStarted: number;
+}
+
+function explainQuotaStop(quota: QuotaStop): void {
+  const models = [...quota.models.keys()].map(safeLabel).join(', ');
+  note(
+    `cohort batch: the provider's quota is spent for ${models}: ${quota.notStarted} task(s) not started. Raise the limit, then rerun the same command: they run, and so do the tasks that failed for it (their lines are replaced)`,
+  );
 }
 
 function printResumeHint(left: number): void {

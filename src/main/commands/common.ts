@@ -1,5 +1,6 @@
 import { checkLogPolicy } from '../../shared/agent-log.js';
 import { UsageError } from '../../shared/errors.js';
+import type { GovernorOptions } from '../../shared/governor/types.js';
 import type { ProviderConfig } from '../../shared/provider/config.js';
 import { durationFlag, intFlag, type ParsedValues, stringFlag } from '../cli-options.js';
 import type { EngineOptions } from '../engine.js';
@@ -31,7 +32,30 @@ export function engineOptionsFrom(
     ...(tools === undefined ? {} : { toolModules: tools }),
     ...(heap === undefined ? {} : { maxOldGenerationSizeMb: heap }),
     ...(grace === undefined ? {} : { cancelGraceMs: grace }),
+    ...governorFlagsFrom(values),
   };
+}
+
+/** `--governor`, `--rpm`, `--itpm`, `--otpm` and `--max-concurrency`, as the `governor` option. */
+export function governorFlagsFrom(values: ParsedValues): { governor?: GovernorOptions } {
+  const mode = values.governor;
+  if (mode !== undefined && mode !== 'on' && mode !== 'off') {
+    throw new UsageError(`Expected \`--governor\` to be on or off, got \`${String(mode)}\``);
+  }
+  const governor: GovernorOptions = {};
+  const limits = { rpm: 'rpm', itpm: 'itpm', otpm: 'otpm', maxConcurrency: 'max-concurrency' };
+  for (const [option, flag] of Object.entries(limits)) {
+    const value = intFlag(values, flag, 1);
+    if (value === undefined) continue;
+    if (mode === 'off') {
+      throw new UsageError(
+        `Expected either \`--governor off\` or \`--${flag}\`, got both: the limits are the governor's`,
+      );
+    }
+    governor[option as keyof typeof limits] = value;
+  }
+  if (mode === 'off') governor.enabled = false;
+  return Object.keys(governor).length === 0 ? {} : { governor };
 }
 
 /** The provider's two waits and `max_tokens`, from `--request-timeout`, `--idle-timeout` and `--max-tokens`. */

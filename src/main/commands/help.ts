@@ -18,6 +18,11 @@ Engine options:
   --request-timeout DURATION  wait for a response's headers (default 2m), per attempt
   --idle-timeout DURATION     wait between two stream events (default 1m)
   --max-tokens N              max_tokens of every request (default 4096)
+  --rpm N, --itpm N, --otpm N the account's requests, input and output tokens per minute: the
+                              governor's starting values until the provider's headers say
+  --max-concurrency N         most requests in flight per model and key (default: adaptive)
+  --governor on|off           the rate-limit governor (default on; off sends every request at
+                              once and leaves 429s to each agent's own retries)
   --workspace DIR             folder read_file/list_files may read (default: none, no file tools)
   --tools MODULE              an ES module of tools (repeatable); checked before anything starts
   --threads N                 worker threads (default: one per core)

@@ -39,7 +39,7 @@ export class Provider {
   readonly #client: Anthropic;
   /** The request URL as messages show it: no credentials, no query. */
   readonly #endpoint: string;
-  /** The governor's key without the model: base URL and a hash of the API key, never the key. */
+  /** The governor's key without the model: a hash of the base URL and the API key. */
   readonly #account: string;
 
   constructor(config: ProviderConfig) {
@@ -319,12 +319,12 @@ export function estimateInputTokens(request: ProviderRequest): number {
 }
 
 /**
- * The account part of a governor key: the base URL and the start of the API key's SHA-256, so
- * keys can be told apart without the key itself ever leaving this object.
+ * The account part of a governor key: the start of the SHA-256 of the base URL and the API key,
+ * so accounts are told apart while neither the key nor credentials in the URL ever leave here
+ * (the key appears in events).
  */
 function accountKey(baseURL: string, apiKey: string): string {
-  const digest = createHash('sha256').update(apiKey).digest('hex').slice(0, 16);
-  return `${baseURL} ${digest}`;
+  return createHash('sha256').update(`${baseURL}\n${apiKey}`).digest('hex').slice(0, 16);
 }
 
 /** The last attempt's error; when there were several, the message says how many. */

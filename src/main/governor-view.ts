@@ -1,0 +1,34 @@
+import type { GovernorState, LimitState } from '../shared/governor/types.js';
+
+const thousands = new Intl.NumberFormat('en-US');
+
+/**
+ * One key's governor state for people, in one line:
+ * `claude-sonnet-5: 37/40 in flight, 120 queued, paused 2.1 s; learned 4,000 rpm, 400,000 itpm`.
+ * The label's endpoint is left out: a run rarely talks to more than one.
+ */
+export function describeGovernor(state: GovernorState, now = Date.now()): string {
+  const model = state.label.split(' at ')[0] ?? state.label;
+  const parts = [`${state.inFlight}/${state.limit} in flight`];
+  if (state.queued > 0) parts.push(`${state.queued} queued`);
+  if (state.pausedUntil !== undefined && state.pausedUntil > now) {
+    parts.push(`paused ${((state.pausedUntil - now) / 1000).toFixed(1)} s`);
+  }
+  if (state.exhausted !== undefined) parts.push('quota spent');
+  const limits = describeLimits(state);
+  return `${model}: ${parts.join(', ')}${limits ? `; ${limits}` : ''}`;
+}
+
+/** `learned 4,000 rpm, 400,000 itpm` (or `configured …`), or '' when no limit is known. */
+export function describeLimits(state: GovernorState): string {
+  const known: [LimitState | undefined, string][] = [
+    [state.requests, 'rpm'],
+    [state.inputTokens, 'itpm'],
+    [state.outputTokens, 'otpm'],
+  ];
+  const shown = known.filter((entry): entry is [LimitState, string] => entry[0] !== undefined);
+  if (shown.length === 0) return '';
+  const learned = shown.some(([limit]) => limit.source === 'learned');
+  const text = shown.map(([limit, unit]) => `${thousands.format(limit.limit)} ${unit}`).join(', ');
+  return `${learned ? 'learned' : 'configured'} ${text}`;
+}
