@@ -1,12 +1,52 @@
 /**
- * Adaptive concurrency of one key: additive increase, multiplicative decrease, with a slow
- * start. docs/GOVERNOR.md has the figures it was chosen by.
+ * Adaptive concurrency of one key: how many requests it may have in flight. The default is
+ * additive increase, multiplicative decrease with a slow start; docs/GOVERNOR.md has the figures
+ * it was chosen by, against a latency gradient and a fixed window.
  */
+
+/** The ways a window can adapt: `fixed` does not, and leaves pacing to the rate buckets. */
+export type ConcurrencyControl = 'aimd' | 'gradient' | 'fixed';
+
+export const CONCURRENCY_CONTROLS: readonly ConcurrencyControl[] = ['aimd', 'gradient', 'fixed'];
+
+/** What the governor tells a window about one settled attempt. */
+export interface WindowSample {
+  /** Attempt sequence number, and the latest one handed out when it settled. */
+  sequence: number;
+  latest: number;
+  /** The provider refused it: 429 or 529. */
+  refused: boolean;
+  /** The attempt succeeded. */
+  ok: boolean;
+  /** The window was full when it went out. */
+  wasFull: boolean;
+  /** From admission to settle, in ms. */
+  latencyMs: number;
+  /** Requests queued behind the window when it settled. */
+  queued: number;
+}
+
+export interface Window {
+  /** Requests that may be in flight now: at least one, so a key always makes progress. */
+  readonly limit: number;
+  sample(sample: WindowSample): void;
+}
+
+export function makeWindow(control: ConcurrencyControl, initial: number, ceiling: number): Window {
+  switch (control) {
+    case 'aimd':
+      return new AimdWindow(initial, ceiling);
+    case 'gradient':
+      return new GradientWindow(initial, ceiling);
+    case 'fixed':
+      return { limit: Number.isFinite(ceiling) ? ceiling : Number.MAX_SAFE_INTEGER, sample() {} };
+  }
+}
 
 /** The cut on a 429 or 529: gentle enough that rate pacing, not this, sets the pace. */
 const DECREASE = 0.7;
 
-export class Concurrency {
+class AimdWindow implements Window {
   #limit: number;
   /** Below this, each success adds one (doubling per round trip); above, one per round trip. */
   #threshold = Number.POSITIVE_INFINITY;
@@ -19,29 +59,59 @@ export class Concurrency {
     this.#limit = Math.min(initial, ceiling);
   }
 
-  /** Requests that may be in flight now: at least one, so a key always makes progress. */
   get limit(): number {
     return Math.max(1, Math.floor(this.#limit));
   }
 
-  /**
-   * A success. The window grows only if it was in use: otherwise a quiet key would earn a large
-   * window it never tested, and spend it at once in a burst.
-   */
-  grow(wasFull: boolean): void {
-    if (!wasFull) return;
-    const step = this.#limit < this.#threshold ? 1 : 1 / this.#limit;
-    this.#limit = Math.min(this.#ceiling, this.#limit + step);
+  sample(sample: WindowSample): void {
+    if (sample.refused) this.#cut(sample.sequence, sample.latest);
+    // The window grows only if it was in use: otherwise a quiet key would earn a large window
+    // it never tested, and spend it at once in a burst.
+    else if (sample.ok && sample.wasFull) {
+      const step = this.#limit < this.#threshold ? 1 : 1 / this.#limit;
+      this.#limit = Math.min(this.#ceiling, this.#limit + step);
+    }
   }
 
-  /**
-   * A 429 or 529 for the attempt numbered `sequence`. Attempts that were already in flight when
-   * the window was last cut report the same congestion: they do not cut again.
-   */
-  cut(sequence: number, latestSequence: number): void {
+  /** Attempts already in flight at the last cut report the same congestion: no second cut. */
+  #cut(sequence: number, latest: number): void {
     if (sequence <= this.#cutAfter) return;
-    this.#cutAfter = latestSequence;
+    this.#cutAfter = latest;
     this.#limit = Math.max(1, this.#limit * DECREASE);
     this.#threshold = this.#limit;
+  }
+}
+
+/**
+ * A latency gradient in the manner of TCP Vegas and its descendants: the window scales by the
+ * ratio of the long-run latency to the recent latency, plus a little headroom, so it shrinks as
+ * requests queue up somewhere and grows while latency holds. Refusals do not steer it: a 429
+ * answers fast, which reads as spare capacity. Kept for the comparison in docs/GOVERNOR.md.
+ */
+class GradientWindow implements Window {
+  #limit: number;
+  readonly #ceiling: number;
+  #shortMs = 0;
+  #longMs = 0;
+
+  constructor(initial: number, ceiling: number) {
+    this.#ceiling = ceiling;
+    this.#limit = Math.min(initial, ceiling);
+  }
+
+  get limit(): number {
+    return Math.max(1, Math.floor(this.#limit));
+  }
+
+  sample(sample: WindowSample): void {
+    if (sample.refused || !sample.ok) return;
+    const latency = Math.max(1, sample.latencyMs);
+    this.#shortMs = this.#shortMs === 0 ? latency : this.#shortMs + 0.1 * (latency - this.#shortMs);
+    this.#longMs = this.#longMs === 0 ? latency : this.#longMs + 0.01 * (latency - this.#longMs);
+    // Only a window in use says anything about capacity.
+    if (!sample.wasFull) return;
+    const gradient = Math.max(0.5, Math.min(1, this.#longMs / this.#shortMs));
+    const target = this.#limit * gradient + Math.sqrt(this.#limit);
+    this.#limit = Math.min(this.#ceiling, Math.max(1, 0.8 * this.#limit + 0.2 * target));
   }
 }

@@ -1,4 +1,5 @@
-import { expected } from '../errors.js';
+import { expected, UsageError } from '../errors.js';
+import { CONCURRENCY_CONTROLS, type ConcurrencyControl } from './concurrency.js';
 import { KeyGovernor, type KeySettings } from './key-governor.js';
 import type {
   Admission,
@@ -23,6 +24,7 @@ export function checkGovernorOptions(options: unknown): GovernorOptions {
   const record = options as Record<string, unknown>;
   const known = [
     'enabled',
+    'concurrencyControl',
     'rpm',
     'itpm',
     'otpm',
@@ -32,10 +34,15 @@ export function checkGovernorOptions(options: unknown): GovernorOptions {
   ];
   const unknown = Object.keys(record).find((name) => !known.includes(name));
   if (unknown !== undefined) {
+    const names = known.map((name) => `\`${name}\``).join(', ');
+    throw new UsageError(`Expected only the governor options ${names}, got \`${unknown}\``);
+  }
+  const control = record.concurrencyControl;
+  if (control !== undefined && !CONCURRENCY_CONTROLS.includes(control as ConcurrencyControl)) {
     throw expected(
-      'governor',
-      `only the options ${known.map((n) => `\`${n}\``).join(', ')}`,
-      unknown,
+      'governor.concurrencyControl',
+      `one of ${CONCURRENCY_CONTROLS.join(', ')}`,
+      control,
     );
   }
   if (record.enabled !== undefined && typeof record.enabled !== 'boolean') {
@@ -83,6 +90,7 @@ export class Governor implements Gate {
       ...(options.otpm === undefined ? {} : { otpm: options.otpm }),
       initialConcurrency: options.initialConcurrency ?? DEFAULT_INITIAL_CONCURRENCY,
       maxConcurrency: options.maxConcurrency ?? Number.POSITIVE_INFINITY,
+      concurrencyControl: options.concurrencyControl ?? 'aimd',
     };
   }
 

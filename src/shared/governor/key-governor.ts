@@ -1,5 +1,5 @@
 import { capacityFrom, LocalBucket } from './bucket.js';
-import { Concurrency } from './concurrency.js';
+import { type ConcurrencyControl, makeWindow, type Window } from './concurrency.js';
 import { type LimitReport, readRateLimits, retryAfterMsOf } from './headers.js';
 import type {
   Admission,
@@ -14,6 +14,7 @@ import type {
 export interface KeySettings extends GovernorLimits {
   initialConcurrency: number;
   maxConcurrency: number;
+  concurrencyControl: ConcurrencyControl;
 }
 
 /** How long a key stays shut after the provider said retrying is pointless, before it probes. */
@@ -73,7 +74,7 @@ export class KeyGovernor {
   readonly #normal = new Set<Waiter>();
   readonly #held = new Map<number, Held>();
   readonly #buckets: Partial<Record<BucketName, LocalBucket>> = {};
-  readonly #window: Concurrency;
+  readonly #window: Window;
   readonly #onChange: () => void;
   readonly #totals: Totals = { requests: 0, input: 0, output: 0 };
   #timer: NodeJS.Timeout | undefined;
@@ -93,7 +94,11 @@ export class KeyGovernor {
     this.key = key;
     this.label = label;
     this.#onChange = onChange;
-    this.#window = new Concurrency(settings.initialConcurrency, settings.maxConcurrency);
+    this.#window = makeWindow(
+      settings.concurrencyControl,
+      settings.initialConcurrency,
+      settings.maxConcurrency,
+    );
     const now = Date.now();
     // A configured limit paces from the first request, with a second's worth of burst: the real
     // capacity is learned from the first response.
@@ -248,11 +253,18 @@ export class KeyGovernor {
     const refused = report.outcome === 'rate_limited' || report.outcome === 'overloaded';
     this.#settleCosts(held, report, refused);
     if (report.headers) this.#learn(held, report.headers);
+    this.#window.sample({
+      sequence: held.sequence,
+      latest: this.#sequence,
+      refused,
+      ok: report.outcome === 'ok',
+      wasFull: held.wasFull,
+      latencyMs: now - held.sentAt,
+      queued: this.#priority.size + this.#normal.size,
+    });
     if (refused) this.#refused(held, report, now);
-    else if (report.outcome === 'ok') {
-      this.#pauseStreak = 0;
-      this.#window.grow(held.wasFull);
-    } else if (report.outcome === 'exhausted') {
+    else if (report.outcome === 'ok') this.#pauseStreak = 0;
+    else if (report.outcome === 'exhausted') {
       this.#exhausted = {
         message: report.message ?? 'the provider said retrying is pointless',
         until: now + EXHAUSTED_HOLD_MS,
@@ -290,7 +302,6 @@ export class KeyGovernor {
   #refused(held: Held, report: SettleReport, now: number): void {
     if (report.outcome === 'rate_limited') this.#rateLimited++;
     else this.#overloaded++;
-    this.#window.cut(held.sequence, this.#sequence);
     const told = retryAfterMsOf(report.headers);
     const pause = told ?? Math.min(MAX_PAUSE_MS, FIRST_PAUSE_MS * 2 ** this.#pauseStreak);
     // Attempts already in flight at the last refusal report the same moment: the unprompted

@@ -21,6 +21,12 @@ export interface GovernorOptions extends GovernorLimits {
   /** Requests in flight per key before any has succeeded: the slow-start window (default 4). */
   initialConcurrency?: number;
   /**
+   * How the per-key window adapts: `aimd` (default: grows on success, cut on 429/529),
+   * `gradient` (by latency), or `fixed` (at `maxConcurrency`; the rate buckets alone pace). The
+   * alternatives are for benchmarks: docs/GOVERNOR.md compares them.
+   */
+  concurrencyControl?: 'aimd' | 'gradient' | 'fixed';
+  /**
    * How long one request may keep being answered 429 or 529 before its agent fails, in ms
    * (default 15 minutes). Waiting in the governor's queue does not count.
    */
