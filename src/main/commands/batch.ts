@@ -31,6 +31,10 @@ RESULTS.jsonl is cohort's alone: it must be missing, empty, or a results file. A
 (RESULTS.jsonl.lock) keeps a second run out. Rerunning the same command skips the tasks already
 in it; --retry-failed also reruns the failed ones, replacing their lines.
 
+Every request passes the rate-limit governor (see --rpm, --governor). When the provider says the
+quota is spent (a spend-limit 429), the batch stops admitting tasks for that model and says
+why; rerun the same command once the limit is raised.
+
 Ctrl-C, SIGTERM or SIGHUP stops admitting tasks, cancels the running ones, writes their
 cancelled results and prints how to resume; a second signal stops at once. If stdout or stderr
 closes, the batch keeps going and keeps writing RESULTS.jsonl.
@@ -46,7 +50,7 @@ ${COMMON_HELP}
   Log folders are kept as --logs says; for a large batch, --logs failed keeps only the failed.
 ${EXIT_CODES_HELP}
   0  every task has a complete line
-  1  some task did not complete, or some line was bad
+  1  some task did not complete, some line was bad, or the provider's quota was spent
   2  a usage error: a bad flag, an unreadable tasks file, a refused --out, a held lock,
      or (with --strict) a bad line; nothing ran
   130/143/129  stopped by SIGINT/SIGTERM/SIGHUP (the cancelled results are written)`;
