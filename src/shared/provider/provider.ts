@@ -311,10 +311,18 @@ function sizeOf(value: object): number {
   return size;
 }
 
-/** The request's input tokens, estimated from its size, for the governor's admission. */
+/**
+ * The request's input tokens, estimated from its size, for the governor's admission. The last
+ * message is measured afresh each time: a session may still append to it.
+ */
 export function estimateInputTokens(request: ProviderRequest): number {
+  const { messages } = request;
   let characters = (request.system?.length ?? 0) + sizeOf(request.tools);
-  for (const message of request.messages) characters += sizeOf(message);
+  for (let index = 0; index < messages.length - 1; index++) {
+    characters += sizeOf(messages[index] as object);
+  }
+  const last = messages.at(-1);
+  if (last !== undefined) characters += JSON.stringify(last).length;
   return Math.max(1, Math.ceil(characters / CHARS_PER_TOKEN));
 }
 
