@@ -76,7 +76,8 @@ export class Governor implements Gate {
   readonly options: Readonly<GovernorOptions>;
   readonly #settings: KeySettings;
   readonly #keys = new Map<string, KeyGovernor>();
-  /** Which key holds each permit: permits are unique across keys. */
+  #lastPermit = 0;
+  /** Which key holds each permit: the governor numbers them, so they are unique across keys. */
   readonly #permits = new Map<number, KeyGovernor>();
   readonly #listeners = new Set<(state: GovernorState) => void>();
   readonly #dirty = new Set<KeyGovernor>();
@@ -134,9 +135,10 @@ export class Governor implements Gate {
   #key(request: AdmitRequest): KeyGovernor {
     let key = this.#keys.get(request.key);
     if (!key) {
-      const made: KeyGovernor = new KeyGovernor(request.key, request.label, this.#settings, () =>
-        this.#changed(made),
-      );
+      const made: KeyGovernor = new KeyGovernor(request.key, request.label, this.#settings, {
+        onChange: () => this.#changed(made),
+        allocate: () => ++this.#lastPermit,
+      });
       key = made;
       this.#keys.set(request.key, key);
     }

@@ -76,6 +76,7 @@ export class KeyGovernor {
   readonly #buckets: Partial<Record<BucketName, LocalBucket>> = {};
   readonly #window: Window;
   readonly #onChange: () => void;
+  readonly #allocate: () => number;
   readonly #totals: Totals = { requests: 0, input: 0, output: 0 };
   #timer: NodeJS.Timeout | undefined;
   #sequence = 0;
@@ -90,10 +91,16 @@ export class KeyGovernor {
   #rateLimited = 0;
   #overloaded = 0;
 
-  constructor(key: string, label: string, settings: KeySettings, onChange: () => void) {
+  constructor(
+    key: string,
+    label: string,
+    settings: KeySettings,
+    hooks: { onChange: () => void; allocate: () => number },
+  ) {
     this.key = key;
+    this.#allocate = hooks.allocate;
     this.label = label;
-    this.#onChange = onChange;
+    this.#onChange = hooks.onChange;
     this.#window = makeWindow(
       settings.concurrencyControl,
       settings.initialConcurrency,
@@ -214,7 +221,9 @@ export class KeyGovernor {
     (waiter.request.priority ? this.#priority : this.#normal).delete(waiter);
     waiter.signal.removeEventListener('abort', waiter.onAbort);
     const costs = this.#costs(waiter.request);
-    const permit = ++this.#sequence;
+    // Permits are numbered by the governor, across keys; the sequence is this key's own.
+    const permit = this.#allocate();
+    const sequence = ++this.#sequence;
     const wasFull = this.#held.size + 1 >= this.#window.limit;
     const marks: Held['marks'] = {};
     const charge = (name: BucketName, amount: number) => {
@@ -230,7 +239,7 @@ export class KeyGovernor {
     this.#totals.input += costs.input;
     this.#totals.output += costs.output;
     this.#held.set(permit, {
-      sequence: permit,
+      sequence,
       sentAt: now,
       rawInput: waiter.request.inputTokens,
       input: costs.input,
