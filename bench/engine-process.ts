@@ -5,13 +5,24 @@
  */
 import { measureConcurrency } from './concurrency-case.js';
 import { EngineStartError } from './engines.js';
+import { measureGovernor } from './governor-case.js';
 import type { Job, JobReply } from './jobs.js';
 import { measureSpawn } from './spawn-case.js';
 
+function measure(job: Job) {
+  switch (job.kind) {
+    case 'concurrency':
+      return measureConcurrency(job);
+    case 'spawn':
+      return measureSpawn(job);
+    case 'governor':
+      return measureGovernor(job);
+  }
+}
+
 async function answer(job: Job): Promise<JobReply> {
   try {
-    const measurement =
-      job.kind === 'concurrency' ? await measureConcurrency(job) : await measureSpawn(job);
+    const measurement = await measure(job);
     return { ok: true, measurement };
   } catch (error) {
     return {

@@ -72,6 +72,7 @@ export async function inFreshProcess<Measurement>(
 }
 
 function describeJob(job: Job): string {
+  if (job.kind === 'governor') return `governor, ${job.label} at ${job.concurrency}`;
   return job.kind === 'concurrency'
     ? `concurrency ${job.concurrency}, ${job.engine}`
     : `spawn, ${job.engine} with ${job.children} children`;

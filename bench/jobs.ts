@@ -5,6 +5,7 @@
 import type { ProviderConfig } from '../src/shared/provider/config.js';
 import type { AgentOutcome } from '../src/shared/result.js';
 import type { EngineName } from './engines.js';
+import type { GovernorJob, GovernorMeasurement } from './governor-jobs.js';
 import type { Scenario } from './scenario.js';
 import type { Spread } from './stats.js';
 
@@ -85,7 +86,7 @@ export interface SpawnMeasurement {
   outcomes: Record<AgentOutcome, number>;
 }
 
-export type Job = ConcurrencyJob | SpawnJob;
+export type Job = ConcurrencyJob | SpawnJob | GovernorJob;
 export type JobReply =
-  | { ok: true; measurement: ConcurrencyMeasurement | SpawnMeasurement }
+  | { ok: true; measurement: ConcurrencyMeasurement | SpawnMeasurement | GovernorMeasurement }
   | { ok: false; error: string; phase: 'start' | 'measure' };

@@ -45,10 +45,13 @@ export interface BenchOptions {
   spawnChildren: number;
   /** Children parked by cohort alone in the `spawn` part (0 skips it). */
   cohortChildren: number;
+  /** The flags given on the command line, by name: a part may default the others its own way. */
+  given: string[];
 }
 
 export const BENCH_USAGE = `Usage: cohort bench [part...] [options]     (npm run bench -- [part...] [options])
-Parts: model, concurrency, spawn (default: all). Defaults are a quick sweep.
+Parts: model, concurrency, spawn, governor (default: all). Defaults are a quick sweep, except
+for governor, which runs its full scenario by default (about 90 s).
 
 concurrency — cohort vs in-process vs thread-per-child on one scripted model:
   --agents N            agents per case (default 100)
@@ -71,6 +74,12 @@ concurrency — cohort vs in-process vs thread-per-child on one scripted model:
 spawn — spawn → first request latency and memory per live child:
   --spawn-children N    children parked by cohort and by thread-per-child (default 20, max ${MAX_THREADS})
   --cohort-children N   children parked by cohort alone, 0 skips (default 1000)
+governor — the rate-limit governor on, on with the limits given, and off, against a binding
+input-token limit; its own defaults: --agents 1000 --steps 3 --concurrency 200 --ttft-ms 200
+--bucket-seconds 10; the other concurrency flags above apply:
+  --itpm N              model input tokens per minute (default: set from a probe agent's
+                        input so the limit binds for about 30 s)
+  --rpm N               model requests per minute (default: 1.5 × the request rate --itpm allows)
 all parts:
   --runs N              repetitions; figures are medians (default 1)
   --out FILE            JSON report (default bench-results/bench-<timestamp>.json)
@@ -153,6 +162,7 @@ export function parseBenchArgs(
     maxRetries: intFlag(values, 'max-retries', 0, 20) ?? 4,
     spawnChildren: intFlag(values, 'spawn-children', 1, MAX_THREADS) ?? 20,
     cohortChildren: intFlag(values, 'cohort-children', 0, 100_000) ?? 1000,
+    given: Object.keys(values).filter((name) => values[name] !== undefined),
   };
 }
 

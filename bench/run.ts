@@ -10,6 +10,7 @@ import { UsageError } from '../src/shared/errors.js';
 import { isEntryScript } from '../src/testing/entry-script.js';
 import { renderSvg } from './chart.js';
 import { concurrencyPart } from './concurrency.js';
+import { governorPart } from './governor.js';
 import { modelCapacity } from './model-capacity.js';
 import { BENCH_USAGE, type BenchOptions, parseBenchArgs } from './options.js';
 import type { BenchPart, PartReport } from './part.js';
@@ -20,7 +21,7 @@ export type { BenchContext, BenchPart, BenchRow, PartReport } from './part.js';
 export { formatTable } from './table.js';
 
 /** Every part, in the order they run. */
-export const PARTS: BenchPart[] = [modelCapacity, concurrencyPart, spawnPart];
+export const PARTS: BenchPart[] = [modelCapacity, concurrencyPart, spawnPart, governorPart];
 
 /** Where `runBench` writes; tests pass their own. */
 export interface BenchIo {
@@ -41,6 +42,12 @@ function machine(): Record<string, unknown> {
 
 function loadAverage(): number[] {
   return os.loadavg().map((value) => Number(value.toFixed(2)));
+}
+
+/** `bench.svg` → `bench-governor.svg`. */
+function chartFileFor(chart: string, partName: string): string {
+  const parsed = path.parse(chart);
+  return path.join(parsed.dir, `${parsed.name}-${partName}${parsed.ext || '.svg'}`);
 }
 
 /**
@@ -105,16 +112,18 @@ export async function runBench(argv: string[], io: BenchIo = {}): Promise<number
   mkdirSync(path.dirname(path.resolve(options.out)), { recursive: true });
   writeFileSync(options.out, `${JSON.stringify(json, null, 2)}\n`);
   outputs.push(`report: ${options.out}`);
-  const chart = reports.find(({ report }) => report.chart !== undefined)?.report.chart;
-  if (chart) {
-    const svg = await renderSvg(chart);
+  // The first chart goes to --chart; a further part's beside it, named for the part.
+  const charted = reports.filter(({ report }) => report.chart !== undefined);
+  for (const [index, { part, report }] of charted.entries()) {
+    const file = index === 0 ? options.chart : chartFileFor(options.chart, part.name);
+    const svg = report.chart && (await renderSvg(report.chart));
     if (svg === undefined) {
       log('bench: chart skipped: the vega package (a dev dependency) is not installed; npm i vega');
-    } else {
-      mkdirSync(path.dirname(path.resolve(options.chart)), { recursive: true });
-      writeFileSync(options.chart, svg);
-      outputs.push(`chart: ${options.chart}`);
+      break;
     }
+    mkdirSync(path.dirname(path.resolve(file)), { recursive: true });
+    writeFileSync(file, svg);
+    outputs.push(`chart: ${file}`);
   }
   stdout.write(
     `node ${info.node}, ${info.platform}, ${info.cpus} cores (${info.cpuModel}), ${info.totalMemoryGB} GB; ` +

@@ -6,6 +6,7 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { beforeAll, describe, expect, it, vi } from 'vitest';
+import { caseFigures, steadyWindow, windowRate } from '../bench/governor-summary.js';
 import { runBench } from '../bench/run.js';
 import { benchCommand } from '../src/main/commands/bench.js';
 import { runCli } from './cli-helpers.js';
@@ -181,7 +182,8 @@ describe('bench flags', () => {
       ['--spawn-children', '300'],
       /`--spawn-children` to be a whole number from 1 to 256, got `300`/,
     ],
-    [['nonsense'], /Expected a bench part \(model, concurrency, spawn\), got `nonsense`/],
+    [['nonsense'], /Expected a bench part \(model, concurrency, spawn, governor\), got `nonsense`/],
+    [['governor', '--itpm', '-5'], /`--itpm` to be a whole number from 0 to .*, got `-5`/],
     [['--bogus'], /bogus/],
     [['--provider', 'anthropic'], /ANTHROPIC_API_KEY or ANTHROPIC_BASE_URL/],
   ];
@@ -220,5 +222,202 @@ describe('bench flags', () => {
     expect(await bad.exit).toEqual({ code: 2, signal: null });
     expect(bad.stderr()).toMatch(/`--overload` to be a number from 0 to 1, got `2`/);
     expect(bad.stdout()).toBe('');
+  });
+});
+
+const GOVERNOR_CASES = ['governor', 'governor, told the limits', 'no governor'];
+const GOVERNOR_AGENTS = 20;
+const GOVERNOR_STEPS = 2;
+
+describe('npm run bench governor: a tiny run of the three cases against a binding ITPM', () => {
+  const dir = tempDir('cohort-bench-governor-');
+  const out = path.join(dir, 'report.json');
+  const chart = path.join(dir, 'chart.svg');
+  const stdout = collector();
+  const stderr = collector();
+  let code: number;
+  // biome-ignore lint/suspicious/noExplicitAny: the report is JSON read back from disk.
+  let data: any;
+
+  beforeAll(async () => {
+    code = await runBench(
+      [
+        'governor',
+        '--agents',
+        String(GOVERNOR_AGENTS),
+        '--steps',
+        String(GOVERNOR_STEPS),
+        '--concurrency',
+        '4',
+        '--ttft-ms',
+        '5',
+        '--cpu-ms',
+        '1',
+        // About 300 input tokens a request: a 1 s bucket holds about 16 of the 40 requests.
+        '--itpm',
+        '300000',
+        '--bucket-seconds',
+        '1',
+        '--out',
+        out,
+        '--chart',
+        chart,
+      ],
+      { stdout, stderr },
+    );
+    data = JSON.parse(readFileSync(out, 'utf8')).parts.governor.data;
+  });
+
+  it('exits 0 and prints the three cases, the target line and the outputs', () => {
+    expect(code, stderr.text()).toBe(0);
+    const table = stdout.text();
+    for (const name of GOVERNOR_CASES) expect(table).toContain(name);
+    expect(table).toMatch(/target at 4 \(governor\): ≥ 95% of the binding limit/);
+    expect(table).toContain(`chart: ${chart}`);
+  });
+
+  it('uses the ITPM given and sets RPM from the probe so that ITPM binds', () => {
+    const perRequest =
+      data.probeInputTokensByStep.reduce((sum: number, tokens: number) => sum + tokens, 0) /
+      GOVERNOR_STEPS;
+    expect(data.probeInputTokensByStep).toHaveLength(GOVERNOR_STEPS);
+    expect(data.limits.itpm).toBe(300_000);
+    expect(data.limits.bucketSeconds).toBe(1);
+    expect(data.limits.rpm).toBe(Math.ceil((1.5 * 300_000) / perRequest / 100) * 100);
+    for (const item of data.summary) expect(item.binding).toBe('itpm');
+  });
+
+  it('accounts for every agent and request of every case, on the model and in the series', () => {
+    expect(data.summary.map((item: { case: string }) => item.case)).toEqual(GOVERNOR_CASES);
+    for (const item of data.summary) {
+      expect(item.completed + item.failed, item.case).toBe(GOVERNOR_AGENTS);
+      expect(item.requests, item.case).toBe(item.admitted + item.rateLimited429);
+      expect(item.admitted, item.case).toBeGreaterThanOrEqual(item.completed * GOVERNOR_STEPS);
+      for (const field of ['wallSeconds', 'rateLimitedPercent']) {
+        expect(Number.isFinite(item[field]) && item[field] >= 0, `${item.case}.${field}`).toBe(
+          true,
+        );
+      }
+      const points = data.series.filter((point: { case: string }) => point.case === item.case);
+      const sum = (field: string) =>
+        points.reduce((total: number, point: Record<string, number>) => total + point[field]!, 0);
+      expect(sum('requests'), item.case).toBe(item.admitted);
+      expect(sum('refused'), item.case).toBe(item.rateLimited429);
+    }
+    // The governed cases never fail an agent for rate limits: waiting is not failing.
+    for (const item of data.summary.slice(0, 2)) {
+      expect(item.failed, item.case).toBe(0);
+      expect(item.admitted, item.case).toBe(GOVERNOR_AGENTS * GOVERNOR_STEPS);
+      expect(item.learnedItpm, item.case).toBe(300_000);
+    }
+    expect(data.summary[2].governorLimit).toBeNull();
+  });
+
+  it('has rows with the columns of every part, and draws one line per case', () => {
+    const rows = JSON.parse(readFileSync(out, 'utf8')).parts.governor.rows;
+    for (const name of GOVERNOR_CASES) {
+      const metrics = rows
+        .filter((row: { case: string }) => row.case === `${name} at 4`)
+        .map((row: { metric: string }) => row.metric);
+      expect(metrics).toEqual(
+        expect.arrayContaining([
+          'requests answered 429',
+          'requests answered 429, share',
+          'completed agents',
+          'failed agents',
+          'wall time',
+        ]),
+      );
+    }
+    for (const row of rows) {
+      expect(Object.keys(row).sort()).toEqual(
+        expect.arrayContaining(['case', 'metric', 'part', 'unit', 'value']),
+      );
+    }
+    const svg = readFileSync(chart, 'utf8');
+    for (const name of GOVERNOR_CASES) expect(svg).toContain(`>${name}</text>`);
+  });
+});
+
+describe('governor figures from a known admission record', () => {
+  const itpm = 60_000; // 1,000 tokens a second
+  const bucketSeconds = 10;
+  /** A 10,000-token burst at 0, then `perSecond` tokens a second in 100-token requests. */
+  function record(perSecond: number, seconds: number): [number, number][] {
+    const burst: [number, number][] = Array.from({ length: 100 }, () => [0, 100]);
+    const every = 100_000 / perSecond;
+    const steady = Array.from(
+      { length: Math.floor((seconds * 1000) / every) },
+      (_, index): [number, number] => [Math.round(every * (index + 1)), 100],
+    );
+    return [...burst, ...steady];
+  }
+
+  it('finds the limit for a client at the limit, and 80% for one at 80%, burst left out', () => {
+    for (const [share, expected] of [
+      [1, 100],
+      [0.8, 80],
+    ] as const) {
+      const amounts = record(1000 * share, 30);
+      const window = steadyWindow(amounts, itpm, bucketSeconds, 30_000);
+      expect(window, `share ${share}`).toBeDefined();
+      const rate = windowRate(amounts, window!);
+      expect(Math.abs((100 * rate) / itpm - expected), `share ${share}`).toBeLessThan(1.5);
+    }
+  });
+
+  it('starts the window only once the burst is spent, for a client that spends it slowly', () => {
+    // 2,000 tokens a second for 10 s drains the 10,000-token bucket at 10 s, then the limit.
+    const draining = Array.from({ length: 200 }, (_, index): [number, number] => [
+      (index + 1) * 50,
+      100,
+    ]);
+    const steady = Array.from({ length: 200 }, (_, index): [number, number] => [
+      10_000 + (index + 1) * 100,
+      100,
+    ]);
+    const amounts = [...draining, ...steady];
+    const window = steadyWindow(amounts, itpm, bucketSeconds, 30_000);
+    expect(window?.from).toBeGreaterThanOrEqual(9_000);
+    expect(Math.abs((100 * windowRate(amounts, window!)) / itpm - 100)).toBeLessThan(1.5);
+  });
+
+  it('reports no rate when the window is under a second', () => {
+    const figures = caseFigures({
+      measurement: {
+        label: 'x',
+        concurrency: 1,
+        agents: 1,
+        outcomes: { complete: 1, empty: 0, cancelled: 0, capped: 0, failed: 0 },
+        failureReasons: [],
+        startMs: 1,
+        firstStartAt: 0,
+        lastStartAt: 0,
+        endAt: 500,
+        providerCalls: 1,
+        inputTokens: 100,
+        inputTokensByStep: [100],
+        retries: { rateLimited: 0, overloaded: 0 },
+        samples: [],
+      },
+      report: {
+        admissions: [[10, 0]],
+        refusals: [],
+        stats: {
+          requests: 1,
+          streamed: 1,
+          completed: 1,
+          clientClosed: 0,
+          rejected400: 0,
+          rateLimited429: 0,
+          overloaded529: 0,
+        },
+      },
+      limits: { rpm: 1000, itpm: 60_000, bucketSeconds: 10 },
+      run: 0,
+    });
+    expect(figures).toMatchObject({ binding: 'itpm', completed: 1, failed: 0, admitted: 1 });
+    expect(figures.bindingPercent).toBeNull();
+    expect(figures.windowSeconds).toBeNull();
   });
 });
