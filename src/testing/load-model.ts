@@ -41,6 +41,12 @@ export interface ScriptedModelOptions {
   strictAuth?: boolean;
   /** 0..1: chance that a request is answered 529 overloaded_error. Default 0. */
   overloadProbability?: number;
+  /**
+   * A server capacity: a messages request that arrives while this many responses are being
+   * answered (waiting for their ttft or delay, or started and not yet ended) is answered
+   * `529 overloaded_error` at once. 0, the default, is no limit.
+   */
+  maxStreams?: number;
   /** Characters per text or input_json delta. Default 8. */
   chunkChars?: number;
   /** Seed of every random choice (jitter, overload). Default 1. */
@@ -161,6 +167,7 @@ export function resolveOptions(options: ScriptedModelOptions = {}): ResolvedOpti
       options.overloadProbability ?? 0,
       'fraction',
     ),
+    maxStreams: checkNumber('`maxStreams`', options.maxStreams ?? 0, 'non-negative-integer'),
     chunkChars: checkNumber('`chunkChars`', options.chunkChars ?? 8, 'positive-integer'),
     seed: checkNumber('`seed`', options.seed ?? 1, 'integer'),
   };

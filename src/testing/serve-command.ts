@@ -29,6 +29,8 @@ Runs the scripted model: an Anthropic Messages API server for offline use.
                      0 is none (default 0)
   --strict-auth      refuse requests without x-api-key or anthropic-version, as the real API does
   --overload P       0..1 probability of 529 overloaded (default 0)
+  --max-streams N    server capacity: a request that arrives while N responses are being
+                     answered gets 529 overloaded at once; 0 is no limit (default 0)
   --chunk-chars N    characters per delta (default 8)
   --seed N           seed of the random choices (default 1)
   -h, --help         this help
@@ -54,6 +56,7 @@ const FLAGS = {
   'spend-cap-tokens': { type: 'string' },
   'strict-auth': { type: 'boolean' },
   overload: { type: 'string' },
+  'max-streams': { type: 'string' },
   'chunk-chars': { type: 'string' },
   seed: { type: 'string' },
   help: { type: 'boolean', short: 'h' },
@@ -96,6 +99,7 @@ export function parseMockFlags(argv: string[]): ScriptedModelOptions | 'help' {
   assign('spendCapTokens', number('spend-cap-tokens', 'non-negative-integer'));
   if (values['strict-auth'] === true) options.strictAuth = true;
   assign('overloadProbability', number('overload', 'fraction'));
+  assign('maxStreams', number('max-streams', 'non-negative-integer'));
   assign('chunkChars', number('chunk-chars', 'positive-integer'));
   assign('seed', number('seed', 'integer'));
   return options;

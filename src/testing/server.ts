@@ -80,6 +80,8 @@ class ScriptedModelServer extends EventEmitter implements ScriptedModel {
     rateLimited429: 0,
     overloaded529: 0,
   };
+  /** Responses being answered now; kept only when `maxStreams` is set. */
+  #answering = 0;
   #sequence = 0;
   #closing = false;
   #port = 0;
@@ -233,6 +235,15 @@ class ScriptedModelServer extends EventEmitter implements ScriptedModel {
       reject(invalid(checked.message));
       return;
     }
+    // A full server refuses before anything is taken from the buckets, as a 529 costs nothing.
+    if (this.#atCapacity()) {
+      reject({
+        status: 529,
+        type: 'overloaded_error',
+        message: `Overloaded (maxStreams: already answering ${this.#options.maxStreams} responses)`,
+      });
+      return;
+    }
     // Past the spend cap nothing else matters: the request takes nothing from the buckets.
     const spent = this.#spend?.refusal(key);
     if (spent !== undefined) {
@@ -314,6 +325,7 @@ class ScriptedModelServer extends EventEmitter implements ScriptedModel {
     fate: RequestFate,
   ): void {
     const { response, requestId } = exchange;
+    this.#hold(response);
     const play = (): void => {
       if (response.destroyed) return;
       if (plan.kind === 'error') {
@@ -352,6 +364,20 @@ class ScriptedModelServer extends EventEmitter implements ScriptedModel {
     };
     if (plan.delayMs > 0) this.#scheduler.schedule(this.#scheduler.now() + plan.delayMs, play);
     else play();
+  }
+
+  #atCapacity(): boolean {
+    const limit = this.#options.maxStreams;
+    return limit > 0 && this.#answering >= limit;
+  }
+
+  /** Counts a response as being answered until it closes, ended or cut; only under `maxStreams`. */
+  #hold(response: ServerResponse): void {
+    if (this.#options.maxStreams === 0) return;
+    this.#answering++;
+    response.once('close', () => {
+      this.#answering--;
+    });
   }
 
   /**
