@@ -100,16 +100,25 @@ describe('cohort batch', () => {
     const prompt = scripted([
       { reply: 'recovered', error: { status: 429, retryAfterMs: 50 }, faultAttempts: 1 },
     ]);
-    const run = runCli([
-      'batch',
-      writeTasks([prompt]),
-      '--out',
-      path.join(tempDir(), 'r.jsonl'),
-      '--base-url',
-      model.url,
-    ]);
-    expect((await run.exit).code).toBe(0);
-    expect(run.stderr()).toMatch(
+    const batch = (...flags: string[]) =>
+      runCli([
+        'batch',
+        writeTasks([prompt]),
+        '--out',
+        path.join(tempDir(), 'r.jsonl'),
+        '--base-url',
+        model.url,
+        ...flags,
+      ]);
+    const paced = batch();
+    expect((await paced.exit).code).toBe(0);
+    expect(paced.stderr()).toMatch(
+      /provider answered 429 rate_limited; 1 task\(s\) waiting to retry \(the governor paces their retries\)/,
+    );
+    // Without the governor, the agent's own retries count.
+    const own = batch('--governor', 'off');
+    expect((await own.exit).code).toBe(0);
+    expect(own.stderr()).toMatch(
       /provider answered 429 rate_limited; 1 task\(s\) waiting to retry \(attempt 2 of 5\)/,
     );
   });
@@ -120,9 +129,15 @@ describe('cohort run', () => {
     const prompt = scripted([
       { text: 'made it', error: { status: 529, retryAfterMs: 50 }, faultAttempts: 1 },
     ]);
-    const run = runCli(['run', prompt, '--base-url', model.url]);
-    expect((await run.exit).code).toBe(0);
-    expect(run.stdout()).toMatch(
+    const paced = runCli(['run', prompt, '--base-url', model.url]);
+    expect((await paced.exit).code).toBe(0);
+    expect(paced.stdout()).toMatch(
+      /↻ root: retrying after 529 overloaded \(back in the governor queue\)/,
+    );
+    // Without the governor, the agent's own retries count.
+    const own = runCli(['run', prompt, '--base-url', model.url, '--governor', 'off']);
+    expect((await own.exit).code).toBe(0);
+    expect(own.stdout()).toMatch(
       /↻ root: retrying after 529 overloaded \(attempt 2 of 5, waiting 0\.\d s\)/,
     );
   });
