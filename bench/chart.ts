@@ -112,17 +112,7 @@ export function concurrencyChartSpec(options: {
     };
   };
   return {
-    $schema: 'https://vega.github.io/schema/vega/v6.json',
-    background: 'white',
-    padding: 12,
-    title: {
-      text: 'cohort bench: concurrency sweep',
-      subtitle: options.subtitle,
-      anchor: 'start',
-      offset: 16,
-    },
-    data: [{ name: 'points', values }],
-    layout: { columns: 1, padding: 36, bounds: 'full', align: 'each' },
+    ...chartFrame('cohort bench: concurrency sweep', options.subtitle, values),
     scales: [
       {
         name: 'color',
@@ -160,4 +150,16 @@ export async function renderSvg(spec: Spec): Promise<string | undefined> {
   } finally {
     view.finalize();
   }
+}
+
+/** What every bench chart shares: a titled page of panels stacked in one column over `points`. */
+export function chartFrame(title: string, subtitle: string, values: object[]) {
+  return {
+    $schema: 'https://vega.github.io/schema/vega/v6.json',
+    background: 'white',
+    padding: 12,
+    title: { text: title, subtitle, anchor: 'start', offset: 16 },
+    data: [{ name: 'points', values }],
+    layout: { columns: 1, padding: 36, bounds: 'full', align: 'each' },
+  } satisfies Spec;
 }

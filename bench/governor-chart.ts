@@ -4,6 +4,7 @@
  * rendered by chart.ts's `renderSvg`.
  */
 import type { GroupMark, LineMark, Mark, Spec } from 'vega';
+import { chartFrame } from './chart.js';
 import type { LimitName, SeriesPoint } from './governor-summary.js';
 
 const PALETTE = ['#1f77b4', '#2ca02c', '#d62728', '#9467bd', '#8c564b'];
@@ -147,17 +148,7 @@ export function governorChartSpec(options: {
     options.limit * RATE_AXIS_LIMITS,
   );
   return {
-    $schema: 'https://vega.github.io/schema/vega/v6.json',
-    background: 'white',
-    padding: 12,
-    title: {
-      text: 'cohort bench: the rate-limit governor',
-      subtitle: options.subtitle,
-      anchor: 'start',
-      offset: 16,
-    },
-    data: [{ name: 'points', values }],
-    layout: { columns: 1, padding: 36, bounds: 'full', align: 'each' },
+    ...chartFrame('cohort bench: the rate-limit governor', options.subtitle, values),
     scales: [
       {
         name: 'color',

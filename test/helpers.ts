@@ -2,6 +2,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import Anthropic, { type APIError } from '@anthropic-ai/sdk';
 import { expect } from 'vitest';
 import { Engine, type EngineOptions } from '../src/main/engine.js';
 import type { AgentEvent } from '../src/shared/events.js';
@@ -288,4 +289,15 @@ export function contentBlocks(message: MessageParam): ContentBlockParam[] {
   return typeof message.content === 'string'
     ? [{ type: 'text', text: message.content }]
     : message.content;
+}
+
+/** The API error a request was refused with; fails the test if it was answered. */
+export async function apiError(request: Promise<unknown>): Promise<APIError> {
+  try {
+    await request;
+  } catch (error) {
+    if (error instanceof Anthropic.APIError) return error;
+    throw error;
+  }
+  throw new Error('Expected the request to be refused, got an answer');
 }

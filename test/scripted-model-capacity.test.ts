@@ -4,6 +4,7 @@
  * over real HTTP, in process and as `cohort mock`. Responses are held open by a long ttft and
  * released by aborting them, so nothing here depends on timing.
  */
+
 import { once } from 'node:events';
 import Anthropic from '@anthropic-ai/sdk';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -16,6 +17,7 @@ import {
 import { resolveOptions } from '../src/testing/load-model.js';
 import { parseMockFlags } from '../src/testing/serve-command.js';
 import { runCli } from './cli-helpers.js';
+import { apiError } from './helpers.js';
 
 /** Long enough that a held response never reaches its first token during a test. */
 const HOLD = { 'x-cohort-ttft-ms': '600000' };
@@ -54,19 +56,6 @@ async function holdStream(client: Anthropic, index: number) {
     { headers: HOLD, signal: controller.signal },
   );
   return { stream, controller };
-}
-
-/** The error a request was refused with; fails if it was answered. */
-async function refusal(
-  request: Promise<unknown>,
-): Promise<InstanceType<typeof Anthropic.APIError>> {
-  try {
-    await request;
-  } catch (error) {
-    if (error instanceof Anthropic.APIError) return error;
-    throw error;
-  }
-  throw new Error('Expected the request to be refused, got an answer');
 }
 
 /** Aborts held responses and waits until the server saw each close (it frees their slots). */
@@ -124,7 +113,7 @@ describe('scripted model: maxStreams', () => {
     expect(server.stats.overloaded529).toBe(1);
     expect(server.stats.streamed).toBe(3);
     // Held and full, it goes on refusing.
-    expect((await refusal(client.messages.create(params(4)))).status).toBe(529);
+    expect((await apiError(client.messages.create(params(4)))).status).toBe(529);
     expect(server.stats.overloaded529).toBe(2);
     await release(server, held);
     expect(await streamText(client, 5)).toBe('ok');
@@ -151,7 +140,7 @@ describe('scripted model: maxStreams', () => {
     const waiting = client.messages.create(params(0), { headers: HOLD, signal: controller.signal });
     waiting.catch(() => {});
     await admitted;
-    const error = await refusal(client.messages.create(params(1)));
+    const error = await apiError(client.messages.create(params(1)));
     expect(error.status).toBe(529);
     await release(server, [{ controller }]);
     expect((await client.messages.create(params(2))).content).toHaveLength(1);
@@ -187,7 +176,7 @@ describe('scripted model: maxStreams', () => {
       const url = /listening on (http:\/\/\S+)/.exec(server.stdout())?.[1] ?? '';
       const client = clientOf(url);
       const held = await holdStream(client, 0);
-      const error = await refusal(client.messages.create(params(1)));
+      const error = await apiError(client.messages.create(params(1)));
       expect(error).toBeInstanceOf(Anthropic.OverloadedError);
       held.controller.abort();
     } finally {

@@ -1,5 +1,5 @@
 import { once } from 'node:events';
-import Anthropic, { type APIError } from '@anthropic-ai/sdk';
+import Anthropic from '@anthropic-ai/sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   type Script,
@@ -7,6 +7,7 @@ import {
   scriptBlock,
   startScriptedModel,
 } from '../src/testing/index.js';
+import { apiError } from './helpers.js';
 
 let model: ScriptedModel;
 let client: Anthropic;
@@ -26,16 +27,6 @@ function request(script: Script): Anthropic.MessageCreateParamsNonStreaming {
     max_tokens: 100,
     messages: [{ role: 'user', content: `Go.\n${scriptBlock(script)}` }],
   };
-}
-
-async function apiError(promise: Promise<unknown>): Promise<APIError> {
-  try {
-    await promise;
-  } catch (error) {
-    if (error instanceof Anthropic.APIError) return error;
-    throw error;
-  }
-  throw new Error('expected the request to fail');
 }
 
 describe('HTTP errors', () => {

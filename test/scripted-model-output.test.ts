@@ -1,7 +1,7 @@
 import { once } from 'node:events';
 import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import Anthropic, { type APIError } from '@anthropic-ai/sdk';
+import Anthropic from '@anthropic-ai/sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   type Script,
@@ -22,6 +22,7 @@ import { type PlayContext, playJson, playStream } from '../src/testing/response-
 import { verifyThinking } from '../src/testing/thinking-signature.js';
 import { TickScheduler } from '../src/testing/tick-scheduler.js';
 import { minimalInput, minimalValue } from '../src/testing/tool-choice.js';
+import { apiError } from './helpers.js';
 
 let model: ScriptedModel;
 let client: Anthropic;
@@ -46,16 +47,6 @@ async function both(
   const streamed = await client.messages.stream(params).finalMessage();
   const plain = await client.messages.create(params);
   return [streamed, plain];
-}
-
-async function apiError(promise: Promise<unknown>): Promise<APIError> {
-  try {
-    await promise;
-  } catch (error) {
-    if (error instanceof Anthropic.APIError) return error;
-    throw error;
-  }
-  throw new Error('expected the request to fail');
 }
 
 // ---- hand-built requests, for the functions behind the HTTP surface ---------------------

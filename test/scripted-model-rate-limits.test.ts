@@ -3,6 +3,7 @@
  * debt, keys, the ramp limit, header values), the options and flags that set them, and the
  * server over HTTP through the official SDK, in process and as `cohort mock`.
  */
+
 import Anthropic from '@anthropic-ai/sdk';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
@@ -20,6 +21,7 @@ import {
 } from '../src/testing/rate-limits.js';
 import { parseMockFlags } from '../src/testing/serve-command.js';
 import { runCli } from './cli-helpers.js';
+import { apiError } from './helpers.js';
 
 /** 2026-11-30T19:40:00.200Z: a fixed wall clock, a fifth of a second past a whole second. */
 const WALL = Date.UTC(2026, 10, 30, 19, 40, 0, 200);
@@ -387,19 +389,6 @@ describe('rate limits over HTTP, through the official SDK', () => {
       system: scriptBlock([{ text }]),
       messages: [{ role: 'user', content }],
     };
-  }
-
-  /** The API error a call rejects with. */
-  async function apiError(
-    promise: Promise<unknown>,
-  ): Promise<InstanceType<typeof Anthropic.APIError>> {
-    try {
-      await promise;
-    } catch (error) {
-      if (error instanceof Anthropic.APIError) return error;
-      throw error;
-    }
-    throw new Error('Expected an API error, got a response');
   }
 
   it('sends every configured header, with requests remaining counting down under a burst', async () => {

@@ -4,6 +4,7 @@
  * per API key that answers the real API's spend-limit 429. Through the official SDK over
  * HTTP, in process and as `cohort mock`.
  */
+
 import Anthropic from '@anthropic-ai/sdk';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
@@ -17,6 +18,7 @@ import {
 import { resolveOptions } from '../src/testing/load-model.js';
 import { parseMockFlags } from '../src/testing/serve-command.js';
 import { runCli } from './cli-helpers.js';
+import { apiError } from './helpers.js';
 
 type ApiError = InstanceType<typeof Anthropic.APIError>;
 
@@ -43,17 +45,6 @@ function params(steps: ScriptStep[] = [{ text: 'ok' }]): Anthropic.MessageCreate
     system: scriptBlock(steps),
     messages: [{ role: 'user', content: 'Say it.' }],
   };
-}
-
-/** The API error a call rejects with. */
-async function apiError(promise: Promise<unknown>): Promise<ApiError> {
-  try {
-    await promise;
-  } catch (error) {
-    if (error instanceof Anthropic.APIError) return error;
-    throw error;
-  }
-  throw new Error('Expected an API error, got a response');
 }
 
 /** Checks that `error` is the spend-limit 429 the real API sends. */

@@ -46,30 +46,36 @@ export function makeWindow(control: ConcurrencyControl, initial: number, ceiling
 /** The cut on a 429 or 529: gentle enough that rate pacing, not this, sets the pace. */
 const DECREASE = 0.7;
 
-class AimdWindow implements Window {
-  #limit: number;
-  /** Below this, each success adds one (doubling per round trip); above, one per round trip. */
-  #threshold = Number.POSITIVE_INFINITY;
-  readonly #ceiling: number;
-  /** Attempt sequence number at the last cut: one cut per round trip, not one per 429. */
-  #cutAfter = -1;
+/** A window whose size is a real number between 1 and its ceiling; the limit is its floor. */
+abstract class AdaptiveWindow implements Window {
+  protected size: number;
+  protected readonly ceiling: number;
 
   constructor(initial: number, ceiling: number) {
-    this.#ceiling = ceiling;
-    this.#limit = Math.min(initial, ceiling);
+    this.ceiling = ceiling;
+    this.size = Math.min(initial, ceiling);
   }
 
   get limit(): number {
-    return Math.max(1, Math.floor(this.#limit));
+    return Math.max(1, Math.floor(this.size));
   }
+
+  abstract sample(sample: WindowSample): void;
+}
+
+class AimdWindow extends AdaptiveWindow {
+  /** Below this, each success adds one (doubling per round trip); above, one per round trip. */
+  #threshold = Number.POSITIVE_INFINITY;
+  /** Attempt sequence number at the last cut: one cut per round trip, not one per 429. */
+  #cutAfter = -1;
 
   sample(sample: WindowSample): void {
     if (sample.refused) this.#cut(sample.sequence, sample.latest);
     // The window grows only if it was in use: otherwise a quiet key would earn a large window
     // it never tested, and spend it at once in a burst.
     else if (sample.ok && sample.wasFull) {
-      const step = this.#limit < this.#threshold ? 1 : 1 / this.#limit;
-      this.#limit = Math.min(this.#ceiling, this.#limit + step);
+      const step = this.size < this.#threshold ? 1 : 1 / this.size;
+      this.size = Math.min(this.ceiling, this.size + step);
     }
   }
 
@@ -77,8 +83,8 @@ class AimdWindow implements Window {
   #cut(sequence: number, latest: number): void {
     if (sequence <= this.#cutAfter) return;
     this.#cutAfter = latest;
-    this.#limit = Math.max(1, this.#limit * DECREASE);
-    this.#threshold = this.#limit;
+    this.size = Math.max(1, this.size * DECREASE);
+    this.#threshold = this.size;
   }
 }
 
@@ -88,20 +94,9 @@ class AimdWindow implements Window {
  * requests queue up somewhere and grows while latency holds. Refusals do not steer it: a 429
  * answers fast, which reads as spare capacity. Kept for the comparison in docs/GOVERNOR.md.
  */
-class GradientWindow implements Window {
-  #limit: number;
-  readonly #ceiling: number;
+class GradientWindow extends AdaptiveWindow {
   #shortMs = 0;
   #longMs = 0;
-
-  constructor(initial: number, ceiling: number) {
-    this.#ceiling = ceiling;
-    this.#limit = Math.min(initial, ceiling);
-  }
-
-  get limit(): number {
-    return Math.max(1, Math.floor(this.#limit));
-  }
 
   sample(sample: WindowSample): void {
     if (sample.refused || !sample.ok) return;
@@ -111,7 +106,7 @@ class GradientWindow implements Window {
     // Only a window in use says anything about capacity.
     if (!sample.wasFull) return;
     const gradient = Math.max(0.5, Math.min(1, this.#longMs / this.#shortMs));
-    const target = this.#limit * gradient + Math.sqrt(this.#limit);
-    this.#limit = Math.min(this.#ceiling, Math.max(1, 0.8 * this.#limit + 0.2 * target));
+    const target = this.size * gradient + Math.sqrt(this.size);
+    this.size = Math.min(this.ceiling, Math.max(1, 0.8 * this.size + 0.2 * target));
   }
 }
