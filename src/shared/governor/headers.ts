@@ -1,3 +1,5 @@
+import { retryAfterFrom } from '../provider/retry.js';
+
 /** Reading the provider's rate-limit headers into numbers. */
 
 /** One limit as a response reported it. */
@@ -51,20 +53,7 @@ function readLimit(headers: Record<string, string>, name: string): LimitReport |
   return Number.isFinite(resetAt) ? { limit, remaining, resetAt } : { limit, remaining };
 }
 
-/** `retry-after-ms`, else `retry-after` (seconds or an HTTP date), in ms from now. */
+/** `retry-after-ms`, else `retry-after`, in ms from now, from the headers a settle carried. */
 export function retryAfterMsOf(headers: Record<string, string> | undefined): number | undefined {
-  if (!headers) return undefined;
-  const ms = headers['retry-after-ms'];
-  if (ms !== undefined && ms.trim() !== '') {
-    const value = Number(ms);
-    if (Number.isFinite(value) && value >= 0) return value;
-  }
-  const after = headers['retry-after'];
-  if (after !== undefined && after.trim() !== '') {
-    const seconds = Number(after);
-    if (Number.isFinite(seconds) && seconds >= 0) return seconds * 1000;
-    const date = Date.parse(after);
-    if (Number.isFinite(date)) return Math.max(0, date - Date.now());
-  }
-  return undefined;
+  return headers ? retryAfterFrom((name) => headers[name]) : undefined;
 }

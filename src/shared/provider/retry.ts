@@ -52,14 +52,23 @@ export function backoffMs(input: BackoffInput): number {
 }
 
 export function retryAfterMs(headers: Headers | undefined): number | undefined {
-  if (!headers) return undefined;
-  const ms = headers.get('retry-after-ms');
-  if (ms !== null && ms.trim() !== '') {
+  return headers ? retryAfterFrom((name) => headers.get(name)) : undefined;
+}
+
+/**
+ * `retry-after-ms`, else `retry-after` (seconds or an HTTP date), in ms from now, from a header
+ * lookup: the response's `Headers`, or the plain record that crossed to the governor.
+ */
+export function retryAfterFrom(
+  get: (name: string) => string | null | undefined,
+): number | undefined {
+  const ms = get('retry-after-ms');
+  if (ms !== null && ms !== undefined && ms.trim() !== '') {
     const value = Number(ms);
     if (Number.isFinite(value) && value >= 0) return value;
   }
-  const after = headers.get('retry-after');
-  if (after !== null && after.trim() !== '') {
+  const after = get('retry-after');
+  if (after !== null && after !== undefined && after.trim() !== '') {
     const seconds = Number(after);
     if (Number.isFinite(seconds) && seconds >= 0) return seconds * 1000;
     const date = Date.parse(after);
