@@ -9,14 +9,25 @@ const thousands = new Intl.NumberFormat('en-US');
  */
 export function describeGovernor(state: GovernorState, now = Date.now()): string {
   const model = state.label.split(' at ')[0] ?? state.label;
-  const parts = [`${state.inFlight}/${state.limit} in flight`];
+  const parts = [`${state.inFlight}/${state.limit} in flight`, ...holdingBack(state, now)];
+  const limits = describeLimits(state);
+  return `${model}: ${parts.join(', ')}${limits ? `; ${limits}` : ''}`;
+}
+
+/** `gov 37/40, 120 queued, paused 2.1 s`: the same, short enough for a progress bar. */
+export function describeGovernorShort(state: GovernorState, now = Date.now()): string {
+  return [`gov ${state.inFlight}/${state.limit}`, ...holdingBack(state, now)].join(', ');
+}
+
+/** What holds requests back: `120 queued`, `paused 2.1 s`, `quota spent`. */
+function holdingBack(state: GovernorState, now: number): string[] {
+  const parts: string[] = [];
   if (state.queued > 0) parts.push(`${state.queued} queued`);
   if (state.pausedUntil !== undefined && state.pausedUntil > now) {
     parts.push(`paused ${((state.pausedUntil - now) / 1000).toFixed(1)} s`);
   }
   if (state.exhausted !== undefined) parts.push('quota spent');
-  const limits = describeLimits(state);
-  return `${model}: ${parts.join(', ')}${limits ? `; ${limits}` : ''}`;
+  return parts;
 }
 
 /** `learned 4,000 rpm, 400,000 itpm` (or `configured …`), or '' when no limit is known. */

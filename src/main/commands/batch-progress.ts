@@ -4,7 +4,7 @@ import type { GovernorState } from '../../shared/governor/types.js';
 import { type AgentOutcome, type AgentResult, emptyOutcomeCounts } from '../../shared/result.js';
 import { note, safeLabel, stderr } from '../cli-output.js';
 import { noteCursorHidden } from '../cli-process.js';
-import { describeGovernor } from '../governor-view.js';
+import { describeGovernor, describeGovernorShort } from '../governor-view.js';
 
 /** Failed tasks named one by one on stderr; past this, only counted. */
 const FAILED_LINES_SHOWN = 20;
@@ -66,7 +66,7 @@ export class BatchTally {
  */
 export class BatchProgress {
   readonly #bar: cliProgress.SingleBar | undefined;
-  readonly #total: number;
+  #total: number;
   readonly #quiet: boolean;
   readonly #tally: BatchTally;
   readonly #started = Date.now();
@@ -91,7 +91,7 @@ export class BatchProgress {
       this.#bar = new cliProgress.SingleBar(
         {
           format:
-            'batch [{bar}] {value}/{total} | {outcomes}{retrying} | {rate}/s | ETA {steady_eta}{governor}',
+            'batch [{bar}] {value}/{total} | {outcomes}{retrying}{governor} | {rate}/s | ETA {steady_eta}',
           hideCursor: true,
           stream: process.stderr,
         },
@@ -148,8 +148,15 @@ export class BatchProgress {
     );
   }
 
-  /** A line above the bar. */
+  /** Tasks that will not run (their model's quota is spent): the total and the ETA leave them out. */
+  passOver(count: number): void {
+    this.#total -= count;
+    this.#bar?.setTotal(this.#total);
+  }
+
+  /** A line above the bar; nothing with --quiet. */
   note(line: string): void {
+    if (this.#quiet) return;
     if (this.#bar) {
       this.#bar.stop();
       note(line);
@@ -185,19 +192,23 @@ export class BatchProgress {
       retrying: retrying > 0 ? ` | ${retrying} retrying (${this.#tally.retries} retries)` : '',
       rate: seconds > 0 ? (done / seconds).toFixed(1) : '0.0',
       steady_eta: this.#eta(),
-      governor: this.#governorText(),
+      governor: this.#governorText(this.#bar !== undefined),
     };
   }
 
-  /** The governor's keys that hold requests back now (queued, paused or shut), else ''. */
-  #governorText(): string {
+  /**
+   * The governor's keys that hold requests back now (queued, paused or shut), else ''. The bar
+   * gets the short form: a terminal line is not wrapped, so what passes its width is lost.
+   */
+  #governorText(short: boolean): string {
     const states = this.#governor?.() ?? [];
     const now = Date.now();
     const busy = states.filter(
       (state) =>
         state.queued > 0 || (state.pausedUntil ?? 0) > now || state.exhausted !== undefined,
     );
-    return busy.map((state) => ` | ${safeLabel(describeGovernor(state, now))}`).join('');
+    const describe = short ? describeGovernorShort : describeGovernor;
+    return busy.map((state) => ` | ${safeLabel(describe(state, now))}`).join('');
   }
 
   #eta(): string {

@@ -104,7 +104,8 @@ export async function batchCommand(argv: string[]): Promise<number> {
     tally,
     governor: governor ? () => governor.states() : undefined,
   });
-  let quota: QuotaStop | undefined;
+  // Known before anything runs, so a forced stop reports it too.
+  const quota = new QuotaStop(todo, (task) => task.model ?? engine?.provider.model ?? '');
   // What a stopped or finished batch tells: the same from a graceful end and a forced one.
   const report = once((stopped: StopSignal | undefined) => {
     const summary = {
@@ -116,22 +117,26 @@ export async function batchCommand(argv: string[]): Promise<number> {
       failures: tally.failureCodes,
       badLines: errors.length,
       interrupted: stopped !== undefined,
-      ...(quota && quota.models.size > 0
+      ...(quota.models.size > 0
         ? { quotaExhausted: Object.fromEntries(quota.models), notStarted: quota.notStarted }
         : {}),
       out: results.path,
     };
     if (values.json) stdout().write(`${JSON.stringify(summary)}\n`);
     if (!quiet) progress.summary(results.path, skipped, errors.length);
-    // Cancelled tasks run again on resume, like the ones never started.
-    if (stopped) printResumeHint(todo.length - tally.settled + tally.counts.cancelled);
+    // Cancelled tasks and those that failed for a spent quota run again on resume, like the
+    // ones never started.
+    const again = tally.counts.cancelled + (tally.failureCodes.quota_exhausted ?? 0);
+    if (stopped) printResumeHint(todo.length - tally.settled + again);
+    else if (quota.models.size > 0 && !quiet) quota.explain();
   });
   const controller = new AbortController();
   const stopHandling = handleInterrupts(batchInterrupts(controller, progress, report));
   try {
     if (engine) {
-      quota = await runTasks({
+      await runTasks({
         engine,
+        quota,
         todo,
         results,
         concurrency,
@@ -146,7 +151,6 @@ export async function batchCommand(argv: string[]): Promise<number> {
     results.close();
     const stopped = controller.signal.aborted ? stopSignal() : undefined;
     report(stopped);
-    if (quota && quota.models.size > 0 && !quiet) explainQuotaStop(quota);
     if (stopped) return signalExitCode(stopped);
     return errors.length === 0 && tasks.every((task) => complete.has(task.id)) ? 0 : 1;
   } finally {
@@ -218,11 +222,10 @@ async function runTasks(options: {
   concurrency: number;
   tally: BatchTally;
   progress: BatchProgress;
+  quota: QuotaStop;
   signal: AbortSignal;
-}): Promise<QuotaStop> {
-  const { progress, tally, results } = options;
-  const quota: QuotaStop = { models: new Map(), notStarted: 0 };
-  const modelOf = (task: BatchTask) => task.model ?? options.engine.provider.model;
+}): Promise<void> {
+  const { progress, tally, results, quota } = options;
   const specs = options.todo.map((task) => ({
     ...taskAgentOptions(task),
     task,
@@ -235,8 +238,9 @@ async function runTasks(options: {
   // spent, the tasks for that model are passed over, not run to fail one after another.
   function* admitted() {
     for (const spec of specs) {
-      if (quota.models.has(modelOf(spec.task))) quota.notStarted++;
-      else yield spec;
+      if (quota.stopped(spec.task)) continue;
+      quota.admitted.add(spec.task.id);
+      yield spec;
     }
   }
   try {
@@ -248,11 +252,11 @@ async function runTasks(options: {
       tally.settle(result);
       if (result.code === 'quota_exhausted') {
         // One line per model says it all: its other tasks fail for the same reason.
-        const model = modelOf(spec.task);
-        if (!quota.models.has(model)) {
-          quota.models.set(model, result.reason ?? '');
+        const passedOver = quota.stop(spec.task, result.reason ?? '');
+        if (passedOver !== undefined) {
+          progress.passOver(passedOver);
           progress.note(
-            `cohort batch: stopped admitting tasks for model ${safeLabel(model)}: ${safeLabel(result.reason ?? '')}`,
+            `cohort batch: stopped admitting tasks for model ${safeLabel(quota.modelOf(spec.task))}: ${safeLabel(result.reason ?? '')}`,
           );
         }
       } else if (result.outcome === 'failed') progress.failed(spec.task.id, result);
@@ -261,20 +265,48 @@ async function runTasks(options: {
   } finally {
     progress.stop();
   }
-  return quota;
 }
 
-/** Models whose quota the provider said is spent, with why, and the tasks passed over for them. */
-interface QuotaStop {
-  models: Map<string, string>;
-  notStarted: number;
-}
+/**
+ * Models whose quota the provider said is spent, with why, and the tasks passed over for them:
+ * every task of such a model that was never admitted, however the batch ended.
+ */
+class QuotaStop {
+  readonly models = new Map<string, string>();
+  /** Ids of the tasks handed to the engine. */
+  readonly admitted = new Set<string>();
+  readonly modelOf: (task: BatchTask) => string;
+  readonly #todo: readonly BatchTask[];
 
-function explainQuotaStop(quota: QuotaStop): void {
-  const models = [...quota.models.keys()].map(safeLabel).join(', ');
-  note(
-    `cohort batch: the provider's quota is spent for ${models}: ${quota.notStarted} task(s) not started. Raise the limit, then rerun the same command: they run, and so do the tasks that failed for it (their lines are replaced)`,
-  );
+  constructor(todo: readonly BatchTask[], modelOf: (task: BatchTask) => string) {
+    this.#todo = todo;
+    this.modelOf = modelOf;
+  }
+
+  stopped(task: BatchTask): boolean {
+    return this.models.has(this.modelOf(task));
+  }
+
+  /** Stops `task`'s model; returns how many of its tasks will be passed over, or undefined if it was stopped already. */
+  stop(task: BatchTask, reason: string): number | undefined {
+    const model = this.modelOf(task);
+    if (this.models.has(model)) return undefined;
+    this.models.set(model, reason);
+    return this.#todo.filter(
+      (other) => this.modelOf(other) === model && !this.admitted.has(other.id),
+    ).length;
+  }
+
+  get notStarted(): number {
+    return this.#todo.filter((task) => this.stopped(task) && !this.admitted.has(task.id)).length;
+  }
+
+  explain(): void {
+    const models = [...this.models.keys()].map(safeLabel).join(', ');
+    note(
+      `cohort batch: the provider's quota is spent for ${models}: ${this.notStarted} task(s) not started. Raise the limit, then rerun the same command: they run, and so do the tasks that failed for it (their lines are replaced)`,
+    );
+  }
 }
 
 function printResumeHint(left: number): void {

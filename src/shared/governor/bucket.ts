@@ -49,19 +49,25 @@ export class LocalBucket {
     this.level -= amount;
   }
 
+  /** Corrects the level; it never rises above the capacity, as the provider's cannot. */
   adjust(delta: number): void {
-    this.level += delta;
-    this.corrections += delta;
+    if (!Number.isFinite(delta)) return;
+    const applied = Math.min(this.capacity, this.level + delta) - this.level;
+    this.level += applied;
+    this.corrections += applied;
   }
 
   /** Learns the limit and the capacity a response reported (see `capacityFrom`). */
   learn(report: LimitReport, sentAt: number): void {
+    const capacity = capacityFrom(report, sentAt);
     if (report.limit !== this.limit) {
       this.limit = report.limit;
       this.#perMs = report.limit / 60_000;
+      // Another limit than assumed: the capacity assumed with it no longer holds, either way.
+      this.capacity = capacity;
+      this.level = Math.min(this.level, capacity);
     }
     this.source = 'learned';
-    const capacity = capacityFrom(report, sentAt);
     if (capacity > this.capacity) {
       // The provider's bucket is larger than assumed, and it was at least as full as ours.
       this.adjust(capacity - this.capacity);

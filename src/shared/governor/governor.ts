@@ -92,6 +92,7 @@ export class Governor implements Gate {
       initialConcurrency: options.initialConcurrency ?? DEFAULT_INITIAL_CONCURRENCY,
       maxConcurrency: options.maxConcurrency ?? Number.POSITIVE_INFINITY,
       concurrencyControl: options.concurrencyControl ?? 'aimd',
+      patienceMs: options.patienceMs ?? DEFAULT_PATIENCE_MS,
     };
   }
 
@@ -160,7 +161,13 @@ export class Governor implements Gate {
     this.#dirty.clear();
     for (const key of keys) {
       const state = key.state();
-      for (const listener of this.#listeners) listener(state);
+      for (const listener of this.#listeners) {
+        try {
+          listener(state);
+        } catch {
+          // An onlooker's fault is its own: the governor and the other listeners go on.
+        }
+      }
     }
   }
 }

@@ -12,6 +12,8 @@ import type {
 
 /** Settings every key of one governor shares. */
 export interface KeySettings extends GovernorLimits {
+  /** The longest pause a `retry-after` may impose (the requests' patience). */
+  patienceMs: number;
   initialConcurrency: number;
   maxConcurrency: number;
   concurrencyControl: ConcurrencyControl;
@@ -22,6 +24,8 @@ export const EXHAUSTED_HOLD_MS = 60_000;
 /** The pause after a 429 or 529 that named no `retry-after`: doubles per answer in a row. */
 const FIRST_PAUSE_MS = 500;
 const MAX_PAUSE_MS = 30_000;
+/** The longest timer Node honours, in ms. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
 /** Output tokens reserved for a request before any response said how much they cost. */
 const FIRST_OUTPUT_GUESS = 512;
 /** Weight of the newest sample in the running averages of output and of the input ratio. */
@@ -77,6 +81,7 @@ export class KeyGovernor {
   readonly #window: Window;
   readonly #onChange: () => void;
   readonly #allocate: () => number;
+  readonly #patienceMs: number;
   readonly #totals: Totals = { requests: 0, input: 0, output: 0 };
   #timer: NodeJS.Timeout | undefined;
   #sequence = 0;
@@ -85,6 +90,8 @@ export class KeyGovernor {
   /** Attempt sequence number when the streak last grew. */
   #streakAfter = -1;
   #exhausted: { message: string; until: number } | undefined;
+  /** After a shut key reopens, one request at a time until one succeeds. */
+  #probing = false;
   #inputRatio = 1;
   #outputAverage = FIRST_OUTPUT_GUESS;
   #admitted = 0;
@@ -99,6 +106,7 @@ export class KeyGovernor {
   ) {
     this.key = key;
     this.#allocate = hooks.allocate;
+    this.#patienceMs = settings.patienceMs;
     this.label = label;
     this.#onChange = hooks.onChange;
     this.#window = makeWindow(
@@ -145,6 +153,8 @@ export class KeyGovernor {
         // A cancelled request leaves the queue at once; it held nothing yet.
         if (queue.delete(waiter)) {
           resolve({ ok: false, reason: 'aborted' });
+          // A wake-up armed for nobody would keep the process alive until it fired.
+          if (this.#head() === undefined) this.#disarm();
           this.#onChange();
         }
       },
@@ -156,18 +166,16 @@ export class KeyGovernor {
 
   /** Admits from the head of the queue while the window, the pause and the buckets allow. */
   pump(): void {
-    if (this.#timer) {
-      clearTimeout(this.#timer);
-      this.#timer = undefined;
-    }
+    this.#disarm();
     const now = Date.now();
     if (this.#exhausted !== undefined) {
       if (now < this.#exhausted.until) {
         this.#refuseAll(this.#exhausted.message);
         return;
       }
-      // Long enough: let requests probe whether the limit was raised.
+      // Long enough: one request probes whether the limit was raised, the rest wait for it.
       this.#exhausted = undefined;
+      this.#probing = true;
     }
     for (let head = this.#head(); head !== undefined; head = this.#head()) {
       // Paused, the window full (a settle pumps again), or a bucket short (a timer does).
@@ -175,7 +183,7 @@ export class KeyGovernor {
         this.#wake(this.#pausedUntil - now);
         return;
       }
-      if (this.#held.size >= this.#window.limit) return;
+      if (this.#held.size >= (this.#probing ? 1 : this.#window.limit)) return;
       const wait = this.#bucketWait(head.request, now);
       if (wait > 0) {
         this.#wake(wait);
@@ -192,9 +200,17 @@ export class KeyGovernor {
     return next.done ? undefined : next.value;
   }
 
+  #disarm(): void {
+    if (this.#timer) {
+      clearTimeout(this.#timer);
+      this.#timer = undefined;
+    }
+  }
+
   #wake(ms: number): void {
     // Armed only while someone waits, so it keeps the process alive exactly as long as needed.
-    this.#timer = setTimeout(() => this.pump(), Math.max(1, ms));
+    // Node fires a longer timer at once, and then every millisecond: never ask for one.
+    this.#timer = setTimeout(() => this.pump(), Math.min(MAX_TIMER_MS, Math.max(1, ms)));
   }
 
   #costs(request: AdmitRequest): { input: number; output: number } {
@@ -224,7 +240,9 @@ export class KeyGovernor {
     // Permits are numbered by the governor, across keys; the sequence is this key's own.
     const permit = this.#allocate();
     const sequence = ++this.#sequence;
-    const wasFull = this.#held.size + 1 >= this.#window.limit;
+    // The window limited someone: it is full with this one, and others still wait. A window
+    // that merely matches the demand has learned nothing about a larger one.
+    const wasFull = this.#held.size + 1 >= this.#window.limit && this.#head() !== undefined;
     const marks: Held['marks'] = {};
     const charge = (name: BucketName, amount: number) => {
       const bucket = this.#buckets[name];
@@ -272,8 +290,10 @@ export class KeyGovernor {
       queued: this.#priority.size + this.#normal.size,
     });
     if (refused) this.#refused(held, report, now);
-    else if (report.outcome === 'ok') this.#pauseStreak = 0;
-    else if (report.outcome === 'exhausted') {
+    else if (report.outcome === 'ok') {
+      this.#pauseStreak = 0;
+      this.#probing = false;
+    } else if (report.outcome === 'exhausted') {
       this.#exhausted = {
         message: report.message ?? 'the provider said retrying is pointless',
         until: now + EXHAUSTED_HOLD_MS,
@@ -289,8 +309,14 @@ export class KeyGovernor {
    * have charged it. Output reserved and not generated goes back.
    */
   #settleCosts(held: Held, report: SettleReport, refused: boolean): void {
-    const { requests, input, output } = this.#buckets;
-    const { inputTokens, outputTokens } = report.usage;
+    // Only the buckets this attempt was charged to: one learned since it left owes it nothing.
+    const charged = (name: BucketName) => (held.marks[name] ? this.#buckets[name] : undefined);
+    const requests = charged('requests');
+    const input = charged('input');
+    const output = charged('output');
+    // A response may report usage oddly; a count that is not a number must not poison pacing.
+    const inputTokens = countOf(report.usage.inputTokens);
+    const outputTokens = countOf(report.usage.outputTokens);
     if (refused) {
       requests?.adjust(1);
       input?.adjust(held.input);
@@ -311,8 +337,10 @@ export class KeyGovernor {
   #refused(held: Held, report: SettleReport, now: number): void {
     if (report.outcome === 'rate_limited') this.#rateLimited++;
     else this.#overloaded++;
+    // A pause longer than a request's patience would hold it past the moment it should fail.
     const told = retryAfterMsOf(report.headers);
-    const pause = told ?? Math.min(MAX_PAUSE_MS, FIRST_PAUSE_MS * 2 ** this.#pauseStreak);
+    const unprompted = Math.min(MAX_PAUSE_MS, FIRST_PAUSE_MS * 2 ** this.#pauseStreak);
+    const pause = Math.min(told ?? unprompted, this.#patienceMs);
     // Attempts already in flight at the last refusal report the same moment: the unprompted
     // pause doubles once per round trip, not once per refused attempt.
     if (held.sequence > this.#streakAfter) {
@@ -382,4 +410,9 @@ export class KeyGovernor {
     if (output) state.outputTokens = output;
     return state;
   }
+}
+
+/** A token count as reported, or 0 when it is not a finite, non-negative number. */
+function countOf(value: unknown): number {
+  return typeof value === 'number' && Number.isFinite(value) && value > 0 ? value : 0;
 }

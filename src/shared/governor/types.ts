@@ -28,7 +28,8 @@ export interface GovernorOptions extends GovernorLimits {
   concurrencyControl?: 'aimd' | 'gradient' | 'fixed';
   /**
    * How long one request may keep being answered 429 or 529 before its agent fails, in ms
-   * (default 15 minutes). Waiting in the governor's queue does not count.
+   * (default 15 minutes), counted from its first refusal, its waits in the queue and the
+   * pauses included. A `retry-after` longer than this is cut to it.
    */
   patienceMs?: number;
 }

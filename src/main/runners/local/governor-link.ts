@@ -13,6 +13,11 @@ export class GovernorLink {
   readonly #waiting = new Map<number, AbortController>();
   /** Attempts admitted and not settled: the worker's id → the governor's permit. */
   readonly #permits = new Map<number, number>();
+  /**
+   * Withdrawn while their admission was being granted: `drain()` handles messages with no
+   * microtask between them, so a withdrawal can land before the grant is recorded.
+   */
+  readonly #withdrawn = new Set<number>();
   #closed = false;
 
   constructor(governor: Governor, post: (message: MainMessage) => void) {
@@ -27,6 +32,7 @@ export class GovernorLink {
         this.#admit(message.id, message);
         return;
       case 'gov-withdraw': {
+        if (this.#waiting.has(message.id)) this.#withdrawn.add(message.id);
         this.#waiting.get(message.id)?.abort();
         const permit = this.#permits.get(message.id);
         if (permit !== undefined) {
@@ -51,8 +57,9 @@ export class GovernorLink {
     this.#waiting.set(id, controller);
     void this.#governor.admit(message.request, controller.signal).then((admission) => {
       this.#waiting.delete(id);
+      const withdrawn = this.#withdrawn.delete(id);
       if (admission.ok) {
-        if (this.#closed) {
+        if (this.#closed || withdrawn) {
           this.#governor.settle(admission.permit, { outcome: 'aborted', usage: NO_USAGE });
           return;
         }
