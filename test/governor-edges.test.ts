@@ -103,6 +103,14 @@ describe('the governor at its edges', () => {
     expect(requests.remaining).toBeLessThanOrEqual(50);
   });
 
+  it('a bucket learned larger than the configured burst grants the difference at once', async () => {
+    // 600 a minute starts with a second's worth, 10; the provider says its bucket holds a minute.
+    const governor = new Governor({ rpm: 600 });
+    const permit = permitOf(await governor.admit(ask(), never()));
+    governor.settle(permit, { ...OK_USAGE, headers: limitHeaders('requests', 600, 599, 1_000) });
+    expect(stateOf(governor).requests!.remaining).toBeGreaterThan(500);
+  });
+
   it('a retry-after longer than the patience pauses the key only as long as the patience', async () => {
     const governor = new Governor({ patienceMs: 150, initialConcurrency: 1, maxConcurrency: 1 });
     const permit = permitOf(await governor.admit(ask(), never()));

@@ -69,9 +69,11 @@ export class LocalBucket {
     }
     this.source = 'learned';
     if (capacity > this.capacity) {
-      // The provider's bucket is larger than assumed, and it was at least as full as ours.
-      this.adjust(capacity - this.capacity);
+      // The provider's bucket is larger than assumed, and it was at least as full as ours. The
+      // capacity grows first: a level is never adjusted above the capacity.
+      const grown = capacity - this.capacity;
       this.capacity = capacity;
+      this.adjust(grown);
     }
   }
 
