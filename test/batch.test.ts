@@ -6,7 +6,7 @@ import { mapAgents } from '../src/main/map-agents.js';
 import { openResults } from '../src/main/results-file.js';
 import { DEFAULT_INITIAL_CONCURRENCY } from '../src/shared/governor/governor.js';
 import { type ScriptedModel, startScriptedModel } from '../src/testing/index.js';
-import { readResultLines, runCli, writeTasks } from './cli-helpers.js';
+import { readResultLines, requests, runCli, writeTasks } from './cli-helpers.js';
 import { type Rig, scripted, startRig, tempDir } from './helpers.js';
 
 describe('tasks file parsing', () => {
@@ -197,16 +197,7 @@ describe('cohort batch (the CLI as a child process)', () => {
       ]);
       await run.waitFor(/to run/);
       // Ten tasks run; the governor's slow start lets the first few of their requests out.
-      await new Promise<void>((resolve) => {
-        let seen = 0;
-        const count = () => {
-          if (++seen === DEFAULT_INITIAL_CONCURRENCY) {
-            hanging.off('request', count);
-            resolve();
-          }
-        };
-        hanging.on('request', count);
-      });
+      await requests(hanging, DEFAULT_INITIAL_CONCURRENCY);
       run.child.kill('SIGINT');
       const exit = await run.exit;
       expect(exit.code).toBe(130);

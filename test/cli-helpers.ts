@@ -3,6 +3,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import type { ScriptedModel } from '../src/testing/index.js';
 
 export const CLI = fileURLToPath(new URL('../dist/src/main/cli.js', import.meta.url));
 
@@ -92,4 +93,18 @@ export function readResultLines(
     .split('\n')
     .filter((line) => line.trim() !== '')
     .map((line) => JSON.parse(line));
+}
+
+/** Resolves once `model` has received `count` more requests. */
+export function requests(model: ScriptedModel, count: number): Promise<void> {
+  return new Promise((resolve) => {
+    let seen = 0;
+    const onRequest = () => {
+      if (++seen === count) {
+        model.off('request', onRequest);
+        resolve();
+      }
+    };
+    model.on('request', onRequest);
+  });
 }

@@ -3,7 +3,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_INITIAL_CONCURRENCY } from '../src/shared/governor/governor.js';
 import { type ScriptedModel, startScriptedModel } from '../src/testing/index.js';
-import { readResultLines, runCli, writeTasks } from './cli-helpers.js';
+import { readResultLines, requests, runCli, writeTasks } from './cli-helpers.js';
 import { scripted, tempDir } from './helpers.js';
 
 // Signals and closed pipes, sent to the built CLI as a real child process. `hanging` never
@@ -20,20 +20,6 @@ afterAll(async () => {
   await hanging.close();
   await fast.close();
 });
-
-/** Resolves once `model` has received `count` more requests. */
-function requests(model: ScriptedModel, count: number): Promise<void> {
-  return new Promise((resolve) => {
-    let seen = 0;
-    const onRequest = () => {
-      if (++seen === count) {
-        model.off('request', onRequest);
-        resolve();
-      }
-    };
-    model.on('request', onRequest);
-  });
-}
 
 /**
  * A batch of 20 tasks on the model that never answers, five in flight. The tasks file's name has

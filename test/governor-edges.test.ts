@@ -6,35 +6,10 @@
 import { describe, expect, it } from 'vitest';
 import { GovernorLink } from '../src/main/runners/local/governor-link.js';
 import { Governor } from '../src/shared/governor/governor.js';
-import type { Admission, AdmitRequest, GovernorState } from '../src/shared/governor/types.js';
+import type { GovernorState } from '../src/shared/governor/types.js';
 import type { MainMessage } from '../src/shared/protocol.js';
+import { ask, KEY, never, OK as OK_USAGE, permitOf, stateOf } from './governor-helpers.js';
 import { latch } from './helpers.js';
-
-const KEY = 'edge-key model';
-
-function ask(overrides: Partial<AdmitRequest> = {}): AdmitRequest {
-  return {
-    key: KEY,
-    label: 'model at test',
-    inputTokens: 10,
-    maxTokens: 100,
-    priority: false,
-    ...overrides,
-  };
-}
-
-const never = () => new AbortController().signal;
-
-function permitOf(admission: Admission): number {
-  if (!admission.ok) throw new Error(`Expected an admission, got ${JSON.stringify(admission)}`);
-  return admission.permit;
-}
-
-function stateOf(governor: Governor): GovernorState {
-  const state = governor.states()[0];
-  if (!state) throw new Error('Expected a governor state, got none');
-  return state;
-}
 
 /** `anthropic-ratelimit-*` headers for one limit, full again in `fullInMs`. */
 function limitHeaders(name: string, limit: number, remaining: number, fullInMs = 60_000) {
@@ -163,5 +138,3 @@ describe("main's end of a child's governor traffic", () => {
     ).toHaveLength(1);
   });
 });
-
-const OK_USAGE = { outcome: 'ok' as const, usage: { inputTokens: 10, outputTokens: 5 } };

@@ -9,45 +9,13 @@ import { getEventListeners } from 'node:events';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Governor } from '../src/shared/governor/governor.js';
-import type {
-  Admission,
-  AdmitRequest,
-  GovernorState,
-  SettleReport,
-} from '../src/shared/governor/types.js';
+import type { AdmitRequest, GovernorState } from '../src/shared/governor/types.js';
 import { DEFAULT_PROVIDER_CONFIG } from '../src/shared/provider/config.js';
 import { estimateInputTokens, Provider } from '../src/shared/provider/provider.js';
 import type { ProviderRequest, ToolParam } from '../src/shared/provider/types.js';
 import { type ScriptedModel, startScriptedModel } from '../src/testing/index.js';
+import { ask, NO_USAGE, never, OK, permitOf, stateOf } from './governor-helpers.js';
 import { latch } from './helpers.js';
-
-const KEY = 'http://test key-hash model';
-const OK: SettleReport = { outcome: 'ok', usage: { inputTokens: 10, outputTokens: 5 } };
-const NO_USAGE = { inputTokens: 0, outputTokens: 0 };
-
-function ask(overrides: Partial<AdmitRequest> = {}): AdmitRequest {
-  return {
-    key: KEY,
-    label: 'model at test',
-    inputTokens: 10,
-    maxTokens: 100,
-    priority: false,
-    ...overrides,
-  };
-}
-
-const never = () => new AbortController().signal;
-
-function stateOf(governor: Governor, key = KEY): GovernorState {
-  const state = governor.states().find((candidate) => candidate.key === key);
-  if (!state) throw new Error(`Expected a governor state for key ${key}, got none`);
-  return state;
-}
-
-function permitOf(admission: Admission): number {
-  if (!admission.ok) throw new Error(`Expected an admission, got ${JSON.stringify(admission)}`);
-  return admission.permit;
-}
 
 /**
  * Records when each request is admitted, by name, and settles it `ok` right away: the next
