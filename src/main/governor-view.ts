@@ -31,7 +31,7 @@ function holdingBack(state: GovernorState, now: number): string[] {
 }
 
 /** `learned 4,000 rpm, 400,000 itpm` (or `configured …`), or '' when no limit is known. */
-export function describeLimits(state: GovernorState): string {
+function describeLimits(state: GovernorState): string {
   const known: [LimitState | undefined, string][] = [
     [state.requests, 'rpm'],
     [state.inputTokens, 'itpm'],

@@ -135,10 +135,6 @@ export class KeyGovernor {
     if (output) this.#buckets.output = output;
   }
 
-  get idle(): boolean {
-    return this.#held.size === 0 && this.#priority.size + this.#normal.size === 0;
-  }
-
   admit(request: AdmitRequest, signal: AbortSignal, resolve: (a: Admission) => void): void {
     if (signal.aborted) {
       resolve({ ok: false, reason: 'aborted' });
