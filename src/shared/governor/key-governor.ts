@@ -1,12 +1,11 @@
-import { capacityFrom, LocalBucket } from './bucket.js';
 import { type ConcurrencyControl, makeWindow, type Window } from './concurrency.js';
-import { type LimitReport, readRateLimits, retryAfterMsOf } from './headers.js';
+import { retryAfterMsOf } from './headers.js';
+import { type Charge, KeyBuckets } from './key-buckets.js';
 import type {
   Admission,
   AdmitRequest,
   GovernorLimits,
   GovernorState,
-  LimitState,
   SettleReport,
 } from './types.js';
 
@@ -26,15 +25,6 @@ const FIRST_PAUSE_MS = 500;
 const MAX_PAUSE_MS = 30_000;
 /** The longest timer Node honours, in ms. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
-/** Output tokens reserved for a request before any response said how much they cost. */
-const FIRST_OUTPUT_GUESS = 512;
-/** Weight of the newest sample in the running averages of output and of the input ratio. */
-const SMOOTHING = 0.1;
-/** How far above the provider's `remaining` our level may be before it is brought down. */
-const REQUEST_TOLERANCE = 1;
-/** Token counts in headers are rounded to the nearest thousand. */
-const TOKEN_TOLERANCE = 1000;
-
 interface Waiter {
   request: AdmitRequest;
   resolve(admission: Admission): void;
@@ -42,28 +32,13 @@ interface Waiter {
   onAbort(): void;
 }
 
-type BucketName = 'requests' | 'input' | 'output';
-
 /** What an admitted attempt holds until it settles. */
 interface Held {
   sequence: number;
   sentAt: number;
-  /** Raw client estimate, and the input tokens charged for it. */
-  rawInput: number;
-  input: number;
-  output: number;
-  /** The window was full when it went: a success may grow it. */
+  charge: Charge;
+  /** The window held others back when it went: a success may grow it. */
   wasFull: boolean;
-  /** Per bucket: our level right after admission, and the corrections then (see LocalBucket.sync). */
-  marks: Partial<Record<BucketName, { levelAfter: number; correctionsAt: number }>>;
-  /** Key-wide totals right after admission, to seat a bucket first learned from this response. */
-  totals: Totals;
-}
-
-interface Totals {
-  requests: number;
-  input: number;
-  output: number;
 }
 
 /**
@@ -77,12 +52,11 @@ export class KeyGovernor {
   readonly #priority = new Set<Waiter>();
   readonly #normal = new Set<Waiter>();
   readonly #held = new Map<number, Held>();
-  readonly #buckets: Partial<Record<BucketName, LocalBucket>> = {};
+  readonly #buckets: KeyBuckets;
   readonly #window: Window;
   readonly #onChange: () => void;
   readonly #allocate: () => number;
   readonly #patienceMs: number;
-  readonly #totals: Totals = { requests: 0, input: 0, output: 0 };
   #timer: NodeJS.Timeout | undefined;
   #sequence = 0;
   #pausedUntil = 0;
@@ -92,8 +66,6 @@ export class KeyGovernor {
   #exhausted: { message: string; until: number } | undefined;
   /** After a shut key reopens, one request at a time until one succeeds. */
   #probing = false;
-  #inputRatio = 1;
-  #outputAverage = FIRST_OUTPUT_GUESS;
   #admitted = 0;
   #rateLimited = 0;
   #overloaded = 0;
@@ -114,25 +86,7 @@ export class KeyGovernor {
       settings.initialConcurrency,
       settings.maxConcurrency,
     );
-    const now = Date.now();
-    // A configured limit paces from the first request, with a second's worth of burst: the real
-    // capacity is learned from the first response.
-    const configured = (limit: number | undefined) =>
-      limit === undefined
-        ? undefined
-        : new LocalBucket(
-            limit,
-            Math.max(1, limit / 60),
-            Math.max(1, limit / 60),
-            now,
-            'configured',
-          );
-    const requests = configured(settings.rpm);
-    const input = configured(settings.itpm);
-    const output = configured(settings.otpm);
-    if (requests) this.#buckets.requests = requests;
-    if (input) this.#buckets.input = input;
-    if (output) this.#buckets.output = output;
+    this.#buckets = new KeyBuckets(settings);
   }
 
   admit(request: AdmitRequest, signal: AbortSignal, resolve: (a: Admission) => void): void {
@@ -180,7 +134,7 @@ export class KeyGovernor {
         return;
       }
       if (this.#held.size >= (this.#probing ? 1 : this.#window.limit)) return;
-      const wait = this.#bucketWait(head.request, now);
+      const wait = this.#buckets.waitFor(head.request, now);
       if (wait > 0) {
         this.#wake(wait);
         return;
@@ -209,58 +163,20 @@ export class KeyGovernor {
     this.#timer = setTimeout(() => this.pump(), Math.min(MAX_TIMER_MS, Math.max(1, ms)));
   }
 
-  #costs(request: AdmitRequest): { input: number; output: number } {
-    return {
-      input: Math.max(1, Math.ceil(request.inputTokens * this.#inputRatio)),
-      output: Math.max(1, Math.min(request.maxTokens, Math.ceil(this.#outputAverage))),
-    };
-  }
-
-  #bucketWait(request: AdmitRequest, now: number): number {
-    const { requests, input, output } = this.#buckets;
-    const costs = this.#costs(request);
-    requests?.refill(now);
-    input?.refill(now);
-    output?.refill(now);
-    return Math.max(
-      requests?.waitFor(1) ?? 0,
-      input?.waitFor(costs.input) ?? 0,
-      output?.waitFor(costs.output) ?? 0,
-    );
-  }
-
   #let(waiter: Waiter, now: number): void {
     (waiter.request.priority ? this.#priority : this.#normal).delete(waiter);
     waiter.signal.removeEventListener('abort', waiter.onAbort);
-    const costs = this.#costs(waiter.request);
     // Permits are numbered by the governor, across keys; the sequence is this key's own.
     const permit = this.#allocate();
     const sequence = ++this.#sequence;
     // The window limited someone: it is full with this one, and others still wait. A window
     // that merely matches the demand has learned nothing about a larger one.
     const wasFull = this.#held.size + 1 >= this.#window.limit && this.#head() !== undefined;
-    const marks: Held['marks'] = {};
-    const charge = (name: BucketName, amount: number) => {
-      const bucket = this.#buckets[name];
-      if (!bucket) return;
-      bucket.take(amount);
-      marks[name] = { levelAfter: bucket.level, correctionsAt: bucket.corrections };
-    };
-    charge('requests', 1);
-    charge('input', costs.input);
-    charge('output', costs.output);
-    this.#totals.requests += 1;
-    this.#totals.input += costs.input;
-    this.#totals.output += costs.output;
     this.#held.set(permit, {
       sequence,
       sentAt: now,
-      rawInput: waiter.request.inputTokens,
-      input: costs.input,
-      output: costs.output,
+      charge: this.#buckets.charge(waiter.request),
       wasFull,
-      marks,
-      totals: { ...this.#totals },
     });
     this.#admitted++;
     waiter.resolve({ ok: true, permit });
@@ -274,8 +190,8 @@ export class KeyGovernor {
     this.#held.delete(permit);
     const now = Date.now();
     const refused = report.outcome === 'rate_limited' || report.outcome === 'overloaded';
-    this.#settleCosts(held, report, refused);
-    if (report.headers) this.#learn(held, report.headers);
+    this.#buckets.settle(held.charge, report, refused);
+    if (report.headers) this.#buckets.learn(held.charge, held.sentAt, report.headers);
     this.#window.sample({
       sequence: held.sequence,
       latest: this.#sequence,
@@ -299,37 +215,6 @@ export class KeyGovernor {
     this.#onChange();
   }
 
-  /**
-   * Corrects the charges to what the attempt cost. A 429 or 529 cost nothing: the provider takes
-   * nothing for a refusal. A failure with no usage keeps the estimate, since the provider may
-   * have charged it. Output reserved and not generated goes back.
-   */
-  #settleCosts(held: Held, report: SettleReport, refused: boolean): void {
-    // Only the buckets this attempt was charged to: one learned since it left owes it nothing.
-    const charged = (name: BucketName) => (held.marks[name] ? this.#buckets[name] : undefined);
-    const requests = charged('requests');
-    const input = charged('input');
-    const output = charged('output');
-    // A response may report usage oddly; a count that is not a number must not poison pacing.
-    const inputTokens = countOf(report.usage.inputTokens);
-    const outputTokens = countOf(report.usage.outputTokens);
-    if (refused) {
-      requests?.adjust(1);
-      input?.adjust(held.input);
-      output?.adjust(held.output);
-      return;
-    }
-    if (inputTokens > 0) {
-      input?.adjust(held.input - inputTokens);
-      const ratio = inputTokens / Math.max(1, held.rawInput);
-      this.#inputRatio += SMOOTHING * (ratio - this.#inputRatio);
-    }
-    output?.adjust(held.output - outputTokens);
-    if (report.outcome === 'ok') {
-      this.#outputAverage += SMOOTHING * (outputTokens - this.#outputAverage);
-    }
-  }
-
   #refused(held: Held, report: SettleReport, now: number): void {
     if (report.outcome === 'rate_limited') this.#rateLimited++;
     else this.#overloaded++;
@@ -347,28 +232,6 @@ export class KeyGovernor {
     this.#pausedUntil = Math.max(this.#pausedUntil, now + pause);
   }
 
-  #learn(held: Held, headers: Record<string, string>): void {
-    const report = readRateLimits(headers);
-    const seat = (name: BucketName, limit: LimitReport | undefined, tolerance: number) => {
-      if (!limit) return;
-      const bucket = this.#buckets[name];
-      if (!bucket) {
-        // First seen: seat the level at what the provider had left, less what went out since.
-        const since = this.#totals[name] - held.totals[name];
-        const capacity = capacityFrom(limit, held.sentAt);
-        const level = Math.min(capacity, limit.remaining) - since;
-        this.#buckets[name] = new LocalBucket(limit.limit, capacity, level, Date.now(), 'learned');
-        return;
-      }
-      bucket.learn(limit, held.sentAt);
-      const mark = held.marks[name];
-      if (mark) bucket.sync(limit.remaining, mark.levelAfter, mark.correctionsAt, tolerance);
-    };
-    seat('requests', report.requests, REQUEST_TOLERANCE);
-    seat('input', report.inputTokens, TOKEN_TOLERANCE);
-    seat('output', report.outputTokens, TOKEN_TOLERANCE);
-  }
-
   #refuseAll(message: string): void {
     for (const queue of [this.#priority, this.#normal]) {
       for (const waiter of queue) {
@@ -381,11 +244,6 @@ export class KeyGovernor {
 
   state(): GovernorState {
     const now = Date.now();
-    const limitState = (bucket: LocalBucket | undefined): LimitState | undefined => {
-      if (!bucket) return undefined;
-      bucket.refill(now);
-      return { limit: bucket.limit, remaining: Math.floor(bucket.level), source: bucket.source };
-    };
     const state: GovernorState = {
       key: this.key,
       label: this.label,
@@ -398,17 +256,7 @@ export class KeyGovernor {
     };
     if (this.#pausedUntil > now) state.pausedUntil = this.#pausedUntil;
     if (this.#exhausted) state.exhausted = this.#exhausted.message;
-    const requests = limitState(this.#buckets.requests);
-    const input = limitState(this.#buckets.input);
-    const output = limitState(this.#buckets.output);
-    if (requests) state.requests = requests;
-    if (input) state.inputTokens = input;
-    if (output) state.outputTokens = output;
+    this.#buckets.describe(state, now);
     return state;
   }
-}
-
-/** A token count as reported, or 0 when it is not a finite, non-negative number. */
-function countOf(value: unknown): number {
-  return typeof value === 'number' && Number.isFinite(value) && value > 0 ? value : 0;
 }
