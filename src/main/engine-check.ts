@@ -1,12 +1,21 @@
 import { statSync } from 'node:fs';
 import path from 'node:path';
 import { Worker } from 'node:worker_threads';
+import { checkLogPolicy } from '../shared/agent-log.js';
 import { expected, UsageError } from '../shared/errors.js';
+import { checkGovernorOptions } from '../shared/governor/governor.js';
 import type { ProbeMessage } from '../shared/protocol.js';
+import { checkTool } from '../shared/tools/modules.js';
 import { REPLY_TOOL, SPAWN_TOOLS } from '../shared/tools/types.js';
 import { WORKSPACE_TOOLS } from '../shared/tools/workspace.js';
 import type { AgentOptions, EngineOptions } from './engine.js';
-import { checkInteger, checkString, checkStringArray, MAX_STEPS_LIMIT } from './options.js';
+import {
+  checkDurationMs,
+  checkInteger,
+  checkString,
+  checkStringArray,
+  MAX_STEPS_LIMIT,
+} from './options.js';
 import { builtFile } from './runners/local/piscina.js';
 
 /** How long a tool module may take to import at start-up before the check gives up on it. */
@@ -256,4 +265,40 @@ function checkAgentOptions(options: AgentOptions, known: readonly string[]): voi
       `Expected \`tools\` to name known tools (${list}), got ${unknown.map((name) => `\`${name}\``).join(', ')}`,
     );
   }
+}
+
+/** Every engine option's type and bounds; the message names the option in backticks. */
+export function validateEngineOptions(options: EngineOptions): void {
+  checkInteger('threads', options.threads, 1, 256);
+  checkInteger('agentsPerThread', options.agentsPerThread, 1);
+  checkDurationMs('cancelGraceMs', options.cancelGraceMs, 0);
+  checkDurationMs('idleTimeoutMs', options.idleTimeoutMs, 0);
+  checkInteger('maxOldGenerationSizeMb', options.maxOldGenerationSizeMb, 16);
+  checkInteger('maxCrashes', options.maxCrashes, 1, 100);
+  checkInteger('maxSteps', options.maxSteps, 1, MAX_STEPS_LIMIT);
+  checkInteger('replyCap', options.replyCap, 100);
+  checkInteger('maxDepth', options.maxDepth, 0, 8);
+  checkDurationMs('ceilingMs', options.ceilingMs, 1);
+  checkString('logDir', options.logDir);
+  checkLogPolicy('logs', options.logs);
+  checkString('workspace', options.workspace);
+  checkStringArray('toolModules', options.toolModules);
+  checkDurationMs('toolImportTimeoutMs', options.toolImportTimeoutMs, 1);
+  if (options.hostTools !== undefined && !Array.isArray(options.hostTools)) {
+    throw expected('hostTools', 'an array of tool definitions', options.hostTools);
+  }
+  (options.hostTools ?? []).forEach((tool, index) => {
+    checkTool(tool, `\`hostTools[${index}]\``);
+  });
+  const provider = options.provider ?? {};
+  checkString('provider.model', provider.model);
+  checkString('provider.baseURL', provider.baseURL);
+  checkInteger('provider.maxTokens', provider.maxTokens, 1);
+  checkInteger('provider.maxRetries', provider.maxRetries, 0, 20);
+  checkDurationMs('provider.idleTimeoutMs', provider.idleTimeoutMs, 1);
+  checkDurationMs('provider.requestTimeoutMs', provider.requestTimeoutMs, 1);
+  checkDurationMs('provider.backoffBaseMs', provider.backoffBaseMs, 0);
+  checkDurationMs('provider.backoffMaxMs', provider.backoffMaxMs, 0);
+  checkGovernorOptions(options.governor);
+  checkEnginePaths(options);
 }

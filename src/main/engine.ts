@@ -1,34 +1,27 @@
 import { mkdirSync, readdirSync, rmdirSync } from 'node:fs';
 import path from 'node:path';
-import { checkLogPolicy, type LogPolicy } from '../shared/agent-log.js';
+import type { LogPolicy } from '../shared/agent-log.js';
 import type { ChildSpec } from '../shared/child-spec.js';
 import { DEFAULT_MAX_STEPS } from '../shared/child-spec.js';
 import { expected } from '../shared/errors.js';
 import type { AgentEvent } from '../shared/events.js';
-import { checkGovernorOptions, Governor } from '../shared/governor/governor.js';
+import { Governor } from '../shared/governor/governor.js';
 import type { GovernorOptions } from '../shared/governor/types.js';
 import { newAgentId } from '../shared/ids.js';
 import { DEFAULT_PROVIDER_CONFIG, type ProviderConfig } from '../shared/provider/config.js';
 import { DEFAULT_REPLY_CAP } from '../shared/render.js';
 import { type AgentResult, cancelReasonOf } from '../shared/result.js';
-import { checkTool } from '../shared/tools/modules.js';
 import type { AnyTool } from '../shared/tools/types.js';
 import {
   agentCheck,
-  checkEnginePaths,
   DEFAULT_IMPORT_TIMEOUT_MS,
   type EngineCheck,
   engineTools,
+  validateEngineOptions,
 } from './engine-check.js';
 import { HostBridge } from './host-bridge.js';
 import { defaultLogRoot, runFolderName } from './log-prune.js';
-import {
-  checkDurationMs,
-  checkInteger,
-  checkString,
-  checkStringArray,
-  MAX_STEPS_LIMIT,
-} from './options.js';
+import { checkDurationMs, checkString } from './options.js';
 import {
   type ChildHandle,
   ChildPool,
@@ -368,39 +361,4 @@ export async function checkEngine(
   const timeoutMs =
     check.importTimeoutMs ?? options.toolImportTimeoutMs ?? DEFAULT_IMPORT_TIMEOUT_MS;
   return agentCheck(await engineTools(options, timeoutMs), options.maxDepth ?? 1);
-}
-
-function validateEngineOptions(options: EngineOptions): void {
-  checkInteger('threads', options.threads, 1, 256);
-  checkInteger('agentsPerThread', options.agentsPerThread, 1);
-  checkDurationMs('cancelGraceMs', options.cancelGraceMs, 0);
-  checkDurationMs('idleTimeoutMs', options.idleTimeoutMs, 0);
-  checkInteger('maxOldGenerationSizeMb', options.maxOldGenerationSizeMb, 16);
-  checkInteger('maxCrashes', options.maxCrashes, 1, 100);
-  checkInteger('maxSteps', options.maxSteps, 1, MAX_STEPS_LIMIT);
-  checkInteger('replyCap', options.replyCap, 100);
-  checkInteger('maxDepth', options.maxDepth, 0, 8);
-  checkDurationMs('ceilingMs', options.ceilingMs, 1);
-  checkString('logDir', options.logDir);
-  checkLogPolicy('logs', options.logs);
-  checkString('workspace', options.workspace);
-  checkStringArray('toolModules', options.toolModules);
-  checkDurationMs('toolImportTimeoutMs', options.toolImportTimeoutMs, 1);
-  if (options.hostTools !== undefined && !Array.isArray(options.hostTools)) {
-    throw expected('hostTools', 'an array of tool definitions', options.hostTools);
-  }
-  (options.hostTools ?? []).forEach((tool, index) => {
-    checkTool(tool, `\`hostTools[${index}]\``);
-  });
-  const provider = options.provider ?? {};
-  checkString('provider.model', provider.model);
-  checkString('provider.baseURL', provider.baseURL);
-  checkInteger('provider.maxTokens', provider.maxTokens, 1);
-  checkInteger('provider.maxRetries', provider.maxRetries, 0, 20);
-  checkDurationMs('provider.idleTimeoutMs', provider.idleTimeoutMs, 1);
-  checkDurationMs('provider.requestTimeoutMs', provider.requestTimeoutMs, 1);
-  checkDurationMs('provider.backoffBaseMs', provider.backoffBaseMs, 0);
-  checkDurationMs('provider.backoffMaxMs', provider.backoffMaxMs, 0);
-  checkGovernorOptions(options.governor);
-  checkEnginePaths(options);
 }
