@@ -226,3 +226,9 @@ function messagePlan(
     faults,
   };
 }
+
+/** Whether a fault keeps the response from ending in full (a stall does not). */
+export function hasBreakingFault(plan: MessagePlan): boolean {
+  const { faults } = plan;
+  return faults.malformed || faults.disconnect || faults.error !== undefined;
+}

@@ -4,6 +4,8 @@
  * optional ramp (acceleration) limit on how fast the request rate may grow.
  */
 
+import type { Refusal } from './requests.js';
+
 /** Limits per minute (0 is unlimited) and the shape of the buckets; see ScriptedModelOptions. */
 export interface RateLimitSettings {
   rpm: number;
@@ -33,6 +35,17 @@ export type Admission =
       message: string;
       errorCode?: typeof RAMP_LIMIT_EXCEEDED;
     };
+
+/** The 429 for a refused admission: the limit that ran out, `retry-after`, and the error code. */
+export function rateLimitRefusal(admission: Extract<Admission, { ok: false }>): Refusal {
+  return {
+    status: 429,
+    type: 'rate_limit_error',
+    message: admission.message,
+    headers: admission.headers,
+    ...(admission.errorCode === undefined ? {} : { details: { error_code: admission.errorCode } }),
+  };
+}
 
 /** True when any limit is set: without one, the server keeps no accounting at all. */
 export function hasRateLimits(settings: RateLimitSettings): boolean {

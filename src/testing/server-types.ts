@@ -16,6 +16,26 @@ export interface ScriptedModelStats {
   overloaded529: number;
 }
 
+export function emptyStats(): ScriptedModelStats {
+  return {
+    requests: 0,
+    streamed: 0,
+    completed: 0,
+    clientClosed: 0,
+    rejected400: 0,
+    rateLimited429: 0,
+    overloaded529: 0,
+  };
+}
+
+/** Counts a finished response by its status. */
+export function countAnswer(stats: ScriptedModelStats, status: number): void {
+  if (status === 200) stats.completed++;
+  else if (status === 400) stats.rejected400++;
+  else if (status === 429) stats.rateLimited429++;
+  else if (status === 529) stats.overloaded529++;
+}
+
 /** Payload of the `request` event: a checked request about to be answered. */
 export interface ScriptedRequestEvent {
   turn: number;

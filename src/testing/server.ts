@@ -14,8 +14,8 @@ import {
 } from './load-model.js';
 import type { MessagesRequest } from './messages-api.js';
 import { answerModels } from './models.js';
-import { inputTokens, type MessagePlan, planResponse } from './plan.js';
-import { hasRateLimits, RateLimits } from './rate-limits.js';
+import { hasBreakingFault, inputTokens, planResponse } from './plan.js';
+import { hasRateLimits, RateLimits, rateLimitRefusal } from './rate-limits.js';
 import { validateRequest } from './request-validation.js';
 import {
   answerFailure,
@@ -28,13 +28,16 @@ import {
   routeOf,
 } from './requests.js';
 import { playJson, playStream, sendError } from './response-player.js';
-import type {
-  ScriptedClientClosedEvent,
-  ScriptedModel,
-  ScriptedModelStats,
-  ScriptedRequestEvent,
+import {
+  countAnswer,
+  emptyStats,
+  type ScriptedClientClosedEvent,
+  type ScriptedModel,
+  type ScriptedModelStats,
+  type ScriptedRequestEvent,
 } from './server-types.js';
 import { SpendCap } from './spend-cap.js';
+import { StreamCapacity } from './stream-capacity.js';
 import { type ResolvedThread, resolveThread } from './thread-turns.js';
 import { ThreadStore } from './threads.js';
 import { TickScheduler } from './tick-scheduler.js';
@@ -69,19 +72,10 @@ class ScriptedModelServer extends EventEmitter implements ScriptedModel {
   readonly #scheduler = new TickScheduler();
   readonly #limits: RateLimits | undefined;
   readonly #spend: SpendCap | undefined;
+  readonly #capacity: StreamCapacity | undefined;
   readonly #attempts = new AttemptCounter();
   readonly #threads = new ThreadStore();
-  readonly #stats: ScriptedModelStats = {
-    requests: 0,
-    streamed: 0,
-    completed: 0,
-    clientClosed: 0,
-    rejected400: 0,
-    rateLimited429: 0,
-    overloaded529: 0,
-  };
-  /** Responses being answered now; kept only when `maxStreams` is set. */
-  #answering = 0;
+  readonly #stats = emptyStats();
   #sequence = 0;
   #closing = false;
   #port = 0;
@@ -91,6 +85,7 @@ class ScriptedModelServer extends EventEmitter implements ScriptedModel {
     this.#options = options;
     this.#limits = hasRateLimits(options) ? new RateLimits(options) : undefined;
     this.#spend = options.spendCapTokens > 0 ? new SpendCap(options.spendCapTokens) : undefined;
+    this.#capacity = options.maxStreams > 0 ? new StreamCapacity(options.maxStreams) : undefined;
     this.#server.on('request', (request, response) => this.#handle(request, response));
   }
 
@@ -130,7 +125,7 @@ class ScriptedModelServer extends EventEmitter implements ScriptedModel {
   #handle(request: IncomingMessage, response: ServerResponse): void {
     this.#stats.requests++;
     const requestId = `req_cohort_${(++this.#sequence).toString(36).padStart(8, '0')}`;
-    response.on('finish', () => this.#count(response.statusCode));
+    response.on('finish', () => countAnswer(this.#stats, response.statusCode));
     try {
       this.#route(request, response, requestId);
     } catch (error) {
@@ -202,13 +197,6 @@ class ScriptedModelServer extends EventEmitter implements ScriptedModel {
     response.end(JSON.stringify({ input_tokens: inputTokens(checked.value) }));
   }
 
-  #count(status: number): void {
-    if (status === 200) this.#stats.completed++;
-    else if (status === 400) this.#stats.rejected400++;
-    else if (status === 429) this.#stats.rateLimited429++;
-    else if (status === 529) this.#stats.overloaded529++;
-  }
-
   #answer(exchange: Exchange, body: string): void {
     const { request, response, requestId } = exchange;
     const key = apiKeyOf(request.headers);
@@ -236,12 +224,9 @@ class ScriptedModelServer extends EventEmitter implements ScriptedModel {
       return;
     }
     // A full server refuses before anything is taken from the buckets, as a 529 costs nothing.
-    if (this.#atCapacity()) {
-      reject({
-        status: 529,
-        type: 'overloaded_error',
-        message: `Overloaded (maxStreams: already answering ${this.#options.maxStreams} responses)`,
-      });
+    const full = this.#capacity?.refusal();
+    if (full !== undefined) {
+      reject(full);
       return;
     }
     // Past the spend cap nothing else matters: the request takes nothing from the buckets.
@@ -266,8 +251,10 @@ class ScriptedModelServer extends EventEmitter implements ScriptedModel {
       const { from } = resolved.thread;
       exchange.release = () => this.#threads.finish(key, from, false);
     }
-    if (!this.#admit(exchange, key, messagesRequest)) {
+    const limited = this.#admit(exchange, key, messagesRequest);
+    if (limited !== undefined) {
       exchange.release?.();
+      reject(limited);
       return;
     }
     const { attempt } = load;
@@ -291,31 +278,18 @@ class ScriptedModelServer extends EventEmitter implements ScriptedModel {
   }
 
   /**
-   * Takes the request's share of the rate limits and sets their headers on the response,
-   * or answers 429 naming the limit that ran out (false).
+   * Takes the request's share of the rate limits and sets their headers on the response, or
+   * says which limit ran out (the 429).
    */
-  #admit(exchange: Exchange, key: string, request: MessagesRequest): boolean {
+  #admit(exchange: Exchange, key: string, request: MessagesRequest): Refusal | undefined {
     const limits = this.#limits;
-    if (limits === undefined) return true;
-    const { response, requestId } = exchange;
+    if (limits === undefined) return undefined;
     const admission = limits.admit(key, inputTokens(request), this.#scheduler.now());
-    if (admission.ok) {
-      exchange.rateHeaders = admission.headers;
-      // Output is charged as it is generated, at 4 characters a token.
-      exchange.onOutput = (chars) => limits.chargeOutput(key, chars / 4, this.#scheduler.now());
-      return true;
-    }
-    sendError(response, {
-      status: 429,
-      type: 'rate_limit_error',
-      message: admission.message,
-      requestId,
-      headers: admission.headers,
-      ...(admission.errorCode === undefined
-        ? {}
-        : { details: { error_code: admission.errorCode } }),
-    });
-    return false;
+    if (!admission.ok) return rateLimitRefusal(admission);
+    exchange.rateHeaders = admission.headers;
+    // Output is charged as it is generated, at 4 characters a token.
+    exchange.onOutput = (chars) => limits.chargeOutput(key, chars / 4, this.#scheduler.now());
+    return undefined;
   }
 
   #play(
@@ -325,7 +299,7 @@ class ScriptedModelServer extends EventEmitter implements ScriptedModel {
     fate: RequestFate,
   ): void {
     const { response, requestId } = exchange;
-    this.#hold(response);
+    this.#capacity?.hold(response);
     const play = (): void => {
       if (response.destroyed) return;
       if (plan.kind === 'error') {
@@ -364,20 +338,6 @@ class ScriptedModelServer extends EventEmitter implements ScriptedModel {
     };
     if (plan.delayMs > 0) this.#scheduler.schedule(this.#scheduler.now() + plan.delayMs, play);
     else play();
-  }
-
-  #atCapacity(): boolean {
-    const limit = this.#options.maxStreams;
-    return limit > 0 && this.#answering >= limit;
-  }
-
-  /** Counts a response as being answered until it closes, ended or cut; only under `maxStreams`. */
-  #hold(response: ServerResponse): void {
-    if (this.#options.maxStreams === 0) return;
-    this.#answering++;
-    response.once('close', () => {
-      this.#answering--;
-    });
   }
 
   /**
@@ -433,10 +393,4 @@ class ScriptedModelServer extends EventEmitter implements ScriptedModel {
 
 function messageIdOf(requestId: string): string {
   return `msg_cohort_${requestId.slice(11)}`;
-}
-
-/** Whether a fault keeps the response from ending in full (a stall does not). */
-function hasBreakingFault(plan: MessagePlan): boolean {
-  const { faults } = plan;
-  return faults.malformed || faults.disconnect || faults.error !== undefined;
 }
