@@ -18,7 +18,9 @@ describe('chaos (fast, seeded)', () => {
     });
     // The figures, for whoever reads the log of a failing run.
     console.log(formatReport(report).join('\n'));
-    expect(report.agents).toBeGreaterThan(400);
+    // Distinct agents: how many more a resumed parent spawns again depends on when workers die
+    // (11 to 75 in runs of this seed), so the total is no stable measure of the run's size.
+    expect(report.agents - report.respawned).toBeGreaterThan(350);
     // Agents at every depth the engine allows, grandchildren and great-grandchildren included.
     expect(Object.keys(report.byDepth).sort()).toEqual(['1', '2', '3']);
     expect({
