@@ -35,6 +35,11 @@ export async function measureInFreshProcess<Measurement>(
   }
 }
 
+function profileFlags(env: NodeJS.ProcessEnv): string[] {
+  const dir = env.COHORT_BENCH_PROFILE;
+  return dir ? ['--cpu-prof', `--cpu-prof-dir=${dir}`] : [];
+}
+
 /** How long a measuring process may take to exit after it answered. */
 const EXIT_GRACE_MS = 30_000;
 
@@ -43,8 +48,9 @@ export async function inFreshProcess<Measurement>(
   env: NodeJS.ProcessEnv = process.env,
 ): Promise<Measurement> {
   const child = fork(builtPath('bench/engine-process.js'), [], {
-    // Not the parent's flags: under vitest they name its own loaders.
-    execArgv: [],
+    // Not the parent's flags: under vitest they name its own loaders. COHORT_BENCH_PROFILE=DIR
+    // profiles the measuring process and each of its worker threads into DIR.
+    execArgv: profileFlags(env),
     env,
     stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
   });

@@ -1,3 +1,5 @@
+import { DEFAULT_TRANSPORT, type TransportName } from './transport/types.js';
+
 /**
  * A provider's settings as plain, serialisable data. It crosses threads and may be logged, so it
  * never holds the API key: the key is read from the environment where the client is built.
@@ -19,6 +21,13 @@ export interface ProviderConfig {
   backoffBaseMs: number;
   /** Upper bound of one backoff wait in ms, retry-after included. */
   backoffMaxMs: number;
+  /** How requests reach the server: `undici` (default) or `sdk` (transport/types.ts). */
+  transport: TransportName;
+  /**
+   * Connections the `undici` transport keeps open per origin, per thread; unset means no limit
+   * (as many as requests in flight). The `sdk` transport ignores it.
+   */
+  connections?: number;
   /** Extra request headers (for example the scripted model's load controls). Never a secret. */
   headers?: Record<string, string>;
 }
@@ -31,6 +40,7 @@ export const DEFAULT_PROVIDER_CONFIG: ProviderConfig = {
   maxRetries: 4,
   backoffBaseMs: 500,
   backoffMaxMs: 30_000,
+  transport: DEFAULT_TRANSPORT,
 };
 
 /** The environment variable the API key is read from. */
