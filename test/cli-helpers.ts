@@ -28,6 +28,8 @@ export function runCli(
   const cleanEnv = { ...process.env };
   delete cleanEnv.ANTHROPIC_API_KEY;
   delete cleanEnv.ANTHROPIC_BASE_URL;
+  // A bearer token alone selects the real API too (provider-select.ts).
+  delete cleanEnv.ANTHROPIC_AUTH_TOKEN;
   const child = spawn(process.execPath, [CLI, ...args], {
     env: { ...cleanEnv, ...env },
     stdio: [options.stdin === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],

@@ -10,6 +10,8 @@ export const COMMON_OPTIONS = {
   'request-timeout': { type: 'string' },
   'idle-timeout': { type: 'string' },
   'max-tokens': { type: 'string' },
+  transport: { type: 'string' },
+  connections: { type: 'string' },
   governor: { type: 'string' },
   rpm: { type: 'string' },
   itpm: { type: 'string' },

@@ -5,6 +5,7 @@ import { checkLogPolicy } from '../shared/agent-log.js';
 import { expected, UsageError } from '../shared/errors.js';
 import { checkGovernorOptions } from '../shared/governor/governor.js';
 import type { ProbeMessage } from '../shared/protocol.js';
+import { TRANSPORT_NAMES } from '../shared/provider/transport/types.js';
 import { checkTool } from '../shared/tools/modules.js';
 import { REPLY_TOOL, SPAWN_TOOLS } from '../shared/tools/types.js';
 import { WORKSPACE_TOOLS } from '../shared/tools/workspace.js';
@@ -299,6 +300,11 @@ export function validateEngineOptions(options: EngineOptions): void {
   checkDurationMs('provider.requestTimeoutMs', provider.requestTimeoutMs, 1);
   checkDurationMs('provider.backoffBaseMs', provider.backoffBaseMs, 0);
   checkDurationMs('provider.backoffMaxMs', provider.backoffMaxMs, 0);
+  if (provider.transport !== undefined && !TRANSPORT_NAMES.includes(provider.transport)) {
+    throw expected('provider.transport', TRANSPORT_NAMES.join(' or '), provider.transport);
+  }
+  // No upper bound: a pool opens connections only as requests need them.
+  checkInteger('provider.connections', provider.connections, 1);
   checkGovernorOptions(options.governor);
   checkEnginePaths(options);
 }

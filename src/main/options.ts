@@ -78,6 +78,8 @@ export const OPTION_FLAGS: Readonly<Record<string, string>> = {
   'provider.requestTimeoutMs': '--request-timeout',
   'provider.idleTimeoutMs': '--idle-timeout',
   'provider.maxTokens': '--max-tokens',
+  'provider.transport': '--transport',
+  'provider.connections': '--connections',
   'governor.rpm': '--rpm',
   'governor.itpm': '--itpm',
   'governor.otpm': '--otpm',

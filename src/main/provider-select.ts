@@ -16,9 +16,9 @@ export interface SelectedProvider extends ProviderChoice {
 
 /**
  * Picks the provider (DESIGN §3) without starting anything: `--provider` when given; else
- * `anthropic` when ANTHROPIC_API_KEY or ANTHROPIC_BASE_URL is set or `--base-url` is given; else
- * the built-in scripted model. `anthropic` with neither a key nor a base URL is refused: it could
- * only end in an authentication failure per request.
+ * `anthropic` when ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN) or ANTHROPIC_BASE_URL is set or
+ * `--base-url` is given; else the built-in scripted model. `anthropic` with neither a key nor a
+ * base URL is refused: it could only end in an authentication failure per request.
  */
 export function chooseProvider(
   values: ParsedValues,
@@ -36,14 +36,16 @@ export function chooseProvider(
     ...(model === undefined ? {} : { model }),
     ...(baseURL === undefined ? {} : { baseURL }),
   };
-  const fromEnv = Boolean(env.ANTHROPIC_API_KEY || env.ANTHROPIC_BASE_URL);
+  // A bearer token counts as a key: the transports send it when no key is set.
+  const credential = env.ANTHROPIC_API_KEY || env.ANTHROPIC_AUTH_TOKEN;
+  const fromEnv = Boolean(credential || env.ANTHROPIC_BASE_URL);
   const kind = requested ?? (fromEnv || baseURL !== undefined ? 'anthropic' : 'mock');
   if (kind === 'mock' && baseURL !== undefined) {
     throw new UsageError(
       'Expected either `--provider mock` (the built-in model) or `--base-url`, got both',
     );
   }
-  if (kind === 'anthropic' && !env.ANTHROPIC_API_KEY && !env.ANTHROPIC_BASE_URL && !baseURL) {
+  if (kind === 'anthropic' && !credential && !env.ANTHROPIC_BASE_URL && !baseURL) {
     throw new UsageError(
       'Expected ANTHROPIC_API_KEY (or `--base-url` / ANTHROPIC_BASE_URL) with `--provider anthropic`, got neither',
     );

@@ -1,4 +1,4 @@
-import { API_KEY_ENV } from './provider/config.js';
+import { API_KEY_ENV, AUTH_TOKEN_ENV } from './provider/config.js';
 
 const REDACTED = '[redacted]';
 /** How every Anthropic key starts. */
@@ -9,9 +9,12 @@ const KEY_SHAPED = new RegExp(`${SHAPE_PREFIX}[A-Za-z0-9_-]{${SHAPE_MIN_CHARS},}
 /** A key's characters; any other character ends a key-shaped run. */
 const NON_KEY_CHAR = /[^A-Za-z0-9_-]/;
 
-/** The API key from the environment, when it is long enough to redact without mangling prose. */
+/**
+ * The credential from the environment that requests carry (the API key, else the bearer token),
+ * when it is long enough to redact without mangling prose.
+ */
 function environmentKey(): string | undefined {
-  const key = process.env[API_KEY_ENV];
+  const key = process.env[API_KEY_ENV]?.trim() || process.env[AUTH_TOKEN_ENV]?.trim();
   return key && key.length >= 8 ? key : undefined;
 }
 

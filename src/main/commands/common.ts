@@ -2,6 +2,7 @@ import { checkLogPolicy } from '../../shared/agent-log.js';
 import { UsageError } from '../../shared/errors.js';
 import type { GovernorOptions } from '../../shared/governor/types.js';
 import type { ProviderConfig } from '../../shared/provider/config.js';
+import { TRANSPORT_NAMES, type TransportName } from '../../shared/provider/transport/types.js';
 import { durationFlag, intFlag, type ParsedValues, stringFlag } from '../cli-options.js';
 import type { EngineOptions } from '../engine.js';
 
@@ -58,16 +59,36 @@ export function governorFlagsFrom(values: ParsedValues): { governor?: GovernorOp
   return Object.keys(governor).length === 0 ? {} : { governor };
 }
 
-/** The provider's two waits and `max_tokens`, from `--request-timeout`, `--idle-timeout` and `--max-tokens`. */
+/**
+ * The provider's two waits, `max_tokens` and how requests travel, from `--request-timeout`,
+ * `--idle-timeout`, `--max-tokens`, `--transport` and `--connections`.
+ */
 export function providerFlagsFrom(values: ParsedValues): Partial<ProviderConfig> {
   const requestTimeoutMs = positiveDurationFlag(values, 'request-timeout');
   const idleTimeoutMs = positiveDurationFlag(values, 'idle-timeout');
   const maxTokens = intFlag(values, 'max-tokens', 1, MAX_TOKENS_LIMIT);
+  const transport = transportFlag(values);
+  const connections = intFlag(values, 'connections', 1);
   return {
     ...(requestTimeoutMs === undefined ? {} : { requestTimeoutMs }),
     ...(idleTimeoutMs === undefined ? {} : { idleTimeoutMs }),
     ...(maxTokens === undefined ? {} : { maxTokens }),
+    ...(transport === undefined ? {} : { transport }),
+    ...(connections === undefined ? {} : { connections }),
   };
+}
+
+/** `--transport undici|sdk`. */
+export function transportFlag(values: ParsedValues): TransportName | undefined {
+  const raw = values.transport;
+  if (raw === undefined) return undefined;
+  const name = TRANSPORT_NAMES.find((known) => known === raw);
+  if (name === undefined) {
+    throw new UsageError(
+      `Expected \`--transport\` to be ${TRANSPORT_NAMES.join(' or ')}, got \`${String(raw)}\``,
+    );
+  }
+  return name;
 }
 
 /** The largest `--max-tokens`: far above any model's, so the provider, not cohort, says no. */

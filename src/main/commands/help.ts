@@ -18,6 +18,10 @@ Engine options:
   --request-timeout DURATION  wait for a response's headers (default 2m), per attempt
   --idle-timeout DURATION     wait between two stream events (default 1m)
   --max-tokens N              max_tokens of every request (default 4096)
+  --transport undici|sdk      how requests travel: undici (default; a keep-alive pool, least
+                              CPU) or sdk (the official SDK over fetch)
+  --connections N             undici's connections per server per thread (default: as many
+                              as requests in flight)
   --rpm N, --itpm N, --otpm N the account's requests, input and output tokens per minute: the
                               governor's starting values until the provider's headers say
   --max-concurrency N         most requests in flight per model and key (default: adaptive)

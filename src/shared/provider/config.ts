@@ -28,7 +28,10 @@ export interface ProviderConfig {
    * (as many as requests in flight). The `sdk` transport ignores it.
    */
   connections?: number;
-  /** Extra request headers (for example the scripted model's load controls). Never a secret. */
+  /**
+   * Extra request headers (for example the scripted model's load controls, or `anthropic-beta`),
+   * sent by both transports after their own, so they may override them. Never a secret.
+   */
   headers?: Record<string, string>;
 }
 
@@ -45,6 +48,9 @@ export const DEFAULT_PROVIDER_CONFIG: ProviderConfig = {
 
 /** The environment variable the API key is read from. */
 export const API_KEY_ENV = 'ANTHROPIC_API_KEY';
+
+/** The bearer token used when no API key is set, as the SDK uses it. */
+export const AUTH_TOKEN_ENV = 'ANTHROPIC_AUTH_TOKEN';
 
 /** Placeholder key used when none is set (the scripted model ignores keys). */
 export const PLACEHOLDER_KEY = 'cohort-no-key';

@@ -1,11 +1,16 @@
 import { createHash } from 'node:crypto';
-import Anthropic from '@anthropic-ai/sdk';
 import { delay } from 'abort-controller-x';
 import { pickRateLimitHeaders } from '../governor/headers.js';
 import type { AdmitRequest, SettleOutcome, SettleReport } from '../governor/types.js';
 import { type AttemptFailure, classify, excerpt, formatMs, publicEndpoint } from './classify.js';
-import { API_KEY_ENV, PLACEHOLDER_KEY, type ProviderConfig } from './config.js';
+import type { ProviderConfig } from './config.js';
 import { backoffMs, shouldRetry } from './retry.js';
+import {
+  createTransport,
+  type MessagesBody,
+  type Transport,
+  type TransportResponse,
+} from './transport/index.js';
 import { TurnAssembler } from './turn-assembler.js';
 import type {
   AssistantTurn,
@@ -17,8 +22,7 @@ import type {
   ProviderUsage,
 } from './types.js';
 
-/** Header that tells a server which attempt this is (0 first). The scripted model reads it. */
-export const ATTEMPT_HEADER = 'x-cohort-attempt';
+export { ATTEMPT_HEADER } from './transport/types.js';
 
 /** Why our own code aborted a request's controller, as opposed to the caller's signal. */
 const STALLED = Symbol('stalled');
@@ -28,15 +32,16 @@ type AttemptOutcome =
   | ({ ok: false; usage: ProviderUsage } & AttemptFailure);
 
 /**
- * Talks to a Messages-API server. One instance per config per thread; it holds one SDK client.
+ * Talks to a Messages-API server. One instance per config per thread; it holds one transport
+ * (`config.transport`, see transport/types.ts) and with it the connections.
  *
- * The SDK runs with `maxRetries: 0`: its own retry sleep does not observe the abort signal, so
- * retries happen here, with an abortable backoff. Each attempt has its own AbortController linked
- * to the caller's signal, so aborting one request never aborts another.
+ * Retries happen here, with an abortable backoff: neither transport retries on its own. Each
+ * attempt has its own AbortController linked to the caller's signal, so aborting one request
+ * never aborts another.
  */
 export class Provider {
   readonly config: ProviderConfig;
-  readonly #client: Anthropic;
+  readonly #transport: Transport;
   /** The request URL as messages show it: no credentials, no query. */
   readonly #endpoint: string;
   /** The governor's key without the model: a hash of the base URL and the API key. */
@@ -44,18 +49,15 @@ export class Provider {
 
   constructor(config: ProviderConfig) {
     this.config = config;
-    this.#client = new Anthropic({
-      apiKey: process.env[API_KEY_ENV] || PLACEHOLDER_KEY,
-      ...(config.baseURL === undefined ? {} : { baseURL: config.baseURL }),
-      maxRetries: 0,
-      timeout: config.requestTimeoutMs,
-      // The SDK would print a malformed stream chunk to the console; failures are values here.
-      logLevel: 'off',
-      ...(config.headers === undefined ? {} : { defaultHeaders: config.headers }),
-    });
-    // The client's own base URL: it has resolved ANTHROPIC_BASE_URL and the default already.
-    this.#endpoint = publicEndpoint(this.#client.baseURL);
-    this.#account = accountKey(this.#client.baseURL, this.#client.apiKey ?? '');
+    this.#transport = createTransport(config);
+    // The transport's base URL: it has resolved ANTHROPIC_BASE_URL and the default already.
+    this.#endpoint = publicEndpoint(this.#transport.baseURL);
+    this.#account = accountKey(this.#transport.baseURL, this.#transport.credential);
+  }
+
+  /** Lets go of the transport's pooled connections. Requests in flight finish first. */
+  close(): Promise<void> {
+    return this.#transport.close();
   }
 
   async complete(request: ProviderRequest, options: CompleteOptions): Promise<ProviderResult> {
@@ -143,31 +145,22 @@ export class Provider {
     };
     const assembler = new TurnAssembler();
     try {
-      // Until headers arrive the SDK's own timeout applies; the idle limit covers the stream.
-      const { data: stream, response } = await this.#client.messages
-        .create(
-          {
-            model: request.model ?? this.config.model,
-            max_tokens: this.config.maxTokens,
-            messages: request.messages,
-            ...(request.system === undefined ? {} : { system: request.system }),
-            ...(request.tools.length === 0 ? {} : { tools: request.tools }),
-            stream: true,
-          },
-          { signal: controller.signal, headers: { [ATTEMPT_HEADER]: String(attempt) } },
-        )
-        .withResponse();
+      // Until headers arrive the request timeout applies; the idle limit covers the stream.
+      const response = await this.#transport.send(this.#body(request), {
+        signal: controller.signal,
+        attempt,
+      });
       armIdle();
       const notAStream = await notAnEventStream(response, this.#endpoint);
       if (notAStream !== undefined) return this.#wrongServer(notAStream, assembler);
       let events = 0;
-      for await (const event of stream) {
+      for await (const event of response.events) {
         armIdle();
         events++;
         const delta = assembler.push(event);
         if (delta && options.onTextDelta) options.onTextDelta(delta);
       }
-      // The SDK ends an aborted stream quietly instead of throwing: say why it ended.
+      // Both transports end an aborted stream quietly instead of throwing: say why it ended.
       if (controller.signal.aborted) throw controller.signal.reason;
       return this.#ended(assembler, events, response.headers);
     } catch (error) {
@@ -184,6 +177,17 @@ export class Provider {
       if (idleTimer) clearTimeout(idleTimer);
       options.signal.removeEventListener('abort', onAbort);
     }
+  }
+
+  #body(request: ProviderRequest): MessagesBody {
+    return {
+      model: request.model ?? this.config.model,
+      max_tokens: this.config.maxTokens,
+      messages: request.messages,
+      ...(request.system === undefined ? {} : { system: request.system }),
+      ...(request.tools.length === 0 ? {} : { tools: request.tools }),
+      stream: true,
+    };
   }
 
   /** The stream ended without an error: a whole turn, or a stream that was not what it seemed. */
@@ -229,7 +233,10 @@ export class Provider {
  * Says why a response is not an event stream, or nothing when it is one. The message shows the
  * content-type and the start of the body, so the user can recognise what answered.
  */
-async function notAnEventStream(response: Response, endpoint: string): Promise<string | undefined> {
+async function notAnEventStream(
+  response: TransportResponse,
+  endpoint: string,
+): Promise<string | undefined> {
   const type = response.headers.get('content-type');
   // Only a type that is plainly something else (a web page, a JSON or XML API) is judged here;
   // a stream served with no content-type, or an odd one, is judged by its events instead.
@@ -239,29 +246,10 @@ async function notAnEventStream(response: Response, endpoint: string): Promise<s
   ) {
     return undefined;
   }
-  const start = await bodyStart(response);
+  const start = await response.bodyStart(256);
   const kind = `content-type ${excerpt(type, 80)}`;
   const body = start === '' ? 'an empty body' : `a body that starts \`${excerpt(start, 60)}\``;
   return `${endpoint} answered ${response.status} with ${kind} and ${body}`;
-}
-
-/** The first bytes of a body as text. The rest is never read: the connection is let go. */
-async function bodyStart(response: Response, maxBytes = 256): Promise<string> {
-  const reader = response.body?.getReader();
-  if (!reader) return '';
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  try {
-    while (size < maxBytes) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      chunks.push(value);
-      size += value.length;
-    }
-  } finally {
-    await reader.cancel().catch(() => {});
-  }
-  return new TextDecoder().decode(Buffer.concat(chunks).subarray(0, maxBytes));
 }
 
 /** A 429 or 529 the governor paces: one no retry can change is not. */

@@ -11,6 +11,9 @@ export const TRANSPORT_NAMES: readonly TransportName[] = ['undici', 'sdk'];
 
 export const DEFAULT_TRANSPORT: TransportName = 'undici';
 
+/** Header that tells a server which attempt this is (0 first). The scripted model reads it. */
+export const ATTEMPT_HEADER = 'x-cohort-attempt';
+
 /** The body of one streamed Messages request. The SDK stays the source of its type. */
 export type MessagesBody = Anthropic.MessageCreateParamsStreaming;
 
