@@ -8,6 +8,7 @@ import type { AgentEvent } from '../shared/events.js';
 import { Governor } from '../shared/governor/governor.js';
 import type { GovernorOptions } from '../shared/governor/types.js';
 import { newAgentId } from '../shared/ids.js';
+import { logWritesIdle } from '../shared/log-writer.js';
 import { DEFAULT_PROVIDER_CONFIG, type ProviderConfig } from '../shared/provider/config.js';
 import { DEFAULT_REPLY_CAP } from '../shared/render.js';
 import { type AgentResult, cancelReasonOf } from '../shared/result.js';
@@ -316,11 +317,16 @@ export class Engine {
   }
 
   /**
-   * Cancels every live child (reason `shutdown`), waits for each one's result, and stops the
-   * worker threads.
+   * Cancels every live child (reason `shutdown`), waits for each one's result, stops the worker
+   * threads, and waits for main's log writes.
    */
   close(): Promise<void> {
-    this.#closing ??= this.#pool.close('shutdown').then(() => this.#dropEmptyLogDir());
+    // Main's own log writes (results it made for queued or cancelled children) are not awaited
+    // where they are queued; they are here, before the empty run folder is looked at.
+    this.#closing ??= this.#pool
+      .close('shutdown')
+      .then(() => logWritesIdle())
+      .then(() => this.#dropEmptyLogDir());
     return this.#closing;
   }
 

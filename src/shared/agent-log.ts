@@ -1,14 +1,7 @@
-import {
-  appendFileSync,
-  existsSync,
-  mkdirSync,
-  readFileSync,
-  renameSync,
-  rmSync,
-  writeFileSync,
-} from 'node:fs';
+import { access, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { expected } from './errors.js';
+import { LogLane, type LogWriter, threadLogWriter } from './log-writer.js';
 import type { MessageParam } from './provider/types.js';
 import { redactSecrets } from './redact.js';
 import type { AgentOutcome, AgentResult } from './result.js';
@@ -44,92 +37,122 @@ export function withoutLog(result: AgentResult): AgentResult {
   return rest;
 }
 
+/** A result whose reply file was not written: the text stays, the path goes. */
+function withoutReplyFile(result: AgentResult): AgentResult {
+  const { replyFile: _replyFile, ...rest } = result;
+  return rest;
+}
+
 /**
  * An agent's log folder (docs/LOGS.md): `meta.json`, `transcript.jsonl` appended as each step
  * commits, the reply spill (`reply.md` or `reply.json`) and `result.json`. Everything written is
  * redacted of secrets first. The folder name is the agent's id, never its title.
  *
- * Writes are synchronous on purpose: they are small, once per step, and run on a worker thread
- * (or for one root on main). A promise-based write costs an open, a write and a close, each a
- * round trip through libuv's thread pool; measured, that was a sixth of a worker's CPU per step.
- * Holding a descriptor open per agent instead would tie up one per live child (10,000+).
+ * No method blocks on the disk: each queues its write on the folder's lane (log-writer.ts), which
+ * runs them in order off the event loop, and returns. A step's transcript lines are committed
+ * when their write has completed, not when `appendTranscript` returns (docs/RELIABILITY.md).
+ * `finish` is the one that waits: it resolves once every write of the folder is done.
  */
 export class AgentLog {
   readonly dir: string;
-  #ready = false;
+  readonly #lane: LogLane;
+  #replyFailed = false;
 
-  constructor(dir: string) {
+  /** `writer` is this thread's unless given (a bench compares writers). */
+  constructor(dir: string, writer: LogWriter = threadLogWriter()) {
     this.dir = dir;
-  }
-
-  #ensure(): void {
-    if (this.#ready) return;
-    mkdirSync(this.dir, { recursive: true });
-    this.#ready = true;
+    this.#lane = new LogLane(dir, writer);
   }
 
   writeMeta(meta: Record<string, unknown>): void {
-    this.#ensure();
-    writeFileSync(
-      path.join(this.dir, 'meta.json'),
-      redactSecrets(`${JSON.stringify(meta, null, 2)}\n`),
-    );
+    this.#lane.push({
+      kind: 'write',
+      file: 'meta.json',
+      data: redactSecrets(`${JSON.stringify(meta, null, 2)}\n`),
+    });
   }
 
-  /** Appends whole messages, one JSON line each, in one write. */
+  /** Queues whole messages, one JSON line each, to be appended in one write. */
   appendTranscript(messages: readonly MessageParam[]): void {
     if (messages.length === 0) return;
-    this.#ensure();
-    const lines = messages.map((message) => redactSecrets(JSON.stringify(message))).join('\n');
-    appendFileSync(path.join(this.dir, 'transcript.jsonl'), `${lines}\n`);
+    this.#lane.push({ kind: 'append', file: 'transcript.jsonl', data: transcriptLines(messages) });
   }
 
   /** The transcript as written so far, or undefined when there is none. */
-  readTranscript(): string | undefined {
+  async readTranscript(): Promise<string | undefined> {
     try {
-      return readFileSync(path.join(this.dir, 'transcript.jsonl'), 'utf8');
+      return await readFile(path.join(this.dir, 'transcript.jsonl'), 'utf8');
     } catch {
       return undefined;
     }
   }
 
-  /** Replaces the transcript at once (temporary file + rename), for a resumed child. */
+  /**
+   * Queues the transcript's replacement at once (temporary file + rename), for a resumed child.
+   * The rename also fences off its dead worker: a write of that worker still in flight went
+   * through a descriptor opened before the worker died, so it lands in the old file, never in
+   * the new one (the worker's next step, an open, cannot start once it is dead).
+   */
   rewriteTranscript(messages: readonly MessageParam[]): void {
-    this.#ensure();
-    const file = path.join(this.dir, 'transcript.jsonl');
-    const lines = messages.map((message) => `${redactSecrets(JSON.stringify(message))}\n`).join('');
-    writeFileSync(`${file}.tmp`, lines);
-    renameSync(`${file}.tmp`, file);
+    this.#lane.push({ kind: 'replace', file: 'transcript.jsonl', data: transcriptLines(messages) });
   }
 
-  /** Writes the full reply payload and returns its path. */
+  /** Queues the full reply payload and returns its path; `finish` drops it if it failed. */
   spillReply(content: string, structured: boolean): string {
-    this.#ensure();
-    const file = path.join(this.dir, structured ? 'reply.json' : 'reply.md');
-    writeFileSync(file, redactSecrets(content));
-    return file;
+    const file = structured ? 'reply.json' : 'reply.md';
+    this.#lane.push({ kind: 'write', file, data: redactSecrets(content) }, (error) => {
+      if (error) this.#replyFailed = true;
+    });
+    return path.join(this.dir, file);
+  }
+
+  /** Resolves once every write queued so far has completed (or failed). */
+  flush(): Promise<void> {
+    return this.#lane.idle();
   }
 
   /**
-   * Ends the log of a settled agent: writes `result.json` when the folder is kept, else removes
-   * the folder. Never throws: a log that cannot be written or removed must not lose the result.
-   * Returns whether the folder exists afterwards, so the result names it only when it does.
+   * Ends the log of a settled agent, after every write queued before: writes `result.json` when
+   * the folder is kept, else removes the folder. Resolves with the result as it may be delivered:
+   * without `replyFile` when that file could not be written, and without `logDir` when the folder
+   * does not exist afterwards. Never rejects: a log that cannot be written must not lose the
+   * result.
    */
-  finish(result: AgentResult, keep: boolean): boolean {
-    try {
-      if (keep) this.writeResult(result);
-      else rmSync(this.dir, { recursive: true, force: true });
-    } catch {
-      // Reported through the return value: the folder is there or it is not.
-    }
-    return existsSync(this.dir);
-  }
-
-  writeResult(result: AgentResult): void {
-    this.#ensure();
-    writeFileSync(
-      path.join(this.dir, 'result.json'),
-      redactSecrets(`${JSON.stringify(result, null, 2)}\n`),
+  async finish(result: AgentResult, keep: boolean): Promise<AgentResult> {
+    let final = result;
+    const error = await this.#lane.run(
+      keep
+        ? {
+            kind: 'write',
+            file: 'result.json',
+            // Composed when its turn comes: by then the reply's write has completed or failed.
+            data: () => {
+              if (this.#replyFailed && final.replyFile !== undefined) {
+                final = withoutReplyFile(final);
+              }
+              return redactSecrets(`${JSON.stringify(final, null, 2)}\n`);
+            },
+          }
+        : { kind: 'remove' },
     );
+    // Also when the folder could not be made, and `data` never ran.
+    if (this.#replyFailed && final.replyFile !== undefined) final = withoutReplyFile(final);
+    const exists = error === null ? keep : await folderExists(this.dir);
+    return exists ? final : withoutLog(final);
+  }
+}
+
+function transcriptLines(messages: readonly MessageParam[]): string {
+  let lines = '';
+  for (const message of messages) lines += `${redactSecrets(JSON.stringify(message))}\n`;
+  return lines;
+}
+
+async function folderExists(dir: string): Promise<boolean> {
+  try {
+    await access(dir);
+    return true;
+  } catch {
+    return false;
   }
 }

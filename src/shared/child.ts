@@ -1,4 +1,4 @@
-import { AgentLog, keepsLog, withoutLog } from './agent-log.js';
+import { AgentLog, keepsLog } from './agent-log.js';
 import type { ChildSpec } from './child-spec.js';
 import type { AgentEvent } from './events.js';
 import { internalFailure } from './failure.js';
@@ -80,11 +80,12 @@ export async function runChild(spec: ChildSpec, deps: ChildRunDeps): Promise<Age
       failure: { code: 'internal', message: redactSecrets(message) },
     });
   }
-  // The folder goes here, in the worker, so main does no file work per agent. Should the worker
-  // die between the removal and the result's delivery, the resumed child finds no transcript
-  // and starts over from its prompt: its result is still delivered exactly once.
-  const kept = run.log.finish(result, keepsLog(spec.logs, result.outcome));
-  return kept ? result : withoutLog(result);
+  // The folder goes here, in the worker, so main does no file work per agent. `finish` waits
+  // for every write of this child, so `result.json` and the reply file exist before the result
+  // is posted. Should the worker die between the removal and the result's delivery, the resumed
+  // child finds no transcript and starts over from its prompt: its result is still delivered
+  // exactly once.
+  return run.log.finish(result, keepsLog(spec.logs, result.outcome));
 }
 
 /** One child's run: what its result is made from. */
@@ -98,13 +99,15 @@ interface ChildRun {
 async function runLoop(run: ChildRun, deps: ChildRunDeps): Promise<AgentResult> {
   const { spec, log, usage } = run;
   const tools = await childTools(spec, deps.extraTools);
-  const restored = spec.resume ? restoreTranscript(log.readTranscript() ?? '') : undefined;
+  const restored = spec.resume ? restoreTranscript((await log.readTranscript()) ?? '') : undefined;
   if (restored) {
     usage.steps = restored.steps;
     if (restored.ended) return settle(run, restored.ended);
-    log.rewriteTranscript(restored.messages);
   }
   const messages: MessageParam[] = restored?.messages ?? [{ role: 'user', content: spec.prompt }];
+  // A resumed child replaces its transcript even when it starts over: a torn tail goes, and a
+  // write of the dead worker still in flight lands in the replaced file, not in this one.
+  if (spec.resume) log.rewriteTranscript(messages);
   log.writeMeta({
     id: spec.id,
     title: spec.title,
@@ -116,7 +119,7 @@ async function runLoop(run: ChildRun, deps: ChildRunDeps): Promise<AgentResult> 
     tools: [...tools.keys()],
     ...(restored ? { resumedAtStep: restored.steps } : {}),
   });
-  if (!restored) log.appendTranscript(messages);
+  if (!spec.resume) log.appendTranscript(messages);
   // Tools from the host side run on main: only the others can take this worker down.
   const remote = new Set((deps.extraTools ?? []).map((tool) => tool.name));
   const outcome = await runAgentLoop({
