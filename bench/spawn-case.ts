@@ -33,6 +33,11 @@ export async function measureSpawn(job: SpawnJob): Promise<SpawnMeasurement> {
     toolModules: [],
     concurrency: job.children,
     threads: job.threads,
+    // "First request" is the child's `step-start`, which the loop emits before the rate-limit
+    // governor admits the request. With the governor on (the engine's default), its slow-start
+    // window would hold all but a few hundred parked requests on main, so the bench would time
+    // loop starts, not requests reaching the provider. Off, every child's request goes out.
+    governor: { enabled: false },
     agentsPerThread:
       job.engine === 'cohort'
         ? Math.ceil(Math.max(job.children, WARM_UP) / (job.threads ?? os.availableParallelism()))

@@ -230,7 +230,7 @@ async function run(context: BenchContext): Promise<PartReport> {
     String(item.cancelled),
   ]);
   const table = [
-    `children parked in a provider call (scripted delayMs 600000) on a warm pool, spawned one at a time (wave 1) or in waves; medians of ${options.runs} run(s)`,
+    `children parked in a provider call (scripted delayMs 600000) on a warm pool, spawned one at a time (wave 1) or in waves, rate-limit governor off; medians of ${options.runs} run(s)`,
     '',
     formatGrid(
       header,

@@ -44,7 +44,7 @@ export interface ChildSpec {
   eventTypes?: string[];
   /**
    * Whether the engine's rate-limit governor admits this child's provider requests: it then asks
-   * over its own port before each attempt.
+   * main over its worker's uplink before each attempt.
    */
   governed?: { patienceMs: number };
   /** Resume from the transcript in `logDir` (after the worker it ran on died). */

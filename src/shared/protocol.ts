@@ -9,20 +9,48 @@ import type { AgentInfo, AgentReceipt, AgentToolInput } from './tools/spawn-tool
 
 // Every message that crosses between main and a worker is defined here, once, for both sides.
 
-/** The piscina task for one child: its spec and the ports it talks over. */
+/**
+ * The piscina task for one child: its spec, and the host bridge's port when the child has host
+ * tools or may spawn. Everything else the child says travels on its worker's uplink.
+ */
 export interface ChildTask {
   spec: ChildSpec;
-  port: MessagePort;
-  /** The host bridge's port, when the child has host tools or may spawn. */
   bridge?: MessagePort;
 }
 
-// ── A child's own port ─────────────────────────────────────────────────────────────────────────
+// ── A worker's uplink ──────────────────────────────────────────────────────────────────────────
 
 /**
- * Worker → main, on the child's own port. `tool-enter`/`tool-exit` bracket a tool that runs in
- * the worker (not one that runs on main through the bridge); they are sent whether or not anyone
- * listens to events, because crash forensics rests on them.
+ * Worker → main over `parentPort` (piscina passes it on as the pool's `message` event), once per
+ * worker before it runs any child: the main end of the worker's uplink, one port that carries the
+ * messages of every child on that worker. The worker runs no child until main answers `open` on
+ * the uplink, so main always holds a worker's uplink before anything of its children can be read
+ * or be missing.
+ */
+export interface UplinkHello {
+  type: 'cohort-uplink';
+  threadId: number;
+  port: MessagePort;
+}
+
+/** Main → worker on the uplink: main holds the uplink, children may run. Sent once, first. */
+export interface UplinkOpen {
+  type: 'uplink-open';
+}
+
+/**
+ * One post on the uplink, either way: the messages of one tick, in order, each tagged with the
+ * id of the child it is about. A post per tick instead of a post per message (docs/BENCHMARKS.md,
+ * "Messaging and spawn"). `ping` and `pong` are about the worker itself: main asks whether the
+ * worker's event loop still turns (a cancelled child is slow to settle), the worker answers.
+ */
+export type UplinkBatch = ((WorkerMessage & { child: string }) | { type: 'pong' })[];
+export type DownlinkBatch = ((MainMessage & { child: string }) | { type: 'ping' })[];
+
+/**
+ * Worker → main, about one child. `tool-enter`/`tool-exit` bracket a tool that runs in the worker
+ * (not one that runs on main through the bridge); they are sent whether or not anyone listens to
+ * events, because crash forensics rests on them.
  */
 export type WorkerMessage =
   | { type: 'started'; threadId: number }
@@ -42,12 +70,12 @@ export type GovernorRequest =
   | { type: 'gov-settle'; id: number; report: SettleReport }
   | { type: 'gov-withdraw'; id: number };
 
-/** Main → worker, on the child's own port. */
+/** Main → worker, about one child. */
 export type MainMessage =
   | { type: 'cancel'; reason: CancelReason }
   | { type: 'gov-admission'; id: number; admission: Admission };
 
-/** Checks a message that arrived on a child's port; anything else is ignored, never trusted. */
+/** Checks a child's message from a worker; anything else is ignored, never trusted. */
 export function isWorkerMessage(value: unknown): value is WorkerMessage {
   if (!isRecord(value)) return false;
   switch (value.type) {
@@ -81,6 +109,42 @@ export function isMainMessage(value: unknown): value is MainMessage {
   return (
     value.type === 'gov-admission' && typeof value.id === 'number' && isRecord(value.admission)
   );
+}
+
+/** Whether a message on `parentPort` is a worker's uplink hello (piscina's own carry no `type`). */
+export function isUplinkHello(value: unknown): value is UplinkHello {
+  return (
+    isRecord(value) &&
+    value.type === 'cohort-uplink' &&
+    typeof value.threadId === 'number' &&
+    isRecord(value.port)
+  );
+}
+
+/** Calls `each` for every well-formed message of an uplink post; anything else is ignored. */
+export function forEachUplinkMessage(
+  batch: unknown,
+  each: (child: string, message: WorkerMessage) => void,
+): void {
+  if (!Array.isArray(batch)) return;
+  for (const item of batch) {
+    const child = isRecord(item) ? item.child : undefined;
+    if (typeof child === 'string' && isWorkerMessage(item)) each(child, item);
+  }
+}
+
+/** The same for a post main sent down the uplink; `ping` is called for a ping. */
+export function forEachDownlinkMessage(
+  batch: unknown,
+  each: (child: string, message: MainMessage) => void,
+  ping: () => void,
+): void {
+  if (!Array.isArray(batch)) return;
+  for (const item of batch) {
+    if (isRecord(item) && item.type === 'ping') ping();
+    const child = isRecord(item) ? item.child : undefined;
+    if (typeof child === 'string' && isMainMessage(item)) each(child, item);
+  }
 }
 
 // ── The host bridge ────────────────────────────────────────────────────────────────────────────

@@ -1,11 +1,12 @@
 import { threadId } from 'node:worker_threads';
 import { runChild } from '../shared/child.js';
 import { RemoteGate } from '../shared/governor/remote-gate.js';
-import { type ChildTask, isMainMessage, type WorkerMessage } from '../shared/protocol.js';
+import type { ChildTask, WorkerMessage } from '../shared/protocol.js';
 import type { ProviderConfig } from '../shared/provider/config.js';
 import { Provider } from '../shared/provider/provider.js';
 import type { CancelReason } from '../shared/result.js';
 import { connectBridge } from './bridge-client.js';
+import { threadUplink } from './uplink.js';
 
 // One client per provider config per thread: connections are pooled across the thread's children.
 const providers = new Map<string, Provider>();
@@ -21,42 +22,51 @@ function providerFor(config: ProviderConfig): Provider {
 }
 
 /**
- * One piscina task = one child agent. Many run at once on this thread. The result goes back on
- * the child's port before the task resolves; cancel arrives on the same port.
+ * One piscina task = one child agent. Many run at once on this thread. Everything the child says
+ * goes to main on the thread's uplink, tagged with its id, and its result is posted there before
+ * the task resolves; cancel and governor admissions come back the same way.
  */
 export default async function runChildTask(task: ChildTask): Promise<'settled'> {
-  const { spec, port } = task;
+  const uplink = threadUplink();
+  await uplink.ready;
+  const { spec } = task;
   const bridge = task.bridge ? connectBridge(task.bridge, spec) : undefined;
   const controller = new AbortController();
-  const post = (message: WorkerMessage) => port.postMessage(message);
-  const gate = spec.governed ? new RemoteGate(post, spec.governed.patienceMs) : undefined;
-  port.on('message', (message: unknown) => {
-    if (!isMainMessage(message)) return;
+  const send = (message: WorkerMessage) => uplink.send(spec.id, message);
+  const gate = spec.governed ? new RemoteGate(send, spec.governed.patienceMs) : undefined;
+  const leave = uplink.join(spec.id, (message) => {
     if (message.type === 'gov-admission') gate?.receive(message.id, message.admission);
     else if (!controller.signal.aborted) controller.abort(message.reason satisfies CancelReason);
   });
-  post({ type: 'started', threadId });
+  send({ type: 'started', threadId });
   try {
     const result = await runChild(spec, {
       provider: providerFor(spec.provider),
       gate,
       signal: controller.signal,
-      emit: (event) => post({ type: 'event', event }),
-      onLocalTool: (phase, callId) =>
-        post({ type: phase === 'enter' ? 'tool-enter' : 'tool-exit', callId }),
+      emit: (event) => send({ type: 'event', event }),
+      onLocalTool: (phase, callId) => {
+        send({ type: phase === 'enter' ? 'tool-enter' : 'tool-exit', callId });
+        // Posted before the tool's code runs (or anything after its end): if that code takes
+        // the worker down, main must be able to read who was in a tool.
+        uplink.flush();
+      },
       ...(bridge ? { extraTools: bridge.tools } : {}),
       ...(bridge?.inbox ? { inbox: bridge.inbox } : {}),
     });
-    post({ type: 'result', result });
+    send({ type: 'result', result });
   } finally {
+    // The result is on main's side of the uplink before piscina's reply says the task ended.
+    uplink.flush();
+    leave();
     gate?.close();
     bridge?.release();
-    port.close();
   }
   return 'settled';
 }
 
-/** A no-op task: running one per thread proves the pool warm. */
-export function warm(): number {
+/** A no-op task: running one per thread proves the pool warm, its uplink held by main. */
+export async function warm(): Promise<number> {
+  await threadUplink().ready;
   return threadId;
 }

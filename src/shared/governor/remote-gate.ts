@@ -5,9 +5,9 @@ const ABORTED: Admission = { ok: false, reason: 'aborted' };
 
 /**
  * A worker's end of the governor: the same `Gate` a provider on the main thread uses, carried
- * over the child's own port. The permit it hands out is its own number for the attempt; main
- * maps it to the governor's. When the port closes, every waiting admission resolves `aborted`:
- * the child is being torn down, and nothing may wait forever.
+ * over the worker's uplink for one child. The permit it hands out is its own number for the
+ * attempt; main maps it to the governor's. When it closes (the child ends), every waiting
+ * admission resolves `aborted`: the child is being torn down, and nothing may wait forever.
  */
 export class RemoteGate implements Gate {
   readonly patienceMs: number;

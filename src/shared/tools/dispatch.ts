@@ -8,11 +8,22 @@ import { type AnyTool, REPLY_TOOL, SPAWN_TOOLS, type ToolContext } from './types
 
 const ajv = new Ajv({ allErrors: true, strict: false });
 const validators = new WeakMap<AnyTool, ValidateFunction>();
+/**
+ * Compiled schemas by their JSON text. Each child gets its own copies of its host tools (their
+ * schemas cross threads in its spec) and of some spawn tools: keyed by the tool alone, every
+ * child would compile them again (about 0.75 ms each) and Ajv would keep every copy.
+ */
+const bySchema = new Map<string, ValidateFunction>();
 
 function validatorFor(tool: AnyTool): ValidateFunction {
   let validate = validators.get(tool);
   if (!validate) {
-    validate = ajv.compile(tool.inputSchema);
+    const key = JSON.stringify(tool.inputSchema);
+    validate = bySchema.get(key);
+    if (!validate) {
+      validate = ajv.compile(tool.inputSchema);
+      bySchema.set(key, validate);
+    }
     validators.set(tool, validate);
   }
   return validate;

@@ -40,17 +40,20 @@ export class CrashForensics {
   /**
    * A stuck child's worker is about to be terminated on purpose. True when the caller should
    * terminate it; false when that worker is already going down (the child then shares the blame).
+   * `onThread` gives every child still on that worker, the first time it is needed.
    */
-  terminating(threadId: number, stuck: string, onThread: readonly Witness[]): boolean {
+  terminating(threadId: number, stuck: string, onThread: () => readonly Witness[]): boolean {
     const record = this.#records.get(threadId);
     if (record) {
       record.suspects.add(stuck);
       return false;
     }
+    // Asked for only here: thousands of cancelled children can pass their grace at once, and
+    // reading every sibling for each of them would cost the square of their number.
     this.#records.set(threadId, {
       suspects: new Set([stuck]),
       deliberate: true,
-      unjudged: new Set(onThread.map((child) => child.id)),
+      unjudged: new Set(onThread().map((child) => child.id)),
     });
     return true;
   }

@@ -10,9 +10,10 @@ import { redactSecrets } from '../../../shared/redact.js';
 import { type AgentResult, type CancelReason, emptyUsage } from '../../../shared/result.js';
 import { Admission } from './admission.js';
 import { type ChildHandle, PoolHandle } from './child-handle.js';
-import { ChildPort } from './child-port.js';
+import { ChildLink } from './child-link.js';
 import { CrashForensics } from './forensics.js';
 import { type ChildPiscina, makePiscina } from './piscina.js';
+import { Uplinks } from './uplinks.js';
 
 export interface PoolOptions {
   /** Worker threads; default: the machine's available parallelism. */
@@ -46,6 +47,12 @@ const MAX_RESUMES = 100;
 
 export const DEFAULT_AGENTS_PER_THREAD = 2048;
 export const DEFAULT_CANCEL_GRACE_MS = 5000;
+/**
+ * Graces in all for a cancelled child whose worker still answers: a second one, so a worker
+ * that was slow to read the cancel (a burst of thousands) is not terminated for it, and no more,
+ * so a child that ignores its cancel is still ended within twice `cancelGraceMs`.
+ */
+const MAX_GRACE_ROUNDS = 2;
 
 /** What a spawn may carry beside the spec. */
 export interface SpawnExtras {
@@ -55,11 +62,11 @@ export interface SpawnExtras {
 }
 
 /**
- * Counts kept at the ports, independent of the guard that makes delivery exactly-once: a worker
+ * Counts kept at the uplinks, independent of the guard that makes delivery exactly-once: a worker
  * that sent two results, or a result made on main for a child that had one, shows up here.
  */
 export interface PoolStats {
-  /** Result messages received from workers, on every child port. */
+  /** Result messages received from workers, on every worker's uplink. */
   workerResults: number;
   /** Results main made for children whose worker could not (queued, crashed, terminated). */
   mainResults: number;
@@ -74,8 +81,10 @@ export interface PoolStats {
 interface Entry {
   spec: ChildSpec;
   handle: PoolHandle;
-  port?: ChildPort;
+  link?: ChildLink;
   graceTimer?: NodeJS.Timeout;
+  /** When its current grace began (performance.now()), and how many it had before. */
+  grace?: { since: number; rounds: number };
   cancelReason?: CancelReason;
   onEvent: ((event: AgentEvent) => void) | undefined;
   makeBridge: (() => MessagePort) | undefined;
@@ -87,8 +96,9 @@ interface Entry {
 
 /**
  * Runs children on a piscina pool, many to a thread. Admission is ours (`Admission`), so a
- * queued child can be cancelled without touching a worker; each running child talks over its
- * own port (`ChildPort`); when a worker dies, `CrashForensics` decides who resumes where.
+ * queued child can be cancelled without touching a worker; each worker talks to main over one
+ * uplink for all its children (`Uplinks`), each running child's share of it is a `ChildLink`;
+ * when a worker dies, `CrashForensics` decides who resumes where.
  * Piscina's `signal` is never used: it would terminate a whole worker and every sibling on it.
  */
 export class ChildPool {
@@ -100,6 +110,9 @@ export class ChildPool {
   readonly #admission: Admission<Entry>;
   readonly #running = new Map<string, Entry>();
   readonly #forensics = new CrashForensics();
+  readonly #uplinks = new Uplinks((child, threadId, message) =>
+    this.#running.get(child)?.link?.handle(threadId, message),
+  );
   readonly #stats: Omit<PoolStats, 'crashRecords'> = {
     workerResults: 0,
     mainResults: 0,
@@ -120,6 +133,7 @@ export class ChildPool {
     this.#maxCrashes = options.maxCrashes ?? DEFAULT_MAX_CRASHES;
     this.#options = options;
     this.#piscina = makePiscina({ ...this.#shape(), threads, perThread, minThreads: threads });
+    this.#uplinks.attach(this.#piscina);
     this.#admission = new Admission(threads * perThread, (entry) => this.#start(entry));
   }
 
@@ -136,12 +150,15 @@ export class ChildPool {
    * innocent children of the main pool.
    */
   #quarantinePool(): ChildPiscina {
-    this.#quarantine ??= makePiscina({
-      ...this.#shape(),
-      threads: 1,
-      perThread: 256,
-      minThreads: 0,
-    });
+    if (!this.#quarantine) {
+      this.#quarantine = makePiscina({
+        ...this.#shape(),
+        threads: 1,
+        perThread: 256,
+        minThreads: 0,
+      });
+      this.#uplinks.attach(this.#quarantine);
+    }
     return this.#quarantine;
   }
 
@@ -153,7 +170,7 @@ export class ChildPool {
     return this.#running.size + this.#admission.queued;
   }
 
-  /** Counts taken at the ports (a copy). */
+  /** Counts taken at the uplinks (a copy). */
   get stats(): PoolStats {
     return { ...this.#stats, crashRecords: this.#forensics.size };
   }
@@ -186,7 +203,7 @@ export class ChildPool {
   }
 
   #start(entry: Entry): void {
-    const port = new ChildPort(
+    const link = new ChildLink(
       {
         started: () => {
           if (entry.handle.status === 'queued') entry.handle.status = 'running';
@@ -197,25 +214,26 @@ export class ChildPool {
           this.#deliver(entry, result);
         },
       },
+      (threadId, message) => this.#uplinks.send(threadId, entry.spec.id, message),
       this.#governor,
     );
-    entry.port = port;
+    entry.link = link;
     this.#running.set(entry.spec.id, entry);
     const bridge = entry.makeBridge?.();
-    const task: ChildTask = bridge
-      ? { spec: entry.spec, port: port.workerEnd, bridge }
-      : { spec: entry.spec, port: port.workerEnd };
+    const task: ChildTask = bridge ? { spec: entry.spec, bridge } : { spec: entry.spec };
     const pool = entry.crashes > 0 ? this.#quarantinePool() : this.#piscina;
-    pool.run(task, { transferList: bridge ? [port.workerEnd, bridge] : [port.workerEnd] }).then(
+    pool.run(task, bridge ? { transferList: [bridge] } : {}).then(
       () => this.#finish(entry, undefined),
       (error: unknown) => this.#finish(entry, error),
     );
   }
 
-  /** The child's task ended, with or without a result on its port. */
+  /** The child's task ended, with or without a result on its worker's uplink. */
   #finish(entry: Entry, error: unknown): void {
-    const port = entry.port;
-    port?.drain();
+    const link = entry.link;
+    // The result is the last thing a child sends: once it is read there is nothing left to read.
+    if (entry.handle.status !== 'settled') this.#uplinks.drain();
+    // Still unsettled with every message of its worker read: the child's result is missing.
     if (entry.handle.status !== 'settled') {
       if (entry.cancelReason !== undefined) {
         this.#deliverFromMain(entry, { outcome: 'cancelled', reason: entry.cancelReason });
@@ -228,13 +246,13 @@ export class ChildPool {
         if (this.#afterCrash(entry, why)) return;
       }
     }
-    this.#forensics.forget(port?.threadId, entry.spec.id);
+    this.#forensics.forget(link?.threadId, entry.spec.id);
     this.#release(entry);
   }
 
   /** The child lost its worker: resume it (true), or settle it failed when it may not resume. */
   #afterCrash(entry: Entry, why: string): boolean {
-    const threadId = entry.port?.threadId;
+    const threadId = entry.link?.threadId;
     const verdict =
       threadId === undefined
         ? { blamed: false, deliberate: false }
@@ -266,18 +284,22 @@ export class ChildPool {
 
   /** Every child still on `threadId`, with its last messages read. */
   #witnesses(threadId: number): { id: string; openTools: ReadonlySet<string> }[] {
-    // Read every running child's port first, not only those known to be on that thread: a
-    // child whose `started` is still unread has no thread yet, and filtering before the drain
-    // would leave it out; judged later on its own, with nobody in a tool, it would be blamed.
-    for (const other of this.#running.values()) other.port?.drain();
-    return [...this.#running.values()]
-      .filter((other) => other.port?.threadId === threadId)
-      .map((other) => ({ id: other.spec.id, openTools: other.port!.openTools }));
+    // Read that worker's uplink first: a child whose `started` is still unread has no thread
+    // yet, and filtering before the drain would leave it out; judged later on its own, with
+    // nobody in a tool, it would be blamed.
+    this.#uplinks.drain(threadId);
+    const witnesses: { id: string; openTools: ReadonlySet<string> }[] = [];
+    for (const other of this.#running.values()) {
+      const link = other.link;
+      if (link?.threadId === threadId)
+        witnesses.push({ id: other.spec.id, openTools: link.openTools });
+    }
+    return witnesses;
   }
 
   #resume(entry: Entry, reason: string): void {
-    entry.port?.close();
-    delete entry.port;
+    entry.link?.close();
+    delete entry.link;
     entry.resumes++;
     entry.spec = { ...entry.spec, resume: true };
     entry.onEvent?.({
@@ -298,8 +320,9 @@ export class ChildPool {
     // Never guarded here: a second result made on main must show up as a duplicate.
     if (!this.#deliver(entry, result)) return;
     // The worker never wrote this result: record it so the folder is complete, or remove the
-    // folder the `logs` policy does not keep. Rare (queued, cancelled or crashed children only).
-    new AgentLog(entry.spec.logDir).finish(result, keep);
+    // folder the `logs` policy does not keep. Queued off main's event loop, not awaited (10,000
+    // children cancelled at once are 10,000 writes); `finish` never rejects.
+    void new AgentLog(entry.spec.logDir).finish(result, keep);
   }
 
   #deliver(entry: Entry, result: AgentResult): boolean {
@@ -316,7 +339,7 @@ export class ChildPool {
 
   #release(entry: Entry): void {
     if (entry.graceTimer) clearTimeout(entry.graceTimer);
-    entry.port?.close();
+    entry.link?.close();
     this.#running.delete(entry.spec.id);
     this.#admission.done();
   }
@@ -329,19 +352,43 @@ export class ChildPool {
     }
     if (entry.cancelReason !== undefined) return true;
     entry.cancelReason = reason;
-    entry.port?.cancel(reason);
+    entry.link?.cancel(reason);
     // Last resort: a child that ignores cooperative cancel (a tool stuck in a synchronous loop)
     // blocks its whole thread. Terminate that worker; its siblings resume elsewhere.
-    entry.graceTimer = setTimeout(() => this.#terminateWorkerOf(entry), this.#graceMs);
-    entry.graceTimer.unref();
+    this.#startGrace(entry, 0);
     return true;
   }
 
-  #terminateWorkerOf(entry: Entry): void {
-    const threadId = entry.port?.threadId;
+  #startGrace(entry: Entry, rounds: number): void {
+    const threadId = entry.link?.threadId;
+    // Its answer tells, when the grace is over, whether the worker's event loop still turns.
+    if (threadId !== undefined) this.#uplinks.ping(threadId);
+    entry.grace = { since: performance.now(), rounds };
+    entry.graceTimer = setTimeout(() => this.#graceOver(entry), this.#graceMs);
+    entry.graceTimer.unref();
+  }
+
+  #graceOver(entry: Entry): void {
+    const threadId = entry.link?.threadId;
     if (entry.handle.status === 'settled' || threadId === undefined) return;
+    // A worker that answered during the grace is not stuck in a synchronous loop: it is slow,
+    // working through a burst (10,000 cancels at once queue their aborts and log writes).
+    // Terminating it would resume every sibling; give the child one more grace. Not while
+    // the pool closes: every sibling is being cancelled too, none would resume, and waiting
+    // would only hold the shutdown up.
+    const grace = entry.grace!;
+    const answered = this.#uplinks.heardSince(threadId, grace.since);
+    if (answered && !this.#closed && grace.rounds + 1 < MAX_GRACE_ROUNDS) {
+      this.#startGrace(entry, grace.rounds + 1);
+      return;
+    }
+    this.#terminateWorkerOf(entry, threadId);
+  }
+
+  #terminateWorkerOf(entry: Entry, threadId: number): void {
     // Only the stuck child is to blame; its siblings resume elsewhere without a mark.
-    if (!this.#forensics.terminating(threadId, entry.spec.id, this.#witnesses(threadId))) return;
+    const witnesses = () => this.#witnesses(threadId);
+    if (!this.#forensics.terminating(threadId, entry.spec.id, witnesses)) return;
     void this.#workerByThreadId(threadId)?.terminate();
   }
 
