@@ -16,6 +16,7 @@ const COLORS: Record<string, string> = {
   cohort: '#1f77b4',
   'in-process': '#d62728',
   'thread-per-child': '#2ca02c',
+  'sdk-loop': '#9467bd',
 };
 const PANEL_WIDTH = 460;
 const PANEL_HEIGHT = 220;

@@ -59,6 +59,10 @@ export interface LevelRatios {
   rssPerAgentThreadPerChildOverCohort: number | null;
   /** cohort agents/s / thread-per-child's. */
   agentsPerSecondCohortOverThreadPerChild: number | null;
+  /** cohort CPU per provider call / sdk-loop's: below 1 is ahead of the hand-written loop. */
+  cpuPerCallCohortOverSdkLoop: number | null;
+  /** cohort efficiency / sdk-loop's: above 1 is ahead of the hand-written loop. */
+  efficiencyCohortOverSdkLoop: number | null;
 }
 
 export function caseFigures(
@@ -163,6 +167,7 @@ export function summariseConcurrency(input: {
       cohort: figuresOf('cohort', concurrency, run),
       inProcess: figuresOf('in-process', concurrency, run),
       perChild: figuresOf('thread-per-child', concurrency, run),
+      sdkLoop: figuresOf('sdk-loop', concurrency, run),
     }));
     return {
       concurrency,
@@ -179,6 +184,14 @@ export function summariseConcurrency(input: {
       ),
       agentsPerSecondCohortOverThreadPerChild: medianRatio(
         perRun.map((r) => ratio(r.cohort?.agentsPerSecond, r.perChild?.agentsPerSecond)),
+      ),
+      cpuPerCallCohortOverSdkLoop: medianRatio(
+        perRun.map((r) => ratio(r.cohort?.cpuPerCallMs, r.sdkLoop?.cpuPerCallMs)),
+      ),
+      efficiencyCohortOverSdkLoop: medianRatio(
+        perRun.map((r) =>
+          ratio(r.cohort?.efficiency ?? undefined, r.sdkLoop?.efficiency ?? undefined),
+        ),
       ),
     };
   });

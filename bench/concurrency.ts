@@ -1,6 +1,7 @@
 /**
- * The `concurrency` part: cohort, in-process and thread-per-child side by side on one scripted
- * model (its own process), for each concurrency level, each case in a fresh measuring process.
+ * The `concurrency` part: cohort, in-process, thread-per-child and sdk-loop side by side on one
+ * scripted model (its own process), for each concurrency level, each case in a fresh measuring
+ * process.
  */
 import { DEFAULT_PROVIDER_CONFIG, type ProviderConfig } from '../src/shared/provider/config.js';
 import { type ChartPoint, concurrencyChartSpec } from './chart.js';
@@ -24,12 +25,13 @@ function childEnv(options: BenchOptions): NodeJS.ProcessEnv {
   if (options.provider === 'anthropic') return process.env;
   const env = { ...process.env };
   delete env.ANTHROPIC_API_KEY;
+  delete env.ANTHROPIC_AUTH_TOKEN;
   delete env.ANTHROPIC_BASE_URL;
   return env;
 }
 
 /** The engines in a run's order: rotated each run, so none is always measured first. */
-function rotate<T>(items: readonly T[], by: number): T[] {
+export function rotate<T>(items: readonly T[], by: number): T[] {
   const shift = items.length === 0 ? 0 : by % items.length;
   return [...items.slice(shift), ...items.slice(0, shift)];
 }
@@ -63,9 +65,13 @@ async function run(context: BenchContext): Promise<PartReport> {
           jitter: options.jitter,
         }),
       );
-  const provider: Partial<ProviderConfig> = server
-    ? { baseURL: server.url, model: 'cohort-bench', maxRetries: options.maxRetries }
-    : { model: options.model ?? DEFAULT_PROVIDER_CONFIG.model, maxRetries: options.maxRetries };
+  const provider: Partial<ProviderConfig> = {
+    ...(server
+      ? { baseURL: server.url, model: 'cohort-bench' }
+      : { model: options.model ?? DEFAULT_PROVIDER_CONFIG.model }),
+    maxRetries: options.maxRetries,
+    transport: options.transport,
+  };
   const env = childEnv(options);
   const measurements: RunMeasurement[] = [];
   const skipped = new Set<string>();
@@ -168,6 +174,16 @@ async function run(context: BenchContext): Promise<PartReport> {
       item.agentsPerSecondCohortOverThreadPerChild,
       '×',
     );
+    addRow(caseName, 'cpu ms/call, cohort / sdk-loop', item.cpuPerCallCohortOverSdkLoop, '×');
+    addRow(caseName, 'efficiency, cohort / sdk-loop', item.efficiencyCohortOverSdkLoop, '×');
+  }
+  for (const item of summary) {
+    addRow(
+      `${item.engine} at ${item.concurrency}`,
+      'cpu per provider call',
+      item.cpuPerCallMs,
+      'ms',
+    );
   }
   for (const engine of options.engines) {
     addRow(
@@ -183,7 +199,7 @@ async function run(context: BenchContext): Promise<PartReport> {
     .map((name) => `, ${name} ${options[name]}`)
     .join('');
   const load = `ttft ${options.ttftMs} ms, tps ${options.tps || 'unpaced'}, cpu ${options.cpuMs} ms/tool call${limits}`;
-  const subtitle = `${scenario.agents} agents × ${scenario.steps} steps; ${realProvider ? `provider anthropic (${provider.model})` : `scripted model: ${load}`}; medians of ${options.runs} run(s)`;
+  const subtitle = `${scenario.agents} agents × ${scenario.steps} steps; ${realProvider ? `provider anthropic (${provider.model})` : `scripted model: ${load}`}; transport ${options.transport} (sdk-loop: the SDK); medians of ${options.runs} run(s)`;
   const points: ChartPoint[] = summary.map((item) => ({
     engine: item.engine,
     concurrency: item.concurrency,
@@ -204,6 +220,7 @@ async function run(context: BenchContext): Promise<PartReport> {
     table,
     data: {
       scenario,
+      transport: options.transport,
       provider: realProvider
         ? { kind: 'anthropic', model: provider.model }
         : {
@@ -296,6 +313,7 @@ function failureLines(measurements: ConcurrencyMeasurement[]): string[] {
 /** The `concurrency` part of `npm run bench`. */
 export const concurrencyPart: BenchPart = {
   name: 'concurrency',
-  description: 'cohort vs in-process vs thread-per-child: throughput, latency, event loop, memory',
+  description:
+    'cohort vs in-process vs thread-per-child vs sdk-loop: throughput, latency, event loop, memory, CPU',
   run,
 };

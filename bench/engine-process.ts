@@ -8,6 +8,7 @@ import { EngineStartError } from './engines.js';
 import { measureGovernor } from './governor-case.js';
 import type { Job, JobReply } from './jobs.js';
 import { measureSpawn } from './spawn-case.js';
+import { measureTransport } from './transport-case.js';
 
 function measure(job: Job) {
   switch (job.kind) {
@@ -17,6 +18,8 @@ function measure(job: Job) {
       return measureSpawn(job);
     case 'governor':
       return measureGovernor(job);
+    case 'transport':
+      return measureTransport(job);
   }
 }
 

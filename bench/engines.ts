@@ -1,22 +1,25 @@
 /**
- * The three ways of running many agents that the bench puts side by side:
+ * The four ways of running many agents that the bench puts side by side:
  * - `cohort`: the engine, many children per worker thread;
  * - `in-process`: the same agent loop (`runChild`) on the main thread, one shared Provider,
  *   what a user writes by hand with a promise limiter;
- * - `thread-per-child`: piscina with one child per worker (`agentsPerThread: 1`).
+ * - `thread-per-child`: piscina with one child per worker (`agentsPerThread: 1`);
+ * - `sdk-loop`: a hand-written loop on the official SDK, no cohort code on the path (sdk-loop.ts).
  */
 import path from 'node:path';
 import { Engine } from '../src/main/engine.js';
 import { runChild } from '../src/shared/child.js';
 import type { ChildSpec } from '../src/shared/child-spec.js';
 import type { AgentEvent } from '../src/shared/events.js';
+import type { GovernorOptions } from '../src/shared/governor/types.js';
 import { newAgentId } from '../src/shared/ids.js';
 import { DEFAULT_PROVIDER_CONFIG, type ProviderConfig } from '../src/shared/provider/config.js';
 import { Provider } from '../src/shared/provider/provider.js';
 import { DEFAULT_REPLY_CAP } from '../src/shared/render.js';
 import type { AgentResult } from '../src/shared/result.js';
+import { sdkLoopEngine } from './sdk-loop.js';
 
-export const ENGINE_NAMES = ['cohort', 'in-process', 'thread-per-child'] as const;
+export const ENGINE_NAMES = ['cohort', 'in-process', 'thread-per-child', 'sdk-loop'] as const;
 export type EngineName = (typeof ENGINE_NAMES)[number];
 
 /** The most threads `Engine.start` accepts, so the most thread-per-child can run at once. */
@@ -33,6 +36,8 @@ export interface EngineSetup {
   threads?: number | undefined;
   /** cohort's children per thread; default: the engine's. */
   agentsPerThread?: number | undefined;
+  /** The engine's rate-limit governor (cohort, thread-per-child); default: the engine's (on). */
+  governor?: GovernorOptions | undefined;
 }
 
 /** What one agent of the bench asks for. */
@@ -45,7 +50,7 @@ export interface AgentRequest {
 
 export interface BenchEngine {
   readonly name: EngineName;
-  /** Worker threads it runs (0 for in-process). */
+  /** Worker threads it runs (0 for in-process and sdk-loop). */
   readonly threads: number;
   run(request: AgentRequest): Promise<AgentResult>;
   /** Cancels what is live (reason `shutdown`) and waits for every result. */
@@ -79,6 +84,8 @@ async function startNamed(name: EngineName, setup: EngineSetup): Promise<BenchEn
       return poolEngine(name, { threads: setup.concurrency, agentsPerThread: 1, setup });
     case 'in-process':
       return inProcessEngine(setup);
+    case 'sdk-loop':
+      return sdkLoopEngine(setup);
   }
 }
 
@@ -92,6 +99,7 @@ async function poolEngine(
     provider: options.setup.provider,
     logDir: options.setup.logDir,
     toolModules: options.setup.toolModules,
+    ...(options.setup.governor === undefined ? {} : { governor: options.setup.governor }),
   });
   return {
     name,

@@ -1,6 +1,8 @@
 /** Runs one Job in a fresh measuring process (engine-process.ts) and returns its measurement. */
 import { fork } from 'node:child_process';
 import { once } from 'node:events';
+import { existsSync } from 'node:fs';
+import path from 'node:path';
 import type { Job, JobReply } from './jobs.js';
 import { builtPath } from './paths.js';
 
@@ -35,9 +37,32 @@ export async function measureInFreshProcess<Measurement>(
   }
 }
 
-function profileFlags(env: NodeJS.ProcessEnv): string[] {
-  const dir = env.COHORT_BENCH_PROFILE;
-  return dir ? ['--cpu-prof', `--cpu-prof-dir=${dir}`] : [];
+/**
+ * The variable that asks for CPU profiles: `--profile DIR` sets it for the run (run.ts), and
+ * setting it by hand does the same for any caller of `inFreshProcess`.
+ */
+export const PROFILE_ENV = 'COHORT_BENCH_PROFILE';
+
+/** Cases profiled by this process so far: numbers each case's folder, in the order run. */
+let profiledCases = 0;
+
+/**
+ * Node writes one .cpuprofile per thread with these flags: the process and each worker, all into
+ * one folder per case (`03-concurrency-200-cohort`), so a summary can say which case it shows.
+ */
+function profileFlags(env: NodeJS.ProcessEnv, job: Job): string[] {
+  const root = env[PROFILE_ENV];
+  if (!root) return [];
+  const slug = describeJob(job)
+    .toLowerCase()
+    .replace(/[^a-z0-9]+/g, '-')
+    .replace(/^-|-$/g, '');
+  let dir: string;
+  do {
+    profiledCases++;
+    dir = path.join(root, `${String(profiledCases).padStart(2, '0')}-${slug}`);
+  } while (existsSync(dir));
+  return ['--cpu-prof', `--cpu-prof-dir=${dir}`];
 }
 
 /** How long a measuring process may take to exit after it answered. */
@@ -48,9 +73,9 @@ export async function inFreshProcess<Measurement>(
   env: NodeJS.ProcessEnv = process.env,
 ): Promise<Measurement> {
   const child = fork(builtPath('bench/engine-process.js'), [], {
-    // Not the parent's flags: under vitest they name its own loaders. COHORT_BENCH_PROFILE=DIR
-    // profiles the measuring process and each of its worker threads into DIR.
-    execArgv: profileFlags(env),
+    // Not the parent's flags: under vitest they name its own loaders. PROFILE_ENV=DIR profiles
+    // the measuring process and each of its worker threads into a folder of DIR per case.
+    execArgv: profileFlags(env, job),
     env,
     stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
   });
@@ -79,6 +104,7 @@ export async function inFreshProcess<Measurement>(
 
 function describeJob(job: Job): string {
   if (job.kind === 'governor') return `governor, ${job.label} at ${job.concurrency}`;
+  if (job.kind === 'transport') return `transport ${job.transport} at ${job.concurrency}`;
   return job.kind === 'concurrency'
     ? `concurrency ${job.concurrency}, ${job.engine}`
     : `spawn, ${job.engine} with ${job.children} children`;

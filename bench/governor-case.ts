@@ -83,6 +83,8 @@ export async function measureGovernor(job: GovernorJob): Promise<GovernorMeasure
   const firstStartAt = Date.now();
   let lastStartAt = firstStartAt;
   let results: AgentResult[];
+  const cpuBefore = process.cpuUsage();
+  let cpu: NodeJS.CpuUsage;
   try {
     ({ results } = await runLimited(scenario.agents, concurrency, (index) => {
       if (index === scenario.agents - 1) lastStartAt = Date.now();
@@ -96,6 +98,7 @@ export async function measureGovernor(job: GovernorJob): Promise<GovernorMeasure
       });
     }));
   } finally {
+    cpu = process.cpuUsage(cpuBefore);
     clearInterval(sampler);
   }
   const endAt = Date.now();
@@ -108,6 +111,7 @@ export async function measureGovernor(job: GovernorJob): Promise<GovernorMeasure
     agents: scenario.agents,
     ...tallyResults(results),
     startMs,
+    processCpuMs: (cpu.user + cpu.system) / 1000,
     firstStartAt,
     lastStartAt,
     endAt,

@@ -48,6 +48,8 @@ export interface GovernorMeasurement {
   endAt: number;
   /** HTTP requests to the provider, retries included, as the agents counted them. */
   providerCalls: number;
+  /** CPU time of the measuring process (every thread), first agent → last result, ms. */
+  processCpuMs: number;
   inputTokens: number;
   /**
    * Mean input tokens the provider reported for a step, by step (index 0 is step 1). A request's

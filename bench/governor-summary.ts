@@ -44,6 +44,8 @@ export interface CaseFigures {
   governorLimit: number | null;
   learnedItpm: number | null;
   learnedRpm: number | null;
+  /** CPU of the measuring process (all its threads) per provider call, ms. */
+  cpuPerCallMs: number;
 }
 
 /** One second of a case: what the model admitted and refused, and the governor then. */
@@ -178,6 +180,7 @@ export function caseFigures(options: {
     governorLimit: state?.limit ?? null,
     learnedItpm: state?.inputTokens?.limit ?? null,
     learnedRpm: state?.requests?.limit ?? null,
+    cpuPerCallMs: measurement.processCpuMs / Math.max(1, measurement.providerCalls),
   };
 }
 
@@ -230,6 +233,7 @@ const NUMERIC: (keyof CaseFigures)[] = [
   'governorLimit',
   'learnedItpm',
   'learnedRpm',
+  'cpuPerCallMs',
 ];
 
 /** Medians over runs of every figure of each (level, case), in the order first seen. */

@@ -73,6 +73,7 @@ function settingsOf(options: BenchOptions): Settings {
 function childEnv(): NodeJS.ProcessEnv {
   const env = { ...process.env };
   delete env.ANTHROPIC_API_KEY;
+  delete env.ANTHROPIC_AUTH_TOKEN;
   delete env.ANTHROPIC_BASE_URL;
   return env;
 }
@@ -111,7 +112,12 @@ async function runCase(
         kind: 'governor',
         ...job,
         scenario: settings.scenario,
-        provider: { baseURL: model.url, model: 'cohort-bench', maxRetries: options.maxRetries },
+        provider: {
+          baseURL: model.url,
+          model: 'cohort-bench',
+          maxRetries: options.maxRetries,
+          transport: options.transport,
+        },
         threads: options.threads,
       },
       { env: childEnv(), log: context.log, startFailures: context.startFailures },
@@ -222,7 +228,8 @@ function report(input: {
   const { scenario } = settings;
   const subtitle =
     `${scenario.agents} agents × ${scenario.steps} steps; scripted model: ttft ${scenario.ttftMs} ms, ` +
-    `ITPM ${limits.itpm}, RPM ${limits.rpm}, ${limits.bucketSeconds} s buckets; medians of ${settings.options.runs} run(s)`;
+    `ITPM ${limits.itpm}, RPM ${limits.rpm}, ${limits.bucketSeconds} s buckets; transport ${settings.options.transport}; ` +
+    `medians of ${settings.options.runs} run(s)`;
   const chartLevel = Math.max(...settings.levels);
   const chartPoints = input.series.filter(
     (point) => point.run === 0 && point.concurrency === chartLevel,
@@ -240,6 +247,7 @@ function report(input: {
     table,
     data: {
       scenario,
+      transport: settings.options.transport,
       levels: settings.levels,
       limits,
       probeInputTokensByStep: input.probed,
@@ -283,6 +291,7 @@ function rowsOf(summary: CaseFigures[]): BenchRow[] {
     add('completed agents', item.completed, 'agents');
     add('failed agents', item.failed, 'agents');
     add('wall time', item.wallSeconds, 's');
+    add('cpu per provider call', item.cpuPerCallMs, 'ms');
   }
   return rows;
 }
@@ -304,6 +313,7 @@ function summaryTable(summary: CaseFigures[]): string {
     'gov window',
     'learned ITPM',
     'learned RPM',
+    'cpu ms/call',
   ];
   const cells = summary.map((item) => [
     item.case,
@@ -321,6 +331,7 @@ function summaryTable(summary: CaseFigures[]): string {
     item.governorLimit === null ? '—' : formatCount(item.governorLimit),
     formatValue(item.learnedItpm),
     formatValue(item.learnedRpm),
+    formatValue(item.cpuPerCallMs),
   ]);
   return formatGrid(
     header,

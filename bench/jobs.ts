@@ -3,6 +3,7 @@
  * crosses the IPC channel of `child_process.fork`.
  */
 import type { ProviderConfig } from '../src/shared/provider/config.js';
+import type { TransportName } from '../src/shared/provider/transport/types.js';
 import type { AgentOutcome } from '../src/shared/result.js';
 import type { EngineName } from './engines.js';
 import type { GovernorJob, GovernorMeasurement } from './governor-jobs.js';
@@ -86,7 +87,47 @@ export interface SpawnMeasurement {
   outcomes: Record<AgentOutcome, number>;
 }
 
-export type Job = ConcurrencyJob | SpawnJob | GovernorJob;
+/**
+ * Send `calls` streamed Messages requests through one transport, `concurrency` in flight, after
+ * `warmUp` calls that are not measured; read every stream to its end.
+ */
+export interface TransportJob {
+  kind: 'transport';
+  transport: TransportName;
+  calls: number;
+  concurrency: number;
+  warmUp: number;
+  provider: Partial<ProviderConfig>;
+}
+
+export interface TransportMeasurement {
+  transport: TransportName;
+  calls: number;
+  concurrency: number;
+  /** Calls whose stream ended with `message_stop`. */
+  completed: number;
+  /** Up to five distinct reasons of calls that did not. */
+  failureReasons: string[];
+  /** Stream events read, over every measured call. */
+  events: number;
+  /** First measured call → last one settled, ms. */
+  makespanMs: number;
+  /** Per call, send → stream read to its end, ms. */
+  latencyMs: Spread;
+  /** CPU time of the measuring process over the measured calls, ms. */
+  processCpuMs: number;
+  /** CPU time of the scripted model's process over the case, ms (the orchestrator adds it). */
+  modelCpuMs?: number | null;
+}
+
+export type Job = ConcurrencyJob | SpawnJob | GovernorJob | TransportJob;
 export type JobReply =
-  | { ok: true; measurement: ConcurrencyMeasurement | SpawnMeasurement | GovernorMeasurement }
+  | {
+      ok: true;
+      measurement:
+        | ConcurrencyMeasurement
+        | SpawnMeasurement
+        | GovernorMeasurement
+        | TransportMeasurement;
+    }
   | { ok: false; error: string; phase: 'start' | 'measure' };

@@ -5,6 +5,11 @@
 import path from 'node:path';
 import { intFlag, type ParsedValues, parseCommand, stringFlag } from '../src/main/cli-options.js';
 import { UsageError } from '../src/shared/errors.js';
+import {
+  DEFAULT_TRANSPORT,
+  TRANSPORT_NAMES,
+  type TransportName,
+} from '../src/shared/provider/transport/types.js';
 import { ENGINE_NAMES, type EngineName, MAX_THREADS } from './engines.js';
 
 export interface BenchOptions {
@@ -40,6 +45,12 @@ export interface BenchOptions {
   chart: string;
   provider: 'mock' | 'anthropic';
   model: string | undefined;
+  /** How the engines' providers reach the model (`ProviderConfig.transport`). */
+  transport: TransportName;
+  /** Calls per case in the `transport` part. */
+  calls: number;
+  /** Where measuring processes and their threads write .cpuprofile files; unset: no profiles. */
+  profile: string | undefined;
   maxRetries: number;
   /** Children parked side by side by cohort and thread-per-child in the `spawn` part. */
   spawnChildren: number;
@@ -50,10 +61,10 @@ export interface BenchOptions {
 }
 
 export const BENCH_USAGE = `Usage: cohort bench [part...] [options]     (npm run bench -- [part...] [options])
-Parts: model, concurrency, spawn, governor (default: all). Defaults are a quick sweep, except
-for governor, which runs its full scenario by default (about 90 s).
+Parts: model, transport, concurrency, spawn, governor (default: all). Defaults are a quick
+sweep, except for transport and governor, which run their full scenarios by default.
 
-concurrency — cohort vs in-process vs thread-per-child on one scripted model:
+concurrency — cohort vs in-process vs thread-per-child vs sdk-loop on one scripted model:
   --agents N            agents per case (default 100)
   --steps K             provider requests per agent: K-1 work-tool steps, then reply (default 3)
   --concurrency A,B,…   levels to sweep (default 5,15,30)
@@ -66,11 +77,16 @@ concurrency — cohort vs in-process vs thread-per-child on one scripted model:
   --acceleration F      model ramp limit factor (see cohort mock --help), 0 none (default 0)
   --overload P          model 529 probability 0..1 (default 0)
   --jitter J            model ttft/tps jitter 0..1 (default 0)
-  --engines A,B,…       cohort, in-process, thread-per-child (default all)
+  --engines A,B,…       cohort, in-process, thread-per-child, sdk-loop (default all)
   --threads N           cohort worker threads (default: available parallelism)
   --max-retries N       provider retries (default 4)
   --provider mock|anthropic   anthropic needs ANTHROPIC_API_KEY or ANTHROPIC_BASE_URL
   --model NAME          model name for --provider anthropic
+  --transport undici|sdk   how the engines reach the model (default ${DEFAULT_TRANSPORT});
+                        sdk-loop always uses the SDK
+transport — raw streamed calls through the undici and the sdk transport, side by side; its
+own defaults: --calls 3000 --concurrency 100 --ttft-ms 0:
+  --calls N             calls per transport and run, after a warm-up of --concurrency calls
 spawn — spawn → first request latency and memory per live child:
   --spawn-children N    children parked by cohort and by thread-per-child (default 20, max ${MAX_THREADS})
   --cohort-children N   children parked by cohort alone, 0 skips (default 1000)
@@ -83,7 +99,9 @@ input-token limit; its own defaults: --agents 1000 --steps 3 --concurrency 200 -
 all parts:
   --runs N              repetitions; figures are medians (default 1)
   --out FILE            JSON report (default bench-results/bench-<timestamp>.json)
-  --chart FILE          SVG chart (default: the JSON path with .svg)`;
+  --chart FILE          SVG chart (default: the JSON path with .svg)
+  --profile DIR         CPU-profile every measuring process and its worker threads into DIR
+                        (.cpuprofile files; summarise with npm run bench:profile-summary -- DIR)`;
 
 const FLAGS = {
   agents: { type: 'string' },
@@ -104,6 +122,9 @@ const FLAGS = {
   'max-retries': { type: 'string' },
   provider: { type: 'string' },
   model: { type: 'string' },
+  transport: { type: 'string' },
+  calls: { type: 'string' },
+  profile: { type: 'string' },
   'spawn-children': { type: 'string' },
   'cohort-children': { type: 'string' },
   runs: { type: 'string' },
@@ -159,6 +180,9 @@ export function parseBenchArgs(
     chart: stringFlag(values, 'chart') ?? replaceExtension(out, '.svg'),
     provider,
     model: stringFlag(values, 'model'),
+    transport: transportFlag(values),
+    calls: intFlag(values, 'calls', 1, 10_000_000) ?? 3000,
+    profile: profileFlag(values),
     maxRetries: intFlag(values, 'max-retries', 0, 20) ?? 4,
     spawnChildren: intFlag(values, 'spawn-children', 1, MAX_THREADS) ?? 20,
     cohortChildren: intFlag(values, 'cohort-children', 0, 100_000) ?? 1000,
@@ -206,6 +230,24 @@ function fractionFlag(values: ParsedValues, name: string): number | undefined {
     throw new UsageError(`Expected \`--${name}\` to be a number from 0 to 1, got \`${text}\``);
   }
   return value;
+}
+
+function transportFlag(values: ParsedValues): TransportName {
+  const text = stringFlag(values, 'transport');
+  if (text === undefined) return DEFAULT_TRANSPORT;
+  const known: readonly string[] = TRANSPORT_NAMES;
+  if (!known.includes(text)) {
+    throw new UsageError(
+      `Expected \`--transport\` to be ${TRANSPORT_NAMES.join(' or ')}, got \`${text}\``,
+    );
+  }
+  return text as TransportName;
+}
+
+/** `--profile DIR`, resolved: the measuring processes may run with another working directory. */
+function profileFlag(values: ParsedValues): string | undefined {
+  const text = stringFlag(values, 'profile');
+  return text === undefined ? undefined : path.resolve(text);
 }
 
 function enginesFlag(values: ParsedValues): EngineName[] | undefined {

@@ -10,18 +10,26 @@ import { UsageError } from '../src/shared/errors.js';
 import { isEntryScript } from '../src/testing/entry-script.js';
 import { renderSvg } from './chart.js';
 import { concurrencyPart } from './concurrency.js';
+import { PROFILE_ENV } from './fork.js';
 import { governorPart } from './governor.js';
 import { modelCapacity } from './model-capacity.js';
 import { BENCH_USAGE, type BenchOptions, parseBenchArgs } from './options.js';
 import type { BenchPart, PartReport } from './part.js';
 import { spawnPart } from './spawn.js';
 import { formatTable } from './table.js';
+import { transportPart } from './transport.js';
 
 export type { BenchContext, BenchPart, BenchRow, PartReport } from './part.js';
 export { formatTable } from './table.js';
 
 /** Every part, in the order they run. */
-export const PARTS: BenchPart[] = [modelCapacity, concurrencyPart, spawnPart, governorPart];
+export const PARTS: BenchPart[] = [
+  modelCapacity,
+  transportPart,
+  concurrencyPart,
+  spawnPart,
+  governorPart,
+];
 
 /** Where `runBench` writes; tests pass their own. */
 export interface BenchIo {
@@ -48,6 +56,41 @@ function loadAverage(): number[] {
 function chartFileFor(chart: string, partName: string): string {
   const parsed = path.parse(chart);
   return path.join(parsed.dir, `${parsed.name}-${partName}${parsed.ext || '.svg'}`);
+}
+
+/**
+ * Runs the parts in turn. With `--profile DIR`, COHORT_BENCH_PROFILE=DIR is set while they run:
+ * every part derives its measuring processes' environment from this process's, and fork.ts turns
+ * that variable into `--cpu-prof` flags, so each part is profiled without knowing of it.
+ */
+async function runParts(
+  parts: BenchPart[],
+  options: BenchOptions,
+  log: (line: string) => void,
+): Promise<{ part: BenchPart; report: PartReport; seconds: number }[]> {
+  const previous = process.env[PROFILE_ENV];
+  if (options.profile !== undefined) {
+    mkdirSync(options.profile, { recursive: true });
+    process.env[PROFILE_ENV] = options.profile;
+    log(`bench: CPU profiles go to ${options.profile}`);
+  }
+  try {
+    const reports: { part: BenchPart; report: PartReport; seconds: number }[] = [];
+    for (const part of parts) {
+      log(`bench: running ${part.name}: ${part.description}`);
+      const begin = performance.now();
+      const report = await part.run({ options, log });
+      const seconds = (performance.now() - begin) / 1000;
+      log(`bench: ${part.name} took ${seconds.toFixed(1)} s`);
+      reports.push({ part, report, seconds });
+    }
+    return reports;
+  } finally {
+    if (options.profile !== undefined) {
+      if (previous === undefined) delete process.env[PROFILE_ENV];
+      else process.env[PROFILE_ENV] = previous;
+    }
+  }
 }
 
 /**
@@ -81,15 +124,7 @@ export async function runBench(argv: string[], io: BenchIo = {}): Promise<number
   };
   const startedAt = new Date().toISOString();
   const loadBefore = loadAverage();
-  const reports: { part: BenchPart; report: PartReport; seconds: number }[] = [];
-  for (const part of chosen) {
-    log(`bench: running ${part.name}: ${part.description}`);
-    const begin = performance.now();
-    const report = await part.run({ options, log });
-    const seconds = (performance.now() - begin) / 1000;
-    log(`bench: ${part.name} took ${seconds.toFixed(1)} s`);
-    reports.push({ part, report, seconds });
-  }
+  const reports = await runParts(chosen, options, log);
   const info = machine();
   const loadAfter = loadAverage();
   const sections = reports.map(
@@ -100,6 +135,8 @@ export async function runBench(argv: string[], io: BenchIo = {}): Promise<number
   const json = {
     startedAt,
     argv,
+    transport: options.transport,
+    ...(options.profile === undefined ? {} : { profile: options.profile }),
     machine: info,
     loadAverage: { before: loadBefore, after: loadAfter },
     parts: Object.fromEntries(

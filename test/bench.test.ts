@@ -3,16 +3,32 @@
  * real engines against the scripted model in its own process, and writes a table, a JSON report
  * and an SVG chart. Only their content is checked, never a timing.
  */
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { beforeAll, describe, expect, it, vi } from 'vitest';
+import { type BenchEngine, startEngine } from '../bench/engines.js';
 import { caseFigures, steadyWindow, windowRate } from '../bench/governor-summary.js';
+import { builtPath } from '../bench/paths.js';
+import {
+  type CpuProfile,
+  profileFiles,
+  profileSummaryCommand,
+  summariseProfile,
+  threadOf,
+} from '../bench/profile-summary.js';
 import { runBench } from '../bench/run.js';
+import { agentPrompt } from '../bench/scenario.js';
 import { benchCommand } from '../src/main/commands/bench.js';
+import type { AgentEvent } from '../src/shared/events.js';
+import {
+  type ScriptedModel,
+  type ScriptedRequestEvent,
+  startScriptedModel,
+} from '../src/testing/index.js';
 import { runCli } from './cli-helpers.js';
-import { tempDir } from './helpers.js';
+import { scripted, tempDir } from './helpers.js';
 
-const ENGINES = ['cohort', 'in-process', 'thread-per-child'];
+const ENGINES = ['cohort', 'in-process', 'thread-per-child', 'sdk-loop'];
 const LEVELS = [2, 5];
 const AGENTS = 20;
 const STEPS = 2;
@@ -39,7 +55,7 @@ function numbersIn(value: unknown, at = '$'): [string, number][] {
   return [];
 }
 
-describe('npm run bench: a tiny sweep of every engine, and the spawn part', () => {
+describe('npm run bench: a tiny sweep of every engine on the sdk transport, and the spawn part', () => {
   const dir = tempDir('cohort-bench-test-');
   const out = path.join(dir, 'report.json');
   const chart = path.join(dir, 'chart.svg');
@@ -68,6 +84,8 @@ describe('npm run bench: a tiny sweep of every engine, and the spawn part', () =
         '3',
         '--cohort-children',
         '12',
+        '--transport',
+        'sdk',
         '--out',
         out,
         '--chart',
@@ -85,6 +103,9 @@ describe('npm run bench: a tiny sweep of every engine, and the spawn part', () =
     expect(table).toContain('agents/s');
     expect(table).toContain(`report: ${out}`);
     expect(table).toContain(`chart: ${chart}`);
+    expect(table).toContain('transport sdk (sdk-loop: the SDK)');
+    expect(report.transport).toBe('sdk');
+    expect(report.parts.concurrency.data.transport).toBe('sdk');
   });
 
   it('reports each engine at each level with every metric, finite and not negative', () => {
@@ -111,6 +132,7 @@ describe('npm run bench: a tiny sweep of every engine, and the spawn part', () =
         'rssPerLiveAgentMB',
         'idealMakespanMs',
         'makespanMs',
+        'cpuPerCallMs',
       ]) {
         expect(item[field], `${item.engine}@${item.concurrency}.${field}`).toBeTypeOf('number');
       }
@@ -133,8 +155,9 @@ describe('npm run bench: a tiny sweep of every engine, and the spawn part', () =
       expect(measurement.steps).toBe(AGENTS * STEPS);
       expect(measurement.providerCalls).toBe(AGENTS * STEPS);
       expect(measurement.rateLimited + measurement.overloaded).toBe(0);
-      if (measurement.engine === 'in-process') expect(measurement.threads).toBe(0);
-      else if (measurement.engine === 'thread-per-child') {
+      if (measurement.engine === 'in-process' || measurement.engine === 'sdk-loop') {
+        expect(measurement.threads).toBe(0);
+      } else if (measurement.engine === 'thread-per-child') {
         expect(measurement.threads).toBe(measurement.concurrency);
       } else expect(measurement.threads).toBeGreaterThanOrEqual(1);
     }
@@ -175,14 +198,19 @@ describe('bench flags', () => {
     [['--concurrency', '5,x'], /`--concurrency`.*comma-separated list of whole numbers.*got `5,x`/],
     [
       ['--engines', 'cohort,bogus'],
-      /`--engines`.*cohort, in-process, thread-per-child, got `cohort,bogus`/,
+      /`--engines`.*cohort, in-process, thread-per-child, sdk-loop, got `cohort,bogus`/,
     ],
+    [['--transport', 'fetch'], /Expected `--transport` to be undici or sdk, got `fetch`/],
+    [['transport', '--calls', '0'], /`--calls` to be a whole number from 1 to .*, got `0`/],
     [['--overload', '2'], /`--overload` to be a number from 0 to 1, got `2`/],
     [
       ['--spawn-children', '300'],
       /`--spawn-children` to be a whole number from 1 to 256, got `300`/,
     ],
-    [['nonsense'], /Expected a bench part \(model, concurrency, spawn, governor\), got `nonsense`/],
+    [
+      ['nonsense'],
+      /Expected a bench part \(model, transport, concurrency, spawn, governor\), got `nonsense`/,
+    ],
     [['governor', '--itpm', '-5'], /`--itpm` to be a whole number from 0 to .*, got `-5`/],
     [['--bogus'], /bogus/],
     [['--provider', 'anthropic'], /ANTHROPIC_API_KEY or ANTHROPIC_BASE_URL/],
@@ -222,6 +250,10 @@ describe('bench flags', () => {
     expect(await bad.exit).toEqual({ code: 2, signal: null });
     expect(bad.stderr()).toMatch(/`--overload` to be a number from 0 to 1, got `2`/);
     expect(bad.stdout()).toBe('');
+    const transport = runCli(['bench', 'transport', '--transport', 'http2']);
+    expect(await transport.exit).toEqual({ code: 2, signal: null });
+    expect(transport.stderr()).toMatch(/Expected `--transport` to be undici or sdk, got `http2`/);
+    expect(transport.stdout()).toBe('');
   });
 });
 
@@ -293,7 +325,7 @@ describe('npm run bench governor: a tiny run of the three cases against a bindin
       expect(item.completed + item.failed, item.case).toBe(GOVERNOR_AGENTS);
       expect(item.requests, item.case).toBe(item.admitted + item.rateLimited429);
       expect(item.admitted, item.case).toBeGreaterThanOrEqual(item.completed * GOVERNOR_STEPS);
-      for (const field of ['wallSeconds', 'rateLimitedPercent']) {
+      for (const field of ['wallSeconds', 'rateLimitedPercent', 'cpuPerCallMs']) {
         expect(Number.isFinite(item[field]) && item[field] >= 0, `${item.case}.${field}`).toBe(
           true,
         );
@@ -395,6 +427,7 @@ describe('governor figures from a known admission record', () => {
         lastStartAt: 0,
         endAt: 500,
         providerCalls: 1,
+        processCpuMs: 2,
         inputTokens: 100,
         inputTokensByStep: [100],
         retries: { rateLimited: 0, overloaded: 0 },
@@ -419,5 +452,236 @@ describe('governor figures from a known admission record', () => {
     expect(figures).toMatchObject({ binding: 'itpm', completed: 1, failed: 0, admitted: 1 });
     expect(figures.bindingPercent).toBeNull();
     expect(figures.windowSeconds).toBeNull();
+  });
+});
+
+const TRANSPORT_CALLS = 30;
+
+describe('npm run bench transport: both transports side by side, profiled', () => {
+  const dir = tempDir('cohort-bench-transport-');
+  const out = path.join(dir, 'report.json');
+  const profiles = path.join(dir, 'profiles');
+  const stdout = collector();
+  const stderr = collector();
+  let code: number;
+  // biome-ignore lint/suspicious/noExplicitAny: the report is JSON read back from disk.
+  let data: any;
+
+  beforeAll(async () => {
+    code = await runBench(
+      [
+        'transport',
+        '--calls',
+        String(TRANSPORT_CALLS),
+        '--concurrency',
+        '3',
+        '--runs',
+        '2',
+        '--profile',
+        profiles,
+        '--out',
+        out,
+      ],
+      { stdout, stderr },
+    );
+    data = JSON.parse(readFileSync(out, 'utf8')).parts.transport.data;
+  });
+
+  it('exits 0 and prints both transports, the ratio and the target line', () => {
+    expect(code, stderr.text()).toBe(0);
+    const table = stdout.text();
+    expect(table).toMatch(/^undici +3 +30\/30 /m);
+    expect(table).toMatch(/^sdk +3 +30\/30 /m);
+    expect(table).toMatch(/target at 3: sdk \/ undici CPU per call ≥ 3\.5×; measured \d+\.\d\d×/);
+    expect(table).toContain('cpu per call, sdk / undici');
+  });
+
+  it('measures each transport in each run, interleaved, every call read to message_stop', () => {
+    const order = data.measurements.map((item: { run: number; transport: string }) => [
+      item.run,
+      item.transport,
+    ]);
+    expect(order).toEqual([
+      [0, 'undici'],
+      [0, 'sdk'],
+      [1, 'sdk'],
+      [1, 'undici'],
+    ]);
+    for (const item of data.measurements) {
+      expect(item.completed, item.transport).toBe(TRANSPORT_CALLS);
+      expect(item.failureReasons).toEqual([]);
+      expect(item.processCpuMs).toBeGreaterThan(0);
+    }
+    // Both read the same stream: the same events, pings left out.
+    const perCall = data.summary.map((item: { eventsPerCall: number }) => item.eventsPerCall);
+    expect(perCall[0]).toBeGreaterThanOrEqual(5);
+    expect(perCall[1]).toBe(perCall[0]);
+    const [ratio] = data.ratios;
+    expect(ratio.concurrency).toBe(3);
+    const [undici, sdk] = data.summary;
+    expect(ratio.cpuPerCallSdkOverUndici).toBeGreaterThan(0);
+    expect(undici.cpuPerCallMs).toBeGreaterThan(0);
+    expect(sdk.cpuPerCallMs).toBeGreaterThan(0);
+  });
+
+  it('writes a folder of CPU profiles per case, which profile-summary reads', () => {
+    const folders = readdirSync(profiles).sort();
+    expect(folders).toEqual([
+      '01-transport-undici-at-3',
+      '02-transport-sdk-at-3',
+      '03-transport-sdk-at-3',
+      '04-transport-undici-at-3',
+    ]);
+    const files = profileFiles([profiles]);
+    expect(files.length).toBeGreaterThanOrEqual(4);
+    for (const file of files) {
+      const summary = summariseProfile(JSON.parse(readFileSync(file, 'utf8')) as CpuProfile);
+      const shares = Object.values(summary.byCategory).reduce((sum, ms) => sum + ms, 0);
+      expect(shares).toBeCloseTo(summary.busyMs, 6);
+      expect(summary.busyMs).toBeGreaterThan(0);
+    }
+    const printed = collector();
+    expect(profileSummaryCommand([profiles], printed, printed)).toBe(0);
+    for (const folder of folders) expect(printed.text()).toContain(folder);
+    expect(printed.text()).toMatch(/pid \d+ main/);
+  });
+});
+
+describe('the sdk-loop engine against the scripted model', () => {
+  let model: ScriptedModel;
+  let engine: BenchEngine;
+  const requests: ScriptedRequestEvent[] = [];
+
+  beforeAll(async () => {
+    model = await startScriptedModel({ port: 0 });
+    model.on('request', (event: ScriptedRequestEvent) => requests.push(event));
+    engine = await startEngine('sdk-loop', {
+      provider: { baseURL: model.url, model: 'cohort-bench', maxRetries: 2 },
+      logDir: tempDir('cohort-bench-sdk-loop-'),
+      toolModules: [builtPath('bench/work-tool.js')],
+      concurrency: 1,
+    });
+    return async () => {
+      await engine.close();
+      await model.close();
+    };
+  });
+
+  it('plays the bench script: work twice, then reply, advertising what cohort advertises', async () => {
+    requests.length = 0;
+    const result = await engine.run({
+      prompt: agentPrompt(0, { steps: 3, cpuMs: 1 }),
+      title: 'sdk-loop',
+      maxSteps: 5,
+    });
+    expect(result).toMatchObject({ outcome: 'complete', text: 'done' });
+    expect(result.usage).toMatchObject({ providerCalls: 3, steps: 3 });
+    expect(requests.map((item) => item.turn)).toEqual([0, 1, 2]);
+    for (const item of requests) expect(item.tools).toEqual(['work', 'reply']);
+  });
+
+  it("counts the SDK's own retries as provider calls, and reports each retried 429", async () => {
+    const events: AgentEvent[] = [];
+    const result = await engine.run({
+      prompt: scripted([{ error: { status: 429, retryAfterMs: 1 } }]),
+      title: 'refused',
+      maxSteps: 1,
+      onEvent: (event) => events.push(event),
+    });
+    expect(result).toMatchObject({ outcome: 'failed', code: 'rate_limited' });
+    expect(result.usage.providerCalls).toBe(3);
+    // The third refusal is the failure itself, not a retry.
+    expect(events.map((event) => event.type === 'provider-retry' && event.code)).toEqual([
+      'rate_limited',
+      'rate_limited',
+    ]);
+  });
+
+  it('cancels a live agent on close', async () => {
+    const closing = await startEngine('sdk-loop', {
+      provider: { baseURL: model.url, model: 'cohort-bench', maxRetries: 0 },
+      logDir: tempDir('cohort-bench-sdk-loop-'),
+      toolModules: [],
+      concurrency: 1,
+    });
+    const parked = closing.run({
+      prompt: scripted([{ delayMs: 60_000, reply: 'late' }]),
+      title: 'parked',
+      maxSteps: 1,
+    });
+    await new Promise((resolve) => model.once('request', resolve));
+    await closing.close();
+    expect(await parked).toMatchObject({ outcome: 'cancelled', reason: 'shutdown' });
+  });
+});
+
+describe('profile-summary: categories of a known profile', () => {
+  // [id, functionName, url, children]
+  const frames: [number, string, string, number[]][] = [
+    [1, '(root)', '', [2, 3, 4, 5, 7, 9, 11, 14, 16, 18]],
+    [2, '(program)', '', []],
+    [3, '(idle)', '', []],
+    [4, '(garbage collector)', '', []],
+    [5, 'writeFileSync', 'node:fs', [6]],
+    [6, 'writeFileUtf8', '', []],
+    [7, 'onData', 'file:///x/node_modules/undici/lib/client.js', [8]],
+    [8, 'writev', '', []],
+    [9, 'pump', 'file:///x/node_modules/undici/lib/body.js', [10]],
+    [10, 'enqueue', 'node:internal/webstreams/readablestream', []],
+    [11, 'loadESM', 'node:internal/modules/esm/loader', [12]],
+    [12, 'readFileSync', 'node:fs', [13]],
+    [13, 'parse', '', []],
+    [14, 'makeRequest', 'file:///x/node_modules/@anthropic-ai/sdk/client.mjs', [15]],
+    [15, 'parse', '', []],
+    [16, 'post', 'file:///x/dist/src/worker/child-task.js', [17]],
+    [17, 'postMessage', '', []],
+    [18, 'processTicksAndRejections', 'node:internal/process/task_queues', []],
+  ];
+  const profile: CpuProfile = {
+    nodes: frames.map(([id, functionName, url, children]) => ({
+      id,
+      callFrame: { functionName, url },
+      children,
+    })),
+    // Node n is sampled once, for n ms.
+    samples: frames.map(([id]) => id).slice(1),
+    timeDeltas: frames.map(([id]) => id * 1000).slice(1),
+  };
+
+  it("counts each sample for its own frame's category, else its nearest caller's", () => {
+    const summary = summariseProfile(profile, 3);
+    expect(summary.totalMs).toBe(frames.slice(1).reduce((sum, [id]) => sum + id, 0));
+    expect(summary.busyMs).toBe(summary.totalMs - 3);
+    expect(summary.byCategory).toMatchObject({
+      program: 2,
+      gc: 4,
+      'fs sync': 5 + 6,
+      undici: 7 + 8 + 9,
+      'web streams': 10,
+      // Module loading claims the file reads and the JSON under it.
+      'module loading': 11 + 12 + 13,
+      sdk: 14,
+      json: 15,
+      cohort: 16,
+      messaging: 17,
+      other: 18,
+    });
+    // Self time by function, wherever it was called: both `parse`s add up.
+    expect(summary.topFunctions).toEqual([
+      { name: 'parse', ms: 13 + 15 },
+      { name: 'processTicksAndRejections process/task_queues', ms: 18 },
+      { name: 'postMessage', ms: 17 },
+    ]);
+  });
+
+  it('names the thread of a Node profile file', () => {
+    expect(threadOf('/d/CPU.20260101.120000.4242.0.001.cpuprofile')).toBe('pid 4242 main');
+    expect(threadOf('/d/CPU.20260101.120000.4242.3.004.cpuprofile')).toBe('pid 4242 worker 3');
+  });
+
+  it('says what it expected when a folder holds no profile', () => {
+    const printed = collector();
+    expect(profileSummaryCommand([tempDir('cohort-no-profiles-')], printed, printed)).toBe(2);
+    expect(printed.text()).toMatch(/Expected a directory or file with \.cpuprofile files, got `/);
   });
 });
