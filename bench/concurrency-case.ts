@@ -36,6 +36,7 @@ export async function measureConcurrency(job: ConcurrencyJob): Promise<Concurren
     toolModules: [builtPath('bench/work-tool.js')],
     concurrency,
     threads: job.threads,
+    ...(job.governorOff ? { governor: { enabled: false } } : {}),
   });
   const startMs = performance.now() - begin;
   const probe = new MainThreadProbe();

@@ -12,7 +12,7 @@ import {
   summariseConcurrency,
 } from './concurrency-summary.js';
 import { MAX_THREADS } from './engines.js';
-import { measureInFreshProcess } from './fork.js';
+import { localModelEnv, measureInFreshProcess } from './fork.js';
 import type { ConcurrencyJob, ConcurrencyMeasurement } from './jobs.js';
 import { loadFlags, processCpuMs, startModelProcess } from './model-process.js';
 import type { BenchOptions } from './options.js';
@@ -22,12 +22,7 @@ import { formatCount, formatGrid, formatTable, formatValue } from './table.js';
 
 /** The environment of the measuring processes: no credentials when they talk to the local model. */
 function childEnv(options: BenchOptions): NodeJS.ProcessEnv {
-  if (options.provider === 'anthropic') return process.env;
-  const env = { ...process.env };
-  delete env.ANTHROPIC_API_KEY;
-  delete env.ANTHROPIC_AUTH_TOKEN;
-  delete env.ANTHROPIC_BASE_URL;
-  return env;
+  return options.provider === 'anthropic' ? process.env : localModelEnv();
 }
 
 /** The engines in a run's order: rotated each run, so none is always measured first. */
@@ -92,6 +87,7 @@ async function run(context: BenchContext): Promise<PartReport> {
             concurrency,
             scenario,
             provider,
+            ...(options.governor ? {} : { governorOff: true }),
             ...(engine === 'cohort' && options.threads !== undefined
               ? { threads: options.threads }
               : {}),
@@ -199,7 +195,7 @@ async function run(context: BenchContext): Promise<PartReport> {
     .map((name) => `, ${name} ${options[name]}`)
     .join('');
   const load = `ttft ${options.ttftMs} ms, tps ${options.tps || 'unpaced'}, cpu ${options.cpuMs} ms/tool call${limits}`;
-  const subtitle = `${scenario.agents} agents × ${scenario.steps} steps; ${realProvider ? `provider anthropic (${provider.model})` : `scripted model: ${load}`}; transport ${options.transport} (sdk-loop: the SDK); medians of ${options.runs} run(s)`;
+  const subtitle = `${scenario.agents} agents × ${scenario.steps} steps; ${realProvider ? `provider anthropic (${provider.model})` : `scripted model: ${load}`}; transport ${options.transport} (sdk-loop: the SDK); governor ${options.governor ? 'on' : 'off'}; medians of ${options.runs} run(s)`;
   const points: ChartPoint[] = summary.map((item) => ({
     engine: item.engine,
     concurrency: item.concurrency,
@@ -221,6 +217,7 @@ async function run(context: BenchContext): Promise<PartReport> {
     data: {
       scenario,
       transport: options.transport,
+      governor: options.governor,
       provider: realProvider
         ? { kind: 'anthropic', model: provider.model }
         : {

@@ -50,6 +50,27 @@ let profiledCases = 0;
  * Node writes one .cpuprofile per thread with these flags: the process and each worker, all into
  * one folder per case (`03-concurrency-200-cohort`), so a summary can say which case it shows.
  */
+/**
+ * The environment of a measuring process that talks to the local scripted model: no credentials
+ * (they would travel to it in headers) and no proxy (the undici transport would honour one and
+ * the SDK's fetch would not, so the two would no longer be compared on the same path).
+ */
+export function localModelEnv(): NodeJS.ProcessEnv {
+  const env = { ...process.env };
+  for (const name of NOT_FOR_THE_LOCAL_MODEL) delete env[name];
+  return env;
+}
+
+export const NOT_FOR_THE_LOCAL_MODEL = [
+  'ANTHROPIC_API_KEY',
+  'ANTHROPIC_AUTH_TOKEN',
+  'ANTHROPIC_BASE_URL',
+  'HTTPS_PROXY',
+  'HTTP_PROXY',
+  'https_proxy',
+  'http_proxy',
+];
+
 function profileFlags(env: NodeJS.ProcessEnv, job: Job): string[] {
   const root = env[PROFILE_ENV];
   if (!root) return [];

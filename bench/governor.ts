@@ -5,7 +5,7 @@
  * record of admissions) and runs in a fresh measuring process.
  */
 import type { GovernorOptions } from '../src/shared/governor/types.js';
-import { measureInFreshProcess } from './fork.js';
+import { localModelEnv, measureInFreshProcess } from './fork.js';
 import { governorChartSpec } from './governor-chart.js';
 import type { GovernorJob, GovernorMeasurement, ModelReport } from './governor-jobs.js';
 import { startGovernorModel } from './governor-model.js';
@@ -69,15 +69,6 @@ function settingsOf(options: BenchOptions): Settings {
   };
 }
 
-/** The measuring processes talk to the local model: they get no credentials. */
-function childEnv(): NodeJS.ProcessEnv {
-  const env = { ...process.env };
-  delete env.ANTHROPIC_API_KEY;
-  delete env.ANTHROPIC_AUTH_TOKEN;
-  delete env.ANTHROPIC_BASE_URL;
-  return env;
-}
-
 interface CaseRun {
   measurement: GovernorMeasurement;
   report: ModelReport;
@@ -120,7 +111,7 @@ async function runCase(
         },
         threads: options.threads,
       },
-      { env: childEnv(), log: context.log, startFailures: context.startFailures },
+      { env: localModelEnv(), log: context.log, startFailures: context.startFailures },
     );
     return { measurement, report: await model.report() };
   } finally {

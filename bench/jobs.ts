@@ -18,6 +18,8 @@ export interface ConcurrencyJob {
   scenario: Scenario;
   provider: Partial<ProviderConfig>;
   threads?: number | undefined;
+  /** Turns the engine's rate-limit governor off (cohort, thread-per-child). */
+  governorOff?: boolean;
 }
 
 export interface ConcurrencyMeasurement {

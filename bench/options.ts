@@ -49,6 +49,8 @@ export interface BenchOptions {
   transport: TransportName;
   /** Calls per case in the `transport` part. */
   calls: number;
+  /** The rate-limit governor of cohort and thread-per-child in the `concurrency` part. */
+  governor: boolean;
   /** Where measuring processes and their threads write .cpuprofile files; unset: no profiles. */
   profile: string | undefined;
   maxRetries: number;
@@ -84,6 +86,7 @@ concurrency — cohort vs in-process vs thread-per-child vs sdk-loop on one scri
   --model NAME          model name for --provider anthropic
   --transport undici|sdk   how the engines reach the model (default ${DEFAULT_TRANSPORT});
                         sdk-loop always uses the SDK
+  --governor on|off     cohort's and thread-per-child's rate-limit governor (default on)
 transport — raw streamed calls through the undici and the sdk transport, side by side; its
 own defaults: --calls 3000 --concurrency 100 --ttft-ms 0:
   --calls N             calls per transport and run, after a warm-up of --concurrency calls
@@ -123,6 +126,7 @@ const FLAGS = {
   provider: { type: 'string' },
   model: { type: 'string' },
   transport: { type: 'string' },
+  governor: { type: 'string' },
   calls: { type: 'string' },
   profile: { type: 'string' },
   'spawn-children': { type: 'string' },
@@ -182,6 +186,7 @@ export function parseBenchArgs(
     model: stringFlag(values, 'model'),
     transport: transportFlag(values),
     calls: intFlag(values, 'calls', 1, 10_000_000) ?? 3000,
+    governor: onOffFlag(values, 'governor') ?? true,
     profile: profileFlag(values),
     maxRetries: intFlag(values, 'max-retries', 0, 20) ?? 4,
     spawnChildren: intFlag(values, 'spawn-children', 1, MAX_THREADS) ?? 20,
@@ -230,6 +235,15 @@ function fractionFlag(values: ParsedValues, name: string): number | undefined {
     throw new UsageError(`Expected \`--${name}\` to be a number from 0 to 1, got \`${text}\``);
   }
   return value;
+}
+
+function onOffFlag(values: ParsedValues, name: string): boolean | undefined {
+  const text = stringFlag(values, name);
+  if (text === undefined) return undefined;
+  if (text !== 'on' && text !== 'off') {
+    throw new UsageError(`Expected \`--${name}\` to be on or off, got \`${text}\``);
+  }
+  return text === 'on';
 }
 
 function transportFlag(values: ParsedValues): TransportName {

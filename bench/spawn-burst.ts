@@ -14,6 +14,7 @@
  * for medians (alternating with another build to compare). Figures: docs/BENCHMARKS.md,
  * "Messaging and spawn".
  */
+
 import { type ChildProcess, fork } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -27,6 +28,7 @@ import type { AgentEvent } from '../src/shared/events.js';
 import type { AgentResult } from '../src/shared/result.js';
 import { isEntryScript } from '../src/testing/entry-script.js';
 import { scriptBlock } from '../src/testing/index.js';
+import { NOT_FOR_THE_LOCAL_MODEL } from './fork.js';
 
 const PARKED = `Wait for the answer.\n\n${scriptBlock({ steps: [{ delayMs: 600_000, reply: 'x' }] })}`;
 const QUICK = `Reply at once.\n\n${scriptBlock({ steps: [{ reply: 'warm' }] })}`;
@@ -152,6 +154,9 @@ export async function runBurst(options: BurstOptions): Promise<BurstRun> {
 }
 
 async function main(argv: string[]): Promise<void> {
+  // The engine runs in this process: its workers would send real credentials to the local
+  // model in headers.
+  for (const name of NOT_FOR_THE_LOCAL_MODEL) delete process.env[name];
   const flag = { type: 'string' } as const;
   const { values } = parseCommand(argv, {
     children: flag,

@@ -3,7 +3,7 @@
  * child's first provider request on a warm pool and (b) memory per live child, with children
  * parked in a slow provider call; then cohort alone with many more live children.
  */
-import { measureInFreshProcess } from './fork.js';
+import { localModelEnv, measureInFreshProcess } from './fork.js';
 import type { SpawnJob, SpawnMeasurement } from './jobs.js';
 import { startModelProcess } from './model-process.js';
 import type { BenchContext, BenchPart, BenchRow, PartReport } from './part.js';
@@ -72,9 +72,7 @@ async function run(context: BenchContext): Promise<PartReport> {
   );
   const server = await startModelProcess();
   const provider = { baseURL: server.url, model: 'cohort-bench' };
-  const env = { ...process.env };
-  delete env.ANTHROPIC_API_KEY;
-  delete env.ANTHROPIC_BASE_URL;
+  const env = localModelEnv();
   const measurements: (SpawnMeasurement & { run: number; large: boolean })[] = [];
   const startFailures: string[] = [];
   const measure = async (job: SpawnJob, runIndex: number, large: boolean): Promise<void> => {

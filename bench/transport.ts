@@ -7,7 +7,7 @@
 import type { ProviderConfig } from '../src/shared/provider/config.js';
 import { TRANSPORT_NAMES, type TransportName } from '../src/shared/provider/transport/types.js';
 import { rotate } from './concurrency.js';
-import { measureInFreshProcess } from './fork.js';
+import { localModelEnv, measureInFreshProcess } from './fork.js';
 import type { TransportJob, TransportMeasurement } from './jobs.js';
 import { loadFlags, processCpuMs, startModelProcess } from './model-process.js';
 import type { BenchContext, BenchPart, BenchRow, PartReport } from './part.js';
@@ -132,15 +132,6 @@ export function summariseTransport(
   return { summary, ratios };
 }
 
-/** The measuring processes talk to the local model: they get no credentials. */
-function childEnv(): NodeJS.ProcessEnv {
-  const env = { ...process.env };
-  delete env.ANTHROPIC_API_KEY;
-  delete env.ANTHROPIC_AUTH_TOKEN;
-  delete env.ANTHROPIC_BASE_URL;
-  return env;
-}
-
 async function run(context: BenchContext): Promise<PartReport> {
   const { options, log } = context;
   const given = (flag: string) => options.given.includes(flag);
@@ -169,7 +160,7 @@ async function run(context: BenchContext): Promise<PartReport> {
           };
           const modelBefore = processCpuMs(server.child.pid);
           const measurement = await measureInFreshProcess<TransportMeasurement>(job, {
-            env: childEnv(),
+            env: localModelEnv(),
             log,
             startFailures,
           });

@@ -86,6 +86,8 @@ describe('npm run bench: a tiny sweep of every engine on the sdk transport, and 
         '12',
         '--transport',
         'sdk',
+        '--governor',
+        'off',
         '--out',
         out,
         '--chart',
@@ -106,6 +108,8 @@ describe('npm run bench: a tiny sweep of every engine on the sdk transport, and 
     expect(table).toContain('transport sdk (sdk-loop: the SDK)');
     expect(report.transport).toBe('sdk');
     expect(report.parts.concurrency.data.transport).toBe('sdk');
+    expect(table).toContain('governor off');
+    expect(report.parts.concurrency.data.governor).toBe(false);
   });
 
   it('reports each engine at each level with every metric, finite and not negative', () => {
@@ -201,6 +205,7 @@ describe('bench flags', () => {
       /`--engines`.*cohort, in-process, thread-per-child, sdk-loop, got `cohort,bogus`/,
     ],
     [['--transport', 'fetch'], /Expected `--transport` to be undici or sdk, got `fetch`/],
+    [['--governor', 'maybe'], /Expected `--governor` to be on or off, got `maybe`/],
     [['transport', '--calls', '0'], /`--calls` to be a whole number from 1 to .*, got `0`/],
     [['--overload', '2'], /`--overload` to be a number from 0 to 1, got `2`/],
     [

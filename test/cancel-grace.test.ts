@@ -51,8 +51,9 @@ describe('cancel grace', () => {
   });
 
   it('gives no more graces while the engine closes: a slow worker is terminated', async () => {
+    // They stop 1.5 graces after the close: within a second grace, were there one.
     const { handles } = await startInTools(2, () => [
-      { calls: [{ name: 'linger', input: { ms: 3 * GRACE_MS } }] },
+      { calls: [{ name: 'linger', input: { ms: 1.5 * GRACE_MS } }] },
     ]);
     await rig!.engine.close();
     for (const handle of handles) {

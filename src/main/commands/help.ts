@@ -33,7 +33,8 @@ Engine options:
   --agents-per-thread N       children per thread (default 2048)
   --max-depth N               depth below which agents may spawn (default 1)
   --ceiling DURATION          lifetime of an async agent (default 1h)
-  --cancel-grace DURATION     how long a cancelled child may ignore it (default 5s)
+  --cancel-grace DURATION     how long a cancelled child may ignore it (default 5s; twice that
+                              when its worker still answers)
   --worker-heap-mb N          each worker's heap limit
   --log-dir DIR               root of the agents' log folders (default: a new folder under the
                               OS temp dir, cohort/<time>-<pid>)

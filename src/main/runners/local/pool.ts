@@ -1,18 +1,24 @@
 import os from 'node:os';
-import type { MessagePort, Worker } from 'node:worker_threads';
+import type { Worker } from 'node:worker_threads';
 import { AgentLog, keepsLog, withoutLog } from '../../../shared/agent-log.js';
 import type { ChildSpec } from '../../../shared/child-spec.js';
-import type { AgentEvent } from '../../../shared/events.js';
 import type { Failure } from '../../../shared/failure.js';
 import type { Governor } from '../../../shared/governor/governor.js';
 import type { ChildTask } from '../../../shared/protocol.js';
 import { redactSecrets } from '../../../shared/redact.js';
-import { type AgentResult, type CancelReason, emptyUsage } from '../../../shared/result.js';
+import type { AgentResult, CancelReason } from '../../../shared/result.js';
 import { Admission } from './admission.js';
 import { type ChildHandle, PoolHandle } from './child-handle.js';
 import { ChildLink } from './child-link.js';
 import { CrashForensics } from './forensics.js';
 import { type ChildPiscina, makePiscina } from './piscina.js';
+import {
+  type Ending,
+  type Entry,
+  type PoolStats,
+  type SpawnExtras,
+  synthetic,
+} from './pool-entry.js';
 import { Uplinks } from './uplinks.js';
 
 export interface PoolOptions {
@@ -20,7 +26,10 @@ export interface PoolOptions {
   threads?: number;
   /** Children one thread runs at once (piscina's concurrentTasksPerWorker). */
   agentsPerThread?: number;
-  /** How long a cancelled child may ignore its cancel before its worker is terminated, in ms. */
+  /**
+   * How long a cancelled child may ignore its cancel before its worker is terminated, in ms;
+   * twice that when its worker still answers main (busy, not stuck).
+   */
   cancelGraceMs?: number;
   /** How long an idle worker lives, in ms. */
   idleTimeoutMs?: number;
@@ -53,46 +62,6 @@ export const DEFAULT_CANCEL_GRACE_MS = 5000;
  * so a child that ignores its cancel is still ended within twice `cancelGraceMs`.
  */
 const MAX_GRACE_ROUNDS = 2;
-
-/** What a spawn may carry beside the spec. */
-export interface SpawnExtras {
-  onEvent?: ((event: AgentEvent) => void) | undefined;
-  /** Makes the worker end of a fresh host bridge; called at each start (and resume). */
-  makeBridge?: (() => MessagePort) | undefined;
-}
-
-/**
- * Counts kept at the uplinks, independent of the guard that makes delivery exactly-once: a worker
- * that sent two results, or a result made on main for a child that had one, shows up here.
- */
-export interface PoolStats {
-  /** Result messages received from workers, on every worker's uplink. */
-  workerResults: number;
-  /** Results main made for children whose worker could not (queued, crashed, terminated). */
-  mainResults: number;
-  /** Results that arrived for a child that had already settled, and were dropped. */
-  duplicateResults: number;
-  /** Results handed to callers. */
-  delivered: number;
-  /** Crash records still held: zero once every child of every dead worker has been judged. */
-  crashRecords: number;
-}
-
-interface Entry {
-  spec: ChildSpec;
-  handle: PoolHandle;
-  link?: ChildLink;
-  graceTimer?: NodeJS.Timeout;
-  /** When its current grace began (performance.now()), and how many it had before. */
-  grace?: { since: number; rounds: number };
-  cancelReason?: CancelReason;
-  onEvent: ((event: AgentEvent) => void) | undefined;
-  makeBridge: (() => MessagePort) | undefined;
-  /** Crashes this child was blamed for. */
-  crashes: number;
-  /** Times it was resumed on a fresh worker. */
-  resumes: number;
-}
 
 /**
  * Runs children on a piscina pool, many to a thread. Admission is ours (`Admission`), so a
@@ -369,8 +338,14 @@ export class ChildPool {
   }
 
   #graceOver(entry: Entry): void {
+    if (entry.handle.status === 'settled') return;
     const threadId = entry.link?.threadId;
-    if (entry.handle.status === 'settled' || threadId === undefined) return;
+    if (threadId === undefined) {
+      // Its cancel waits for `started` (a fresh worker still opening its uplink): the grace
+      // begins again, so a child that then ignores the cancel is still ended.
+      this.#startGrace(entry, entry.grace?.rounds ?? 0);
+      return;
+    }
     // A worker that answered during the grace is not stuck in a synchronous loop: it is slow,
     // working through a burst (10,000 cancels at once queue their aborts and log writes).
     // Terminating it would resume every sibling; give the child one more grace. Not while
@@ -378,6 +353,8 @@ export class ChildPool {
     // would only hold the shutdown up.
     const grace = entry.grace!;
     const answered = this.#uplinks.heardSince(threadId, grace.since);
+    // Reading the uplink may have delivered this very child's result.
+    if (isSettled(entry)) return;
     if (answered && !this.#closed && grace.rounds + 1 < MAX_GRACE_ROUNDS) {
       this.#startGrace(entry, grace.rounds + 1);
       return;
@@ -387,6 +364,8 @@ export class ChildPool {
 
   #terminateWorkerOf(entry: Entry, threadId: number): void {
     // Only the stuck child is to blame; its siblings resume elsewhere without a mark.
+    this.#uplinks.drain(threadId);
+    if (isSettled(entry)) return;
     const witnesses = () => this.#witnesses(threadId);
     if (!this.#forensics.terminating(threadId, entry.spec.id, witnesses)) return;
     void this.#workerByThreadId(threadId)?.terminate();
@@ -408,26 +387,10 @@ export class ChildPool {
   }
 }
 
-type Ending =
-  | { outcome: 'cancelled'; reason: CancelReason }
-  | { outcome: 'failed'; failure: Failure };
-
-function synthetic(entry: Entry, ending: Ending): AgentResult {
-  const spec = entry.spec;
-  return {
-    id: spec.id,
-    title: spec.title,
-    outcome: ending.outcome,
-    text: '',
-    ...(ending.outcome === 'cancelled'
-      ? { reason: ending.reason }
-      : { reason: ending.failure.message, code: ending.failure.code }),
-    logDir: spec.logDir,
-    truncated: false,
-    elapsedMs: Math.round(performance.now() - entry.handle.spawnedAt),
-    generation: spec.generation,
-    usage: emptyUsage(),
-  };
-}
-
 export type { ChildHandle, ChildStatus } from './child-handle.js';
+export type { PoolStats, SpawnExtras } from './pool-entry.js';
+
+/** Read afresh each time: draining an uplink may settle the child in between. */
+function isSettled(entry: Entry): boolean {
+  return entry.handle.status === 'settled';
+}

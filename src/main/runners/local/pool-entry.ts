@@ -1,0 +1,71 @@
+import type { MessagePort } from 'node:worker_threads';
+import type { ChildSpec } from '../../../shared/child-spec.js';
+import type { AgentEvent } from '../../../shared/events.js';
+import type { Failure } from '../../../shared/failure.js';
+import { type AgentResult, type CancelReason, emptyUsage } from '../../../shared/result.js';
+import type { PoolHandle } from './child-handle.js';
+import type { ChildLink } from './child-link.js';
+
+/** What the pool keeps of one child, from spawn until its result is delivered. */
+export interface Entry {
+  spec: ChildSpec;
+  handle: PoolHandle;
+  link?: ChildLink;
+  graceTimer?: NodeJS.Timeout;
+  /** When its current grace began (performance.now()), and how many it had before. */
+  grace?: { since: number; rounds: number };
+  cancelReason?: CancelReason;
+  onEvent: ((event: AgentEvent) => void) | undefined;
+  makeBridge: (() => MessagePort) | undefined;
+  /** Crashes this child was blamed for. */
+  crashes: number;
+  /** Times it was resumed on a fresh worker. */
+  resumes: number;
+}
+
+/** How a child ended when main, not its worker, makes its result. */
+export type Ending =
+  | { outcome: 'cancelled'; reason: CancelReason }
+  | { outcome: 'failed'; failure: Failure };
+
+export function synthetic(entry: Entry, ending: Ending): AgentResult {
+  const spec = entry.spec;
+  return {
+    id: spec.id,
+    title: spec.title,
+    outcome: ending.outcome,
+    text: '',
+    ...(ending.outcome === 'cancelled'
+      ? { reason: ending.reason }
+      : { reason: ending.failure.message, code: ending.failure.code }),
+    logDir: spec.logDir,
+    truncated: false,
+    elapsedMs: Math.round(performance.now() - entry.handle.spawnedAt),
+    generation: spec.generation,
+    usage: emptyUsage(),
+  };
+}
+
+/** What a spawn may carry beside the spec. */
+export interface SpawnExtras {
+  onEvent?: ((event: AgentEvent) => void) | undefined;
+  /** Makes the worker end of a fresh host bridge; called at each start (and resume). */
+  makeBridge?: (() => MessagePort) | undefined;
+}
+
+/**
+ * Counts kept at the uplinks, independent of the guard that makes delivery exactly-once: a worker
+ * that sent two results, or a result made on main for a child that had one, shows up here.
+ */
+export interface PoolStats {
+  /** Result messages received from workers, on every worker's uplink. */
+  workerResults: number;
+  /** Results main made for children whose worker could not (queued, crashed, terminated). */
+  mainResults: number;
+  /** Results that arrived for a child that had already settled, and were dropped. */
+  duplicateResults: number;
+  /** Results handed to callers. */
+  delivered: number;
+  /** Crash records still held: zero once every child of every dead worker has been judged. */
+  crashRecords: number;
+}
