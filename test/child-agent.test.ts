@@ -186,6 +186,7 @@ describe('the reply contract, through the real pool and the real SDK', () => {
 
   it('eventTypes: a listener that asks only for retries gets no step or tool events across the thread', async () => {
     const seen: AgentEvent['type'][] = [];
+    const requestIds: (string | undefined)[] = [];
     const result = await rig.engine.run({
       prompt: scripted([
         {
@@ -195,12 +196,17 @@ describe('the reply contract, through the real pool and the real SDK', () => {
         },
         { reply: 'done' },
       ]),
-      onEvent: (event) => seen.push(event.type),
+      onEvent: (event) => {
+        seen.push(event.type);
+        if (event.type === 'provider-retry') requestIds.push(event.requestId);
+      },
       eventTypes: ['provider-retry'],
     });
     expect(result.outcome).toBe('complete');
     // The worker sent only the retry; the settle is made on main for every listener.
     expect(seen).toEqual(['provider-retry', 'agent-settle']);
+    // The retry names the refused request, as the scripted model's request-id header gave it.
+    expect(requestIds).toEqual([expect.stringMatching(/^req_/)]);
   });
 
   it('writes meta.json, transcript.jsonl, the spill and result.json to the log folder', async () => {

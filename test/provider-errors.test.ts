@@ -293,7 +293,11 @@ describe('HTTP statuses', () => {
 
   it('reports each retry with the attempt, the limit, the wait, the status and the message', async () => {
     const server = await fakeServer((_request, response) => {
-      response.writeHead(429, { 'content-type': 'application/json', 'retry-after-ms': '7' });
+      response.writeHead(429, {
+        'content-type': 'application/json',
+        'retry-after-ms': '7',
+        'request-id': 'req_0123abc',
+      });
       response.end(API_ERROR('rate_limit_error', 'slow down'));
     });
     const retries: RetryInfo[] = [];
@@ -307,13 +311,13 @@ describe('HTTP statuses', () => {
         attempt: 2,
         maxAttempts: 3,
         waitMs: 7,
-        error: { code: 'rate_limited', status: 429, message: said },
+        error: { code: 'rate_limited', status: 429, message: said, requestId: 'req_0123abc' },
       },
       {
         attempt: 3,
         maxAttempts: 3,
         waitMs: 7,
-        error: { code: 'rate_limited', status: 429, message: said },
+        error: { code: 'rate_limited', status: 429, message: said, requestId: 'req_0123abc' },
       },
     ]);
     expect(!result.ok && result.error.message).toBe(`${said} (after 3 attempts)`);

@@ -2,10 +2,12 @@ import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib';
 import { BYTE, coded, fixtures, MULTIBYTE, scripted } from './transport-fixtures.js';
 import type { Scenario } from './transport-run.js';
 import {
+  brokenChunkAfterEvents,
   echoCredential,
   eventsThen,
   nowhere,
   redirect,
+  redirectForever,
   replay,
   startServer,
   status,
@@ -275,6 +277,24 @@ export const EDGE_SCENARIOS: Scenario[] = [
     serve: () =>
       startServer(replay(eventsThen(fixtures().recorded, 3, 'event: error\ndata: boom\n\n'))),
     expected: { code: 'server_error', calls: 2, says: /error event mid-stream: "boom"/ },
+  },
+  {
+    name: 'a chunked body whose framing breaks after 3 events',
+    serve: () => startServer(brokenChunkAfterEvents(fixtures().recorded, 3)),
+    expected: { code: 'connection', calls: 2, says: /the connection to .* broke/ },
+  },
+  {
+    name: 'more content-encodings than fetch allows',
+    serve: () =>
+      startServer(
+        replay(fixtures().recorded, { headers: coded('gzip, gzip, gzip, gzip, gzip, gzip') }),
+      ),
+    expected: { code: 'connection', calls: 2, says: /too many content-encodings/ },
+  },
+  {
+    name: 'redirects that never end',
+    serve: () => startServer(redirectForever),
+    expected: { code: 'connection', calls: 2, requests: 42, says: /redirect count exceeded/ },
   },
   {
     name: 'the caller aborts while waiting for headers',

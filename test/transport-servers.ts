@@ -165,16 +165,42 @@ export function replay(
 
 /** Writes the start of `body` (up to the end of event number `events`), then resets the socket. */
 export function resetAfterEvents(body: Buffer, events: number): Handler {
+  const cut = eventsEnd(body, events);
+  return (request, response) => {
+    response.writeHead(200, SSE_HEAD);
+    response.write(body.subarray(0, cut), () => request.socket.resetAndDestroy());
+  };
+}
+
+/**
+ * Writes the start of `body` (up to the end of event number `events`) in proper chunked
+ * encoding, then a chunk header that is not hex, then closes: the body's framing breaks mid-stream.
+ */
+export function brokenChunkAfterEvents(body: Buffer, events: number): Handler {
+  const cut = eventsEnd(body, events);
+  return (_request, response) => {
+    response.writeHead(200, { ...SSE_HEAD, 'transfer-encoding': 'chunked' });
+    response.write(body.subarray(0, cut), () => {
+      response.socket?.end('zz\r\nnot a chunk\r\n');
+    });
+  };
+}
+
+/** Answers every request with a 307 to a fresh path: a redirect that never ends. */
+export const redirectForever: Handler = (request, response) => {
+  response.writeHead(307, { location: `/again${request.url}`, 'content-type': 'text/plain' });
+  response.end('Again');
+};
+
+/** Where event number `events` of a recorded stream ends. */
+function eventsEnd(body: Buffer, events: number): number {
   let cut = 0;
   for (let index = 0; index < events; index++) {
     const end = body.indexOf('\n\n', cut);
     if (end < 0) throw new Error(`Expected ${events} events in the recorded stream, got ${index}`);
     cut = end + 2;
   }
-  return (request, response) => {
-    response.writeHead(200, SSE_HEAD);
-    response.write(body.subarray(0, cut), () => request.socket.resetAndDestroy());
-  };
+  return cut;
 }
 
 /** Resets the connection (TCP RST) once the request has arrived: no status, no headers. */

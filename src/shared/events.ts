@@ -37,6 +37,8 @@ export interface ProviderRetry {
   status?: number;
   /** The rate-limit governor paces this retry; it does not count against `maxAttempts`. */
   paced?: boolean;
+  /** The failed attempt's `request-id`, when the server sent one. */
+  requestId?: string;
   /** What happened, with the URL and the cause; already redacted of secrets. */
   message: string;
 }

@@ -191,6 +191,7 @@ async function request(
             code: info.error.code,
             message: info.error.message,
             ...(info.error.status === undefined ? {} : { status: info.error.status }),
+            ...(info.error.requestId === undefined ? {} : { requestId: info.error.requestId }),
             ...(info.paced ? { paced: true } : {}),
           });
         },

@@ -5,7 +5,7 @@ import {
   APIUserAbortError,
 } from '@anthropic-ai/sdk';
 import { redactSecrets } from '../redact.js';
-import { API_KEY_ENV } from './config.js';
+import { API_KEY_ENV, AUTH_TOKEN_ENV } from './config.js';
 import type { ProviderError } from './types.js';
 
 /** A failed attempt as the retry loop sees it. */
@@ -67,9 +67,15 @@ export function classify(error: unknown, context: FailureContext): AttemptFailur
   }
   if (error instanceof APIConnectionError) return networkFailure(error, endpoint, 'connect');
   if (error instanceof APIError) {
-    return error.status === undefined
-      ? streamErrorEvent(error, endpoint)
-      : httpFailure(error, error.status, endpoint);
+    const failure =
+      error.status === undefined
+        ? streamErrorEvent(error, endpoint)
+        : httpFailure(error, error.status, endpoint);
+    // The server's id of the request travels with the error, for its support to look up.
+    if (typeof error.requestID === 'string' && error.requestID !== '') {
+      failure.error.requestId = excerpt(error.requestID, 100);
+    }
+    return failure;
   }
   // Unparsable data in an event stream that began well: a garbled chunk may not recur, so it
   // keeps the retry that `bad_response` has.
@@ -197,11 +203,8 @@ function httpFailure(error: APIError, status: number, endpoint: string): Attempt
   const said = `${endpoint} answered ${status}: ${serverSaid(error)}`;
   const headers = error.headers;
   if (status === 401 || status === 403) {
-    const key = process.env[API_KEY_ENV]
-      ? `check the key in ${API_KEY_ENV}`
-      : `${API_KEY_ENV} is not set`;
     return {
-      error: { code: 'auth', status, message: `the API key was refused (${said}); ${key}` },
+      error: { code: 'auth', status, message: `${credentialHint(said)}` },
       headers,
     };
   }
@@ -228,6 +231,17 @@ function httpFailure(error: APIError, status: number, endpoint: string): Attempt
       ? '; is the base URL right? It should be the server root: cohort adds /v1/messages'
       : '';
   return { error: { code: 'bad_request', status, message: `${said}${hint}` }, headers };
+}
+
+/** What a 401 or 403 says about the credential that was sent (the key wins over the token). */
+function credentialHint(said: string): string {
+  if (process.env[API_KEY_ENV]?.trim()) {
+    return `the API key was refused (${said}); check the key in ${API_KEY_ENV}`;
+  }
+  if (process.env[AUTH_TOKEN_ENV]?.trim()) {
+    return `the auth token was refused (${said}); check the token in ${AUTH_TOKEN_ENV}`;
+  }
+  return `the API key was refused (${said}); ${API_KEY_ENV} is not set`;
 }
 
 /**

@@ -30,6 +30,8 @@ export interface ProviderError {
   message: string;
   /** The HTTP status, when the server answered with one. */
   status?: number;
+  /** The server's `request-id` header, when it sent one: what its support asks for. */
+  requestId?: string;
 }
 
 /** What the retry loop reports before it waits to try again: plain data, for events and logs. */

@@ -53,10 +53,21 @@ export async function* streamEvents(
     done = true;
   } catch (error) {
     if (signal.aborted) return;
-    throw error;
+    throw asFetchBodyError(error);
   } finally {
     if (!done) body.destroy();
   }
+}
+
+/**
+ * A body that failed as fetch reports it: fetch wraps whatever broke the body (a reset, a broken
+ * chunked encoding, a bad compressed stream) in `TypeError('terminated')`, which `classify`
+ * reads as a connection that broke. What the stream's own rules throw (an `error` event's
+ * `APIError`, JSON.parse's `SyntaxError`) passes as it is.
+ */
+export function asFetchBodyError(error: unknown): unknown {
+  if (error instanceof APIError || error instanceof SyntaxError) return error;
+  return new TypeError('terminated', { cause: error });
 }
 
 /** One server-sent event as the SDK turns it into a stream event, or nothing to yield. */

@@ -75,7 +75,10 @@ export class UndiciTransport implements Transport {
         headers: [...this.#headers, ATTEMPT_HEADER, String(attempt)],
         body: JSON.stringify(body),
         signal,
-      });
+        // Past the last redirect fetch fails rather than answering the 3xx; the redirect
+        // handler reads this from the request's options (undici's types leave it out).
+        throwOnMaxRedirect: true,
+      } as Dispatcher.RequestOptions);
     } catch (error) {
       throw requestFailure(error, signal);
     }
@@ -160,6 +163,11 @@ function requestFailure(error: unknown, signal: AbortSignal): Error {
   const cause = error instanceof Object ? (error as { cause?: unknown }).cause : undefined;
   const text = String(error) + (cause === undefined ? '' : String(cause));
   if (isAbortError(error) || /timed? ?out/i.test(text)) return new APIConnectionTimeoutError();
+  // In fetch's words, so both transports say the same.
+  if (/max redirects/i.test(text)) {
+    const cause = new Error('redirect count exceeded');
+    return new APIConnectionError({ cause: new TypeError('fetch failed', { cause }) });
+  }
   return new APIConnectionError({ cause: error instanceof Error ? error : new Error(text) });
 }
 
@@ -175,8 +183,9 @@ async function statusError(status: number, body: Readable, headers: Headers): Pr
   let text: string;
   try {
     text = new TextDecoder().decode(await readStart(body, MAX_ERROR_BODY_BYTES));
-  } catch (error) {
-    text = error instanceof Error ? error.message : String(error);
+  } catch {
+    // As fetch's `text()` says it of a body that broke off: the status is what matters.
+    text = 'terminated';
   }
   const json = safeJSON(text);
   return APIError.generate(status, json as object | undefined, json ? undefined : text, headers);
