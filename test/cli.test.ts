@@ -79,7 +79,7 @@ describe('cohort agent', () => {
     const run = runCli(['agent', 'Say something.', '--log-dir', tempDir()]);
     expect((await run.exit).code).toBe(0);
     expect(run.stderr()).toMatch(
-      /^cohort: no ANTHROPIC_API_KEY or ANTHROPIC_BASE_URL set; using the built-in scripted model at http:\/\/127\.0\.0\.1:\d+\n$/,
+      /^cohort: no ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN or ANTHROPIC_BASE_URL set; using the built-in scripted model at http:\/\/127\.0\.0\.1:\d+\n$/,
     );
     expect(run.stdout()).toMatch(/· complete/);
   });

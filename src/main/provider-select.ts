@@ -47,7 +47,7 @@ export function chooseProvider(
   }
   if (kind === 'anthropic' && !credential && !env.ANTHROPIC_BASE_URL && !baseURL) {
     throw new UsageError(
-      'Expected ANTHROPIC_API_KEY (or `--base-url` / ANTHROPIC_BASE_URL) with `--provider anthropic`, got neither',
+      'Expected ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN (or `--base-url` / ANTHROPIC_BASE_URL) with `--provider anthropic`, got none',
     );
   }
   return { kind, config };
@@ -62,7 +62,7 @@ export async function startProvider(
   const { startScriptedModel } = await import('../testing/index.js');
   const server = await startScriptedModel({ ...options.mockLoad, port: 0 });
   options.notice(
-    `cohort: no ANTHROPIC_API_KEY or ANTHROPIC_BASE_URL set; using the built-in scripted model at ${server.url}`,
+    `cohort: no ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN or ANTHROPIC_BASE_URL set; using the built-in scripted model at ${server.url}`,
   );
   let closing: Promise<void> | undefined;
   return {
