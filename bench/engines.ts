@@ -17,6 +17,7 @@ import { DEFAULT_PROVIDER_CONFIG, type ProviderConfig } from '../src/shared/prov
 import { Provider } from '../src/shared/provider/provider.js';
 import { DEFAULT_REPLY_CAP } from '../src/shared/render.js';
 import type { AgentResult } from '../src/shared/result.js';
+import { LiveRuns } from './live-runs.js';
 import { sdkLoopEngine } from './sdk-loop.js';
 
 export const ENGINE_NAMES = ['cohort', 'in-process', 'thread-per-child', 'sdk-loop'] as const;
@@ -119,11 +120,9 @@ async function poolEngine(
 /** The agent loop on the main thread, built the way `Engine.spawn` builds a child's spec. */
 function inProcessEngine(setup: EngineSetup): BenchEngine {
   const config: ProviderConfig = { ...DEFAULT_PROVIDER_CONFIG, ...setup.provider };
-  // One Provider (one SDK client, one connection pool) for every agent, as a user would share it.
+  // One Provider (one connection pool) for every agent, as a user would share it.
   const provider = new Provider(config);
-  // A controller per agent: one shared signal would collect an abort listener per request.
-  const live = new Set<AbortController>();
-  const pending = new Set<Promise<AgentResult>>();
+  const runs = new LiveRuns<AgentResult>();
   const noEvents = (): void => {};
   return {
     name: 'in-process',
@@ -144,22 +143,10 @@ function inProcessEngine(setup: EngineSetup): BenchEngine {
         toolModules: setup.toolModules,
         streamText: false,
       };
-      const controller = new AbortController();
-      live.add(controller);
-      const result = runChild(spec, {
-        provider,
-        signal: controller.signal,
-        emit: request.onEvent ?? noEvents,
-      }).finally(() => {
-        live.delete(controller);
-        pending.delete(result);
-      });
-      pending.add(result);
-      return result;
+      return runs.start((signal) =>
+        runChild(spec, { provider, signal, emit: request.onEvent ?? noEvents }),
+      );
     },
-    async close() {
-      for (const controller of live) controller.abort('shutdown');
-      await Promise.all(pending);
-    },
+    close: () => runs.close(),
   };
 }

@@ -24,6 +24,7 @@ import { loadToolModule } from '../src/shared/tools/modules.js';
 import { REPLY_DESCRIPTION, REPLY_SCHEMA } from '../src/shared/tools/reply.js';
 import { type AnyTool, REPLY_TOOL } from '../src/shared/tools/types.js';
 import type { AgentRequest, BenchEngine, EngineSetup } from './engines.js';
+import { LiveRuns } from './live-runs.js';
 
 /** What every request of the loop shares. */
 interface LoopContext {
@@ -64,26 +65,14 @@ export async function sdkLoopEngine(setup: EngineSetup): Promise<BenchEngine> {
     ],
     tools,
   };
-  // A controller per agent, so `close` can cancel what is live.
-  const live = new Set<AbortController>();
-  const pending = new Set<Promise<AgentResult>>();
+  const runs = new LiveRuns<AgentResult>();
   return {
     name: 'sdk-loop',
     threads: 0,
     run(request) {
-      const controller = new AbortController();
-      live.add(controller);
-      const result = runAgent(context, request, controller.signal).finally(() => {
-        live.delete(controller);
-        pending.delete(result);
-      });
-      pending.add(result);
-      return result;
+      return runs.start((signal) => runAgent(context, request, signal));
     },
-    async close() {
-      for (const controller of live) controller.abort('shutdown');
-      await Promise.all(pending);
-    },
+    close: () => runs.close(),
   };
 }
 
