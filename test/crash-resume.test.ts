@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import type { AgentEvent } from '../src/shared/events.js';
 import { restoreTranscript } from '../src/shared/restore.js';
 import { NUDGE_TEXT } from '../src/shared/tools/reply.js';
@@ -38,6 +38,12 @@ describe('a crashed worker loses no agent', () => {
           onEvent: (event) => events.push(event),
         });
         await inSecondStep;
+        // Its first step counts as committed once the write of its lines has completed (the
+        // writes run off the worker's event loop): prompt, assistant message, tool result.
+        await vi.waitFor(
+          () => expect(readTranscript(path.join(rig.logDir, sibling.id))).toHaveLength(3),
+          { timeout: 10_000 },
+        );
         const culprit = rig.engine.spawn({
           prompt: scripted([{ calls: [{ name: tool, input: {} }] }]),
           onEvent: (event) => events.push(event),

@@ -1,6 +1,6 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { Session, type SessionEvent } from '../src/main/session.js';
 import type { MessageParam } from '../src/shared/provider/types.js';
 import type { AgentResult } from '../src/shared/result.js';
@@ -212,7 +212,12 @@ describe('a session with async agents', () => {
 
     // Nothing got past the gate before it opened.
     expect(gate.isOpen).toBe(false);
-    for (const agent of live) expect(readTranscript(agent.logDir)).toHaveLength(1);
+    // A running child's log is written off its thread's event loop: wait for the prompt's line.
+    for (const agent of live) {
+      await vi.waitFor(() => expect(readTranscript(agent.logDir)).toHaveLength(1), {
+        timeout: 10_000,
+      });
+    }
     gate.open();
     await session.waitIdle();
     expect(session.pending).toHaveLength(2);
@@ -477,10 +482,16 @@ describe('sync agents, the root tool set, host tools and depth', () => {
     const after = await rig.engine.run({ prompt: scripted([{ reply: 'y' }]) });
     expect(session.list()).toMatchObject([{ id: before.id, status: 'running' }]);
     expect(session.pending).toEqual([]);
-    expect(readTranscript(before.logDir)).toHaveLength(1);
     const meta = (dir: string) =>
       JSON.parse(readFileSync(path.join(dir, 'meta.json'), 'utf8')) as { model: string };
-    expect(meta(before.logDir).model).toBe('cohort-scripted');
+    // `before` is still running: its folder's writes may still be in flight.
+    await vi.waitFor(
+      () => {
+        expect(readTranscript(before.logDir)).toHaveLength(1);
+        expect(meta(before.logDir).model).toBe('cohort-scripted');
+      },
+      { timeout: 10_000 },
+    );
     expect(meta(after.logDir!).model).toBe('model-b');
     gate.open();
     await session.waitIdle();
