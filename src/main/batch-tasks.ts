@@ -1,4 +1,6 @@
+import type { Budget } from '../shared/budget.js';
 import { describeValue, UsageError } from '../shared/errors.js';
+import { budgetFromData } from './agents/load.js';
 import type { AgentOptions } from './engine.js';
 import { MAX_STEPS_LIMIT } from './options.js';
 
@@ -11,6 +13,12 @@ export interface BatchTask {
   tools?: string[];
   maxSteps?: number;
   model?: string;
+  /** A named agent (an agent file) whose fields are this task's defaults. */
+  agent?: string;
+  /** A JSON Schema the reply must match; the result line then carries `value`. */
+  outputSchema?: Record<string, unknown>;
+  /** This task's limits (`time` as a duration, like agent files). */
+  budget?: Budget;
 }
 
 export interface TaskLineError {
@@ -27,7 +35,18 @@ export interface ParsedTasks {
   lineOf: ReadonlyMap<string, number>;
 }
 
-const FIELDS = new Set(['id', 'prompt', 'title', 'system', 'tools', 'maxSteps', 'model']);
+const FIELDS = new Set([
+  'id',
+  'prompt',
+  'title',
+  'system',
+  'tools',
+  'maxSteps',
+  'model',
+  'agent',
+  'outputSchema',
+  'budget',
+]);
 
 /**
  * Parses a tasks file: one JSON object per line; blank lines are skipped. Never throws: every bad
@@ -75,6 +94,9 @@ export function taskAgentOptions(task: BatchTask): AgentOptions {
     ...(task.tools === undefined ? {} : { tools: task.tools }),
     ...(task.maxSteps === undefined ? {} : { maxSteps: task.maxSteps }),
     ...(task.model === undefined ? {} : { model: task.model }),
+    ...(task.agent === undefined ? {} : { agent: task.agent }),
+    ...(task.outputSchema === undefined ? {} : { outputSchema: task.outputSchema }),
+    ...(task.budget === undefined ? {} : { budget: task.budget }),
   };
 }
 
@@ -140,7 +162,7 @@ export function checkTaskLine(
       `expected \`prompt\` to be a non-empty string, got ${describeValue(record.prompt, 60)}`,
     );
   }
-  for (const key of ['title', 'system', 'model'] as const) {
+  for (const key of ['title', 'system', 'model', 'agent'] as const) {
     if (record[key] !== undefined && typeof record[key] !== 'string') {
       problems.push(`expected \`${key}\` to be a string, got ${describeValue(record[key], 60)}`);
     }
@@ -164,6 +186,25 @@ export function checkTaskLine(
       `expected \`maxSteps\` to be a whole number from 1 to ${MAX_STEPS_LIMIT}, got ${describeValue(record.maxSteps, 60)}`,
     );
   }
+  if (
+    record.outputSchema !== undefined &&
+    (typeof record.outputSchema !== 'object' ||
+      record.outputSchema === null ||
+      Array.isArray(record.outputSchema))
+  ) {
+    problems.push(
+      `expected \`outputSchema\` to be a JSON Schema (an object), got ${describeValue(record.outputSchema, 60)}`,
+    );
+  }
+  let budget: Budget | undefined;
+  if (record.budget !== undefined) {
+    try {
+      budget = budgetFromData(record.budget, '`budget`');
+    } catch (error) {
+      if (!(error instanceof UsageError)) throw error;
+      problems.push(error.message.replace(/^Expected/, 'expected'));
+    }
+  }
   if (problems.length > 0 || id === undefined) return { ok: false, message: problems.join('; ') };
   return {
     ok: true,
@@ -175,6 +216,11 @@ export function checkTaskLine(
       ...(record.tools === undefined ? {} : { tools: record.tools as string[] }),
       ...(record.maxSteps === undefined ? {} : { maxSteps: record.maxSteps as number }),
       ...(record.model === undefined ? {} : { model: record.model as string }),
+      ...(record.agent === undefined ? {} : { agent: record.agent as string }),
+      ...(record.outputSchema === undefined
+        ? {}
+        : { outputSchema: record.outputSchema as Record<string, unknown> }),
+      ...(budget === undefined ? {} : { budget }),
     },
   };
 }

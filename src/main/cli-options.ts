@@ -27,6 +27,11 @@ export const COMMON_OPTIONS = {
   tools: { type: 'string', multiple: true },
   'worker-heap-mb': { type: 'string' },
   'cancel-grace': { type: 'string' },
+  agents: { type: 'string' },
+  budget: { type: 'string' },
+  prices: { type: 'string' },
+  'otel-endpoint': { type: 'string' },
+  'trace-file': { type: 'string' },
   json: { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
 } as const satisfies ParseArgsConfig['options'];

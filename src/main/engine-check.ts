@@ -2,13 +2,18 @@ import { statSync } from 'node:fs';
 import path from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { checkLogPolicy } from '../shared/agent-log.js';
-import { expected, UsageError } from '../shared/errors.js';
+import { checkBudget, mergeBudgets } from '../shared/budget-meter.js';
+import { describeValue, expected, UsageError } from '../shared/errors.js';
 import { checkGovernorOptions } from '../shared/governor/governor.js';
+import { checkPriceTable } from '../shared/prices.js';
 import type { ProbeMessage } from '../shared/protocol.js';
 import { TRANSPORT_NAMES } from '../shared/provider/transport/types.js';
+import { schemaValidator } from '../shared/tools/dispatch.js';
 import { checkTool } from '../shared/tools/modules.js';
 import { REPLY_TOOL, SPAWN_TOOLS } from '../shared/tools/types.js';
 import { WORKSPACE_TOOLS } from '../shared/tools/workspace.js';
+import { type AgentDefinition, AgentFileError } from './agents/definition.js';
+import { loadAgentDefinitions } from './agents/load.js';
 import type { AgentOptions, EngineOptions } from './engine.js';
 import {
   checkDurationMs,
@@ -31,9 +36,18 @@ export interface EngineCheck {
   readonly toolNames: readonly string[];
   /**
    * Throws a UsageError when `Engine.spawn` would refuse `options` for an agent at `depth`
-   * (default 1): an empty prompt, title or model, `maxSteps` out of bounds, an unknown tool.
+   * (default 1): an empty prompt, title or model, `maxSteps` out of bounds, an unknown tool, an
+   * unknown agent name, an output schema Ajv refuses, a bad budget. An agent file's fields are
+   * checked as the spawn would use them.
    */
   checkAgent(options: AgentOptions, depth?: number): void;
+  /** The named agents (agent files), by name order. */
+  readonly agents: readonly AgentDefinition[];
+  /**
+   * `options` with its agent file's fields filled in where the spawn left them unset, and that
+   * definition. Throws a UsageError for a name no file defines.
+   */
+  resolve(options: AgentOptions): { options: AgentOptions; definition?: AgentDefinition };
 }
 
 /** One tool the agents of an engine may get, and where it comes from (for messages). */
@@ -227,14 +241,84 @@ function checkToolNames(sources: readonly ToolSource[]): void {
   }
 }
 
-/** The check each spawn passes, bound to the tools an engine has. */
-export function agentCheck(sources: readonly ToolSource[], maxDepth: number): EngineCheck {
+/** The check each spawn passes, bound to the tools and the named agents an engine has. */
+export function agentCheck(
+  sources: readonly ToolSource[],
+  maxDepth: number,
+  agents: readonly AgentDefinition[] = [],
+): EngineCheck {
   const known = (depth: number): string[] =>
     sources.filter((source) => !source.spawnOnly || depth < maxDepth).map((source) => source.name);
+  checkAgentFileTools(agents, known(1));
+  const byName = new Map(agents.map((agent) => [agent.name, agent]));
+  const resolve = (options: AgentOptions) => {
+    if (options.agent === undefined) return { options };
+    const definition = byName.get(options.agent);
+    if (!definition) {
+      const names = [...byName.keys()].map((name) => `\`${name}\``).join(', ') || 'none';
+      throw new UsageError(
+        `Expected \`agent\` to name an agent file (known: ${names}), got ${describeValue(options.agent, 60, { quoteStrings: true })}`,
+      );
+    }
+    const { agent: _name, ...own } = options;
+    const merged: AgentOptions = {
+      system: definition.system,
+      ...(definition.model === undefined ? {} : { model: definition.model }),
+      ...(definition.tools === undefined ? {} : { tools: definition.tools }),
+      ...(definition.maxSteps === undefined ? {} : { maxSteps: definition.maxSteps }),
+      ...(definition.outputSchema === undefined ? {} : { outputSchema: definition.outputSchema }),
+      ...definedFields(own),
+      ...(definition.budget || own.budget
+        ? { budget: mergeBudgets(definition.budget, own.budget) ?? {} }
+        : {}),
+    };
+    return { options: merged, definition };
+  };
   return {
     toolNames: known(1),
-    checkAgent: (options, depth = 1) => checkAgentOptions(options, known(depth)),
+    agents,
+    resolve,
+    checkAgent: (options, depth = 1) => {
+      if (typeof options === 'object' && options !== null) {
+        checkString('agent', options.agent);
+        checkAgentOptions(resolve(options).options, known(depth));
+      } else checkAgentOptions(options, known(depth));
+    },
   };
+}
+
+/** The fields of `options` that are set: an explicit `undefined` leaves a file's value in place. */
+function definedFields(options: AgentOptions): AgentOptions {
+  return Object.fromEntries(
+    Object.entries(options).filter(([, value]) => value !== undefined),
+  ) as unknown as AgentOptions;
+}
+
+/** An agent file may name only tools that exist; the message points at its `tools` line. */
+function checkAgentFileTools(agents: readonly AgentDefinition[], known: readonly string[]): void {
+  for (const agent of agents) {
+    const unknown = (agent.tools ?? []).filter(
+      (name) => name !== REPLY_TOOL && !known.includes(name),
+    );
+    if (unknown.length === 0) continue;
+    const list = known.length === 0 ? 'none' : known.map((name) => `\`${name}\``).join(', ');
+    throw new AgentFileError(
+      `${agent.file}:${agent.lines.tools ?? 1}: Expected \`tools\` to name known tools (${list}), got ${unknown.map((name) => `\`${name}\``).join(', ')}`,
+    );
+  }
+}
+
+/**
+ * The agent files an engine has: `agentsDir` (which must exist), or `.cohort/agents` under the
+ * workspace when that exists. Throws the first malformed file's UsageError (`file:line: …`).
+ */
+export function engineAgents(options: EngineOptions): AgentDefinition[] {
+  if (options.agentsDir !== undefined) {
+    return loadAgentDefinitions(options.agentsDir, { required: true });
+  }
+  if (options.workspace === undefined) return [];
+  const folder = path.join(options.workspace, '.cohort', 'agents');
+  return loadAgentDefinitions(folder, { required: false });
 }
 
 /** Checks what one agent is asked to do; `known` are the tools it may name. */
@@ -258,12 +342,30 @@ function checkAgentOptions(options: AgentOptions, known: readonly string[]): voi
     throw expected('streamText', 'a boolean', options.streamText);
   }
   checkStringArray('eventTypes', options.eventTypes);
+  checkOutputSchema('outputSchema', options.outputSchema);
+  checkBudget('budget', options.budget);
   const tools = checkStringArray('tools', options.tools) ?? [];
   const unknown = tools.filter((name) => name !== REPLY_TOOL && !known.includes(name));
   if (unknown.length > 0) {
     const list = known.length === 0 ? 'none' : known.map((name) => `\`${name}\``).join(', ');
     throw new UsageError(
       `Expected \`tools\` to name known tools (${list}), got ${unknown.map((name) => `\`${name}\``).join(', ')}`,
+    );
+  }
+}
+
+/** A JSON Schema Ajv compiles (an object); its refusal is passed on in the message. */
+export function checkOutputSchema(name: string, value: unknown): void {
+  if (value === undefined) return;
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw expected(name, 'a JSON Schema (an object)', value);
+  }
+  try {
+    schemaValidator(value);
+  } catch (error) {
+    const why = error instanceof Error ? error.message : String(error);
+    throw new UsageError(
+      `Expected \`${name}\` to be a JSON Schema, but it does not compile: ${why}; got ${describeValue(value, 200)}`,
     );
   }
 }
@@ -306,5 +408,12 @@ export function validateEngineOptions(options: EngineOptions): void {
   // No upper bound: a pool opens connections only as requests need them.
   checkInteger('provider.connections', provider.connections, 1);
   checkGovernorOptions(options.governor);
+  checkString('agentsDir', options.agentsDir);
+  checkBudget('budget', options.budget);
+  checkPriceTable('prices', options.prices);
+  const tracer = options.tracerProvider as { getTracer?: unknown } | undefined;
+  if (tracer !== undefined && typeof tracer?.getTracer !== 'function') {
+    throw expected('tracerProvider', 'an OpenTelemetry TracerProvider', tracer);
+  }
   checkEnginePaths(options);
 }

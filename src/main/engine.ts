@@ -1,7 +1,15 @@
 import { mkdirSync, readdirSync, rmdirSync } from 'node:fs';
 import path from 'node:path';
+import {
+  type Context,
+  context as otelContext,
+  type Tracer,
+  type TracerProvider,
+} from '@opentelemetry/api';
 import type { LogPolicy } from '../shared/agent-log.js';
-import type { ChildSpec } from '../shared/child-spec.js';
+import type { Budget, PriceTable } from '../shared/budget.js';
+import { mergeBudgets } from '../shared/budget-meter.js';
+import type { ChildSpec, HostToolInfo } from '../shared/child-spec.js';
 import { DEFAULT_MAX_STEPS } from '../shared/child-spec.js';
 import { expected } from '../shared/errors.js';
 import type { AgentEvent } from '../shared/events.js';
@@ -13,10 +21,12 @@ import { DEFAULT_PROVIDER_CONFIG, type ProviderConfig } from '../shared/provider
 import { DEFAULT_REPLY_CAP } from '../shared/render.js';
 import { type AgentResult, cancelReasonOf } from '../shared/result.js';
 import type { AnyTool } from '../shared/tools/types.js';
+import type { AgentDefinition } from './agents/definition.js';
 import {
   agentCheck,
   DEFAULT_IMPORT_TIMEOUT_MS,
   type EngineCheck,
+  engineAgents,
   engineTools,
   validateEngineOptions,
 } from './engine-check.js';
@@ -30,6 +40,9 @@ import {
   type PoolStats,
 } from './runners/local/pool.js';
 import { AgentScope } from './scope.js';
+import { type ChildTrace, traceChild } from './tracing/agent-trace.js';
+import { cohortTracer } from './tracing/otel-spans.js';
+import { TreeLedger } from './tree-budget.js';
 
 /** Default lifetime ceiling of an async agent: one hour. */
 export const DEFAULT_CEILING_MS = 3_600_000;
@@ -72,6 +85,20 @@ export interface EngineOptions extends PoolOptions {
    * workers call them through the host bridge.
    */
   hostTools?: AnyTool[];
+  /**
+   * The folder of agent files (`NAME.md`, docs/AGENTS.md). Default: `.cohort/agents` under the
+   * workspace, when it exists. Every file is checked at start; a malformed one stops the start.
+   */
+  agentsDir?: string;
+  /** The budget of every child, field by field under its agent file's and its spawn's. */
+  budget?: Budget;
+  /** Prices by model (dollars per million tokens) over the built-in table, for `costUsd`. */
+  prices?: PriceTable;
+  /**
+   * Traces every agent, provider attempt and tool call into this OpenTelemetry provider
+   * (docs/TRACING.md). Unset, nothing is recorded.
+   */
+  tracerProvider?: TracerProvider;
 }
 
 /** What one child is asked to do. */
@@ -84,6 +111,15 @@ export interface AgentOptions {
   tools?: string[];
   /** Model for this child; default: the engine's. */
   model?: string;
+  /** A named agent (an agent file): its fields are the defaults of this spawn's. */
+  agent?: string;
+  /**
+   * A JSON Schema the reply's `result` must match (a typed reply): the result then carries the
+   * parsed `value`; replies that do not match are refused, and a few refusals fail it `bad_reply`.
+   */
+  outputSchema?: Record<string, unknown>;
+  /** This child's limits, field by field over its agent file's and the engine's. */
+  budget?: Budget;
   /** Cancels the child (reason `user`, or the signal's reason when it is a cancel reason). */
   signal?: AbortSignal;
   /** Live events of the child. */
@@ -102,6 +138,12 @@ export interface SpawnContext {
   depth?: number;
   generation?: number;
   provider?: ProviderConfig;
+  /** How the parent started it, for its trace. */
+  mode?: 'sync' | 'async';
+  /** The trace context to hang its `invoke_agent` span under (default: the active one). */
+  traceParent?: Context;
+  /** The tree budget its parent belongs to. */
+  tree?: TreeLedger;
 }
 
 /**
@@ -122,6 +164,8 @@ export class Engine {
   #closing: Promise<void> | undefined;
   /** Whether this engine made `logDir` (and so may remove it when it is left empty). */
   readonly #madeLogDir: boolean;
+  /** cohort's tracer from `tracerProvider`; unset, nothing is traced. */
+  readonly tracer: Tracer | undefined;
 
   private constructor(
     options: EngineOptions,
@@ -138,6 +182,7 @@ export class Engine {
     this.maxDepth = options.maxDepth ?? 1;
     this.logDir = options.logDir ?? path.join(defaultLogRoot(), runFolderName());
     this.#madeLogDir = mkdirSync(this.logDir, { recursive: true }) !== undefined;
+    this.tracer = options.tracerProvider ? cohortTracer(options.tracerProvider) : undefined;
   }
 
   /** Starts an engine and waits until its worker threads are warm. */
@@ -213,6 +258,11 @@ export class Engine {
     return this.#pool.stats;
   }
 
+  /** The named agents, from the agent files (`agentsDir`). */
+  get agents(): readonly AgentDefinition[] {
+    return this.#check.agents;
+  }
+
   /** The tools a task may name in `AgentOptions.tools` (see `EngineCheck.toolNames`). */
   get toolNames(): readonly string[] {
     return this.#check.toolNames;
@@ -223,60 +273,86 @@ export class Engine {
    * refuses, an unknown tool name among them (`EngineCheck.checkAgent`).
    */
   spawn(options: AgentOptions, context: SpawnContext = {}): ChildHandle {
-    this.#check.checkAgent(options, context.depth ?? 1);
+    const depth = context.depth ?? 1;
+    this.#check.checkAgent(options, depth);
+    // An agent file's fields are the defaults; the spawn's own fields win.
+    const { options: agent, definition } = this.#check.resolve(options);
     const id = newAgentId();
     const provider = context.provider ?? this.#provider;
+    const title = agent.title ?? agent.prompt.slice(0, 60).replace(/\s+/g, ' ').trim();
+    const budget = mergeBudgets(this.#options.budget, agent.budget);
+    // A tree budget of its own starts a ledger under its parent's; else it joins its parent's.
+    const tree = budget?.tree
+      ? new TreeLedger({ budget, ...(context.tree ? { parent: context.tree } : {}) })
+      : context.tree;
+    const agents = this.#check.agents;
     const spec: ChildSpec = {
       id,
-      title: options.title ?? options.prompt.slice(0, 60).replace(/\s+/g, ' ').trim(),
-      prompt: options.prompt,
-      depth: context.depth ?? 1,
+      title,
+      prompt: agent.prompt,
+      depth,
       maxDepth: this.maxDepth,
       generation: context.generation ?? 0,
-      provider: options.model === undefined ? provider : { ...provider, model: options.model },
-      maxSteps: options.maxSteps ?? this.#options.maxSteps ?? DEFAULT_MAX_STEPS,
+      provider: agent.model === undefined ? provider : { ...provider, model: agent.model },
+      maxSteps: agent.maxSteps ?? this.#options.maxSteps ?? DEFAULT_MAX_STEPS,
       replyCap: this.#options.replyCap ?? DEFAULT_REPLY_CAP,
       logDir: path.join(this.logDir, id),
       ...(this.#options.logs === undefined ? {} : { logs: this.#options.logs }),
       toolModules: this.toolModules,
       // Text is streamed only to a listener that wants it: each delta crosses a thread.
       streamText:
-        options.streamText ??
-        (options.onEvent !== undefined && (options.eventTypes?.includes('text-delta') ?? true)),
-      liveEvents: options.onEvent !== undefined,
-      ...(options.eventTypes === undefined ? {} : { eventTypes: [...options.eventTypes] }),
-      ...(options.system === undefined ? {} : { system: options.system }),
-      ...(options.tools === undefined ? {} : { tools: options.tools }),
+        agent.streamText ??
+        (agent.onEvent !== undefined && (agent.eventTypes?.includes('text-delta') ?? true)),
+      liveEvents: agent.onEvent !== undefined,
+      ...(agent.eventTypes === undefined ? {} : { eventTypes: [...agent.eventTypes] }),
+      ...(agent.system === undefined ? {} : { system: agent.system }),
+      ...(agent.tools === undefined ? {} : { tools: agent.tools }),
       ...(this.workspace === undefined ? {} : { workspace: this.workspace }),
       ...(this.governor ? { governed: { patienceMs: this.governor.patienceMs } } : {}),
-      ...(this.#hostTools.size === 0
-        ? {}
-        : {
-            hostTools: [...this.#hostTools.values()].map((tool) => ({
-              name: tool.name,
-              description: tool.description,
-              inputSchema: tool.inputSchema,
-              ...(tool.parallel === undefined ? {} : { parallel: tool.parallel }),
-            })),
-          }),
+      ...(this.#hostTools.size === 0 ? {} : { hostTools: this.#hostToolInfo() }),
+      ...(definition ? { agentName: definition.name } : {}),
+      ...(agents.length > 0 && depth < this.maxDepth
+        ? { agents: agents.map(({ name, description }) => ({ name, description })) }
+        : {}),
+      ...(agent.outputSchema === undefined ? {} : { outputSchema: agent.outputSchema }),
+      ...(budget === undefined ? {} : { budget }),
+      ...(tree ? { inTree: true } : {}),
+      ...(this.#options.prices === undefined ? {} : { prices: this.#options.prices }),
+      ...(this.tracer ? { traced: true } : {}),
     };
+    const trace = this.tracer
+      ? traceChild(this.tracer, context.traceParent ?? otelContext.active(), {
+          id,
+          name: definition?.name ?? title,
+          model: spec.provider.model,
+          depth,
+          ...(context.mode ? { mode: context.mode } : {}),
+        })
+      : undefined;
     // A fresh bridge at each start: a resumed child gets a new one, the old one died with its
     // worker (and took the child's own agents with it). The bridge lives until the child has
     // settled, so a cancelled child can still finish its calls' aborts over it.
     const needsBridge = this.#hostTools.size > 0 || spec.depth < spec.maxDepth;
     let bridge: HostBridge | undefined;
     const handle = this.#pool.spawn(spec, {
-      onEvent: options.onEvent,
+      onEvent: agent.onEvent,
       makeBridge: needsBridge
         ? () => {
             void bridge?.shutdown();
-            bridge = this.#bridgeFor(spec, options.onEvent);
+            bridge = this.#bridgeFor(spec, agent.onEvent, { trace, tree });
             return bridge.workerPort;
           }
         : undefined,
+      ...(trace ? { onTrace: trace.apply, onResume: trace.resumed } : {}),
+      ...(tree ? { onSpend: (spend) => tree.add(spend) } : {}),
     });
+    if (tree) {
+      tree.join(id, (which) => this.#pool.budgetSpent(handle, which));
+      void handle.result.then(() => tree.leave(id));
+    }
+    if (trace) void handle.result.then((result) => trace.settle(result));
     if (needsBridge) void handle.result.then(() => bridge?.shutdown());
-    const signal = options.signal;
+    const signal = agent.signal;
     if (signal) {
       const onAbort = () => handle.cancel(cancelReasonOf(signal));
       if (signal.aborted) onAbort();
@@ -288,8 +364,21 @@ export class Engine {
     return handle;
   }
 
+  #hostToolInfo(): HostToolInfo[] {
+    return [...this.#hostTools.values()].map((tool) => ({
+      name: tool.name,
+      description: tool.description,
+      inputSchema: tool.inputSchema,
+      ...(tool.parallel === undefined ? {} : { parallel: tool.parallel }),
+    }));
+  }
+
   /** A host bridge for a child that has host tools or may spawn agents of its own. */
-  #bridgeFor(spec: ChildSpec, onEvent: ((event: AgentEvent) => void) | undefined): HostBridge {
+  #bridgeFor(
+    spec: ChildSpec,
+    onEvent: ((event: AgentEvent) => void) | undefined,
+    { trace, tree }: { trace: ChildTrace | undefined; tree: TreeLedger | undefined },
+  ): HostBridge {
     const scope =
       spec.depth < spec.maxDepth
         ? new AgentScope({
@@ -301,6 +390,8 @@ export class Engine {
             provider: spec.provider,
             // The child's own agents report into its parent's events when someone listens.
             ...(onEvent ? { emit: onEvent } : {}),
+            ...(trace ? { traceContextOf: trace.contextOf } : {}),
+            tree,
           })
         : undefined;
     return new HostBridge({
@@ -366,5 +457,9 @@ export async function checkEngine(
   validateEngineOptions(options);
   const timeoutMs =
     check.importTimeoutMs ?? options.toolImportTimeoutMs ?? DEFAULT_IMPORT_TIMEOUT_MS;
-  return agentCheck(await engineTools(options, timeoutMs), options.maxDepth ?? 1);
+  return agentCheck(
+    await engineTools(options, timeoutMs),
+    options.maxDepth ?? 1,
+    engineAgents(options),
+  );
 }

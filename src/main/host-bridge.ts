@@ -68,8 +68,13 @@ export class HostBridge {
           return { ok: false, error: redactSecrets(message) };
         }
       },
-      runSync: (input, signal) => scope().runSync(input, context(signal)),
-      spawnAsync: (input) => scope().spawnAsync(input),
+      runSync: ({ input, span }, signal) =>
+        scope().runSync(input, span === undefined ? context(signal) : { ...context(signal), span }),
+      spawnAsync: ({ input, span }, signal) =>
+        scope().spawnAsync(
+          input,
+          span === undefined ? context(signal) : { ...context(signal), span },
+        ),
       list: () => scope().list(),
       cancel: ({ id }) => scope().cancel(id),
       drain: () => {

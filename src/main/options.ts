@@ -73,6 +73,8 @@ export const OPTION_FLAGS: Readonly<Record<string, string>> = {
   maxOldGenerationSizeMb: '--worker-heap-mb',
   cancelGraceMs: '--cancel-grace',
   maxSteps: '--max-steps',
+  agentsDir: '--agents',
+  prices: '--prices',
   'provider.model': '--model',
   'provider.baseURL': '--base-url',
   'provider.requestTimeoutMs': '--request-timeout',

@@ -8,6 +8,7 @@ import type { MessageParam } from '../shared/provider/types.js';
 import { redactSecrets } from '../shared/redact.js';
 import type { AgentUsage } from '../shared/result.js';
 import type { AnyTool } from '../shared/tools/types.js';
+import type { TraceSink } from '../shared/trace/types.js';
 
 /** The id the root's own events carry. */
 export const ROOT_ID = 'root';
@@ -39,6 +40,8 @@ export interface RootTurnInput {
   usage: AgentUsage;
   generation: number;
   emit(event: AgentEvent): void;
+  /** Where the turn's provider attempts' and tool calls' spans go, when the engine traces. */
+  trace?: TraceSink | undefined;
 }
 
 /** Runs the root's steps (the one agent loop, at depth 0) until it is ready for the user. */
@@ -59,6 +62,7 @@ export async function runRootTurn(input: RootTurnInput): Promise<TurnResult> {
       workspace: input.workspace,
       usage,
       sink: rootSink(input.emit),
+      trace: input.trace,
     });
     switch (outcome.kind) {
       case 'ready':

@@ -1,3 +1,4 @@
+import type { Context } from '@opentelemetry/api';
 import type { AgentEvent } from '../shared/events.js';
 import type { ProviderConfig } from '../shared/provider/config.js';
 import { type AgentResult, type CancelReason, outcomeTag } from '../shared/result.js';
@@ -8,9 +9,11 @@ import type {
   AgentToolInput,
 } from '../shared/tools/spawn-tools.js';
 import type { ToolContext } from '../shared/tools/types.js';
+import type { TraceSpanId } from '../shared/trace/types.js';
 import type { AgentOptions, SpawnContext } from './engine.js';
 import { AgentRegistry } from './registry.js';
 import type { ChildHandle } from './runners/local/pool.js';
+import type { TreeLedger } from './tree-budget.js';
 
 export interface ScopeOptions {
   /** Spawns one child (the engine's `spawn`). */
@@ -31,6 +34,13 @@ export interface ScopeOptions {
   emit?: (event: AgentEvent) => void;
   /** Called after an async agent settled and was queued or dropped as stale. */
   onSettle?: (result: AgentResult, delivered: boolean) => void;
+  /**
+   * The trace context of the owner's tool call `span` (its `execute_tool` span), to hang a
+   * child's `invoke_agent` span under; only when the engine traces.
+   */
+  traceContextOf?: (span: TraceSpanId | undefined) => Context;
+  /** The tree budget the owner belongs to: its children's spending counts against it. */
+  tree?: TreeLedger | undefined;
 }
 
 /**
@@ -77,7 +87,7 @@ export class AgentScope implements AgentSpawner {
 
   async runSync(input: AgentToolInput, context: ToolContext): Promise<string> {
     const emit = this.#options.emit;
-    const handle = this.#spawn(input, 'sync', emit);
+    const handle = this.#spawn(input, 'sync', emit, context.span);
     this.#sync.add(handle);
     // A sync child is bounded by its parent's turn (or its parent's cancelled call).
     const onAbort = () => handle.cancel('parent');
@@ -92,9 +102,9 @@ export class AgentScope implements AgentSpawner {
     }
   }
 
-  spawnAsync(input: AgentToolInput): AgentReceipt {
+  spawnAsync(input: AgentToolInput, context?: Pick<ToolContext, 'span'>): AgentReceipt {
     const generation = this.#generation;
-    const handle = this.#spawn(input, 'async', undefined);
+    const handle = this.#spawn(input, 'async', undefined, context?.span);
     const logDir = this.#options.logDirOf(handle.id);
     this.#live.add(handle, {
       logDir,
@@ -173,13 +183,17 @@ export class AgentScope implements AgentSpawner {
     input: AgentToolInput,
     mode: 'sync' | 'async',
     onEvent: ((event: AgentEvent) => void) | undefined,
+    span: TraceSpanId | undefined,
   ): ChildHandle {
+    const { traceContextOf, tree } = this.#options;
     const handle = this.#options.spawn(
       {
         prompt: input.prompt,
         title: input.title,
         ...(input.system === undefined ? {} : { system: input.system }),
         ...(input.tools === undefined ? {} : { tools: input.tools }),
+        ...(input.agent === undefined ? {} : { agent: input.agent }),
+        ...(input.outputSchema === undefined ? {} : { outputSchema: input.outputSchema }),
         // Sync children stream to the scope's events; async ones only to their own logs.
         ...(onEvent ? { onEvent } : {}),
         streamText: onEvent !== undefined,
@@ -187,7 +201,10 @@ export class AgentScope implements AgentSpawner {
       {
         depth: this.#options.ownerDepth + 1,
         generation: this.#generation,
+        mode,
         ...(this.#options.provider ? { provider: this.#options.provider } : {}),
+        ...(traceContextOf ? { traceParent: traceContextOf(span) } : {}),
+        ...(tree ? { tree } : {}),
       },
     );
     // A spawn that races the scope's close still gets its one result: cancelled at once.

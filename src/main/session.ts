@@ -1,4 +1,5 @@
 import path from 'node:path';
+import { context as otelContext } from '@opentelemetry/api';
 import { UsageError } from '../shared/errors.js';
 import type { AgentEvent } from '../shared/events.js';
 import type { GovernorState } from '../shared/governor/types.js';
@@ -17,6 +18,7 @@ import { renderInbox } from './inbox.js';
 import { checkDurationMs, checkInteger, checkString, MAX_STEPS_LIMIT } from './options.js';
 import { ROOT_ID, runRootTurn, type TurnResult } from './root-turn.js';
 import { AgentScope } from './scope.js';
+import { OtelSpans, openAgentSpan } from './tracing/otel-spans.js';
 
 export const DEFAULT_ROOT_SYSTEM = [
   'You are the root agent of a cohort session, working for the user.',
@@ -74,6 +76,8 @@ export class Session {
   #tools: Map<string, AnyTool> | undefined;
   #idleWaiters: (() => void)[] = [];
   #closed = false;
+  /** The running turn's spans, when the engine traces: a spawn hangs under its tool call's. */
+  #turnSpans: OtelSpans | undefined;
   readonly #unsubscribeGovernor: (() => void) | undefined;
 
   constructor(engine: Engine, options: SessionOptions = {}) {
@@ -91,6 +95,14 @@ export class Session {
       logDirOf: (id) => path.join(engine.logDir, id),
       emit: (event) => this.#emit(event),
       onSettle: (_result, delivered) => this.#onAsyncSettle(delivered),
+      ...(engine.tracer
+        ? {
+            traceContextOf: (span) =>
+              span !== undefined && this.#turnSpans
+                ? this.#turnSpans.contextOf(span)
+                : otelContext.active(),
+          }
+        : {}),
     });
     this.#unsubscribeGovernor = engine.governor?.subscribe((state) =>
       this.#emit({ type: 'governor-update', state }),
@@ -281,6 +293,7 @@ export class Session {
     const onAbort = () => controller.abort('user');
     if (signal?.aborted) onAbort();
     else signal?.addEventListener('abort', onAbort, { once: true });
+    const traced = this.#traceTurn();
     let result: TurnResult;
     try {
       result = await runRootTurn({
@@ -296,13 +309,49 @@ export class Session {
         usage,
         generation,
         emit: (event) => this.#emit(event),
+        trace: traced?.spans,
       });
     } finally {
       signal?.removeEventListener('abort', onAbort);
       if (this.#foreground === controller) this.#foreground = undefined;
     }
+    traced?.end(result);
     this.#emit({ type: 'turn-end', turn, result });
     return result;
+  }
+
+  /** A turn's `invoke_agent root` span and the sink of its steps, when the engine traces. */
+  #traceTurn(): { spans: OtelSpans; end(result: TurnResult): void } | undefined {
+    const tracer = this.#engine.tracer;
+    if (!tracer) return undefined;
+    const model = this.#engine.provider.model;
+    const span = openAgentSpan(tracer, otelContext.active(), {
+      id: ROOT_ID,
+      name: ROOT_ID,
+      model,
+      depth: 0,
+    });
+    const spans = new OtelSpans(tracer, span.context);
+    this.#turnSpans = spans;
+    return {
+      spans,
+      end: (result) => {
+        if (this.#turnSpans === spans) this.#turnSpans = undefined;
+        spans.abandon(result.outcome);
+        span.end({
+          id: ROOT_ID,
+          title: ROOT_ID,
+          outcome: result.outcome === 'ready' ? 'complete' : result.outcome,
+          text: '',
+          truncated: false,
+          elapsedMs: 0,
+          generation: result.generation,
+          usage: result.usage,
+          ...(result.reason === undefined ? {} : { reason: result.reason }),
+          ...(result.code === undefined ? {} : { code: result.code }),
+        });
+      },
+    };
   }
 
   /** Appends user content; merges into the last message when a failed turn left a user last. */
@@ -323,7 +372,8 @@ export class Session {
     if (this.#tools) return this.#tools;
     const tools = new Map<string, AnyTool>();
     if (this.#engine.maxDepth > 0) {
-      for (const tool of spawnTools(this.#scope)) tools.set(tool.name, tool);
+      const agents = this.#engine.agents.map(({ name, description }) => ({ name, description }));
+      for (const tool of spawnTools(this.#scope, agents)) tools.set(tool.name, tool);
     }
     if (this.#engine.workspace) for (const tool of WORKSPACE_TOOLS) tools.set(tool.name, tool);
     for (const modulePath of this.#engine.toolModules) {

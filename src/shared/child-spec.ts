@@ -1,4 +1,5 @@
 import type { LogPolicy } from './agent-log.js';
+import type { Budget, PriceTable } from './budget.js';
 import type { ProviderConfig } from './provider/config.js';
 
 /**
@@ -51,7 +52,33 @@ export interface ChildSpec {
   resume?: boolean;
   /** Names of host tools registered on the main thread, reached through the host bridge. */
   hostTools?: HostToolInfo[];
+  /** The agent file it was made from (`agent: NAME`), for its meta and its trace. */
+  agentName?: string;
+  /** The named agents a child that may spawn can pick from, for its `agent` tool's description. */
+  agents?: AgentSummary[];
+  /** A JSON Schema the reply's `result` must match: a typed reply (docs/AGENTS.md). */
+  outputSchema?: Record<string, unknown>;
+  /** Its own limits; `tree` is handled on main, which says when a tree budget is spent. */
+  budget?: Budget;
+  /**
+   * It belongs to a tree budget held on main: it reports each step's spend over the uplink, and
+   * main tells it when the tree is spent.
+   */
+  inTree?: boolean;
+  /** Price overrides over the built-in table (only when the engine was given some). */
+  prices?: PriceTable;
+  /** Its spans are recorded and replayed on main (the engine has a tracer provider). */
+  traced?: boolean;
 }
+
+/** A named agent as a spawning agent's `agent` tool lists it. */
+export interface AgentSummary {
+  name: string;
+  description: string;
+}
+
+/** How many replies that do not match `outputSchema` a child may make before it fails. */
+export const MAX_BAD_REPLIES = 3;
 
 /** A host tool as the child sees it: its advertisement, without its function. */
 export interface HostToolInfo {

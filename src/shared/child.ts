@@ -1,5 +1,6 @@
 import { AgentLog, keepsLog } from './agent-log.js';
-import type { ChildSpec } from './child-spec.js';
+import type { BudgetGuard } from './budget.js';
+import { type ChildSpec, MAX_BAD_REPLIES } from './child-spec.js';
 import type { AgentEvent } from './events.js';
 import { internalFailure } from './failure.js';
 import type { Gate } from './governor/types.js';
@@ -10,9 +11,10 @@ import {
   runAgentLoop,
 } from './loop/agent-loop.js';
 import { eventSink } from './loop/event-sink.js';
+import { priceOf, priceTable } from './prices.js';
 import type { Provider } from './provider/provider.js';
 import type { MessageParam, ToolCall } from './provider/types.js';
-import { redactEvent, redactSecrets } from './redact.js';
+import { redactEvent, redactSecrets, redactValue } from './redact.js';
 import { clip, renderValue } from './render.js';
 import { restoreTranscript } from './restore.js';
 import { type AgentResult, type AgentUsage, emptyUsage } from './result.js';
@@ -20,6 +22,7 @@ import { loadToolModule } from './tools/modules.js';
 import { DELIVERY_DISCIPLINE } from './tools/reply.js';
 import type { AnyTool } from './tools/types.js';
 import { WORKSPACE_TOOLS } from './tools/workspace.js';
+import type { TraceSink } from './trace/types.js';
 
 export interface ChildRunDeps {
   provider: Provider;
@@ -33,6 +36,10 @@ export interface ChildRunDeps {
   inbox?: ChildInbox;
   /** A tool that runs in this worker entered or left its `run`: crash forensics rests on it. */
   onLocalTool?: (phase: 'enter' | 'exit', callId: string) => void;
+  /** The child's budget (its own limits, and a tree budget's word from main). */
+  budget?: BudgetGuard | undefined;
+  /** Where its provider attempts' and tool calls' spans go, when it is traced. */
+  trace?: TraceSink | undefined;
 }
 
 /** The tools a child may have, before its spec's `tools` selection. */
@@ -104,6 +111,7 @@ async function runLoop(run: ChildRun, deps: ChildRunDeps): Promise<AgentResult> 
     usage.steps = restored.steps;
     if (restored.ended) return settle(run, restored.ended);
   }
+  const price = priceOf(spec.provider.model, priceTable(spec.prices));
   const messages: MessageParam[] = restored?.messages ?? [{ role: 'user', content: spec.prompt }];
   // A resumed child replaces its transcript even when it starts over: a torn tail goes, and a
   // write of the dead worker still in flight lands in the replaced file, not in this one.
@@ -117,6 +125,9 @@ async function runLoop(run: ChildRun, deps: ChildRunDeps): Promise<AgentResult> 
     baseURL: spec.provider.baseURL ?? null,
     maxSteps: spec.maxSteps,
     tools: [...tools.keys()],
+    ...(spec.agentName === undefined ? {} : { agent: spec.agentName }),
+    ...(spec.budget === undefined ? {} : { budget: spec.budget }),
+    ...(spec.outputSchema === undefined ? {} : { outputSchema: spec.outputSchema }),
     ...(restored ? { resumedAtStep: restored.steps } : {}),
   });
   if (!spec.resume) log.appendTranscript(messages);
@@ -138,6 +149,11 @@ async function runLoop(run: ChildRun, deps: ChildRunDeps): Promise<AgentResult> 
     usage,
     ...(restored ? { nudged: restored.nudged, resumeFrom: restored } : {}),
     ...(deps.inbox ? { inbox: deps.inbox } : {}),
+    outputSchema: spec.outputSchema,
+    maxBadReplies: MAX_BAD_REPLIES,
+    budget: deps.budget,
+    price,
+    trace: deps.trace,
     sink: childSink(spec, log, deps, remote),
   });
   return settle(run, outcome);
@@ -188,9 +204,17 @@ function settle(run: ChildRun, outcome: LoopOutcome): AgentResult {
   };
   switch (outcome.kind) {
     case 'replied': {
+      const over =
+        outcome.budgetExceeded === undefined ? {} : { budgetExceeded: outcome.budgetExceeded };
+      // A typed reply is one value, parsed and checked; it may render as nothing (`null`).
+      const typed = spec.outputSchema ? { value: redactValue(outcome.replies[0]) } : {};
       const rendered = outcome.replies.map(renderValue).filter((text) => text !== '');
       const full = rendered.join('\n\n');
-      if (full === '') return { ...common, outcome: 'empty' };
+      if (full === '') {
+        return spec.outputSchema
+          ? { ...common, outcome: 'complete', ...typed, ...over }
+          : { ...common, outcome: 'empty', ...over };
+      }
       const only = outcome.replies.length === 1 ? outcome.replies[0] : undefined;
       const structured = typeof only === 'object' && only !== null;
       // No spill when a complete agent's folder is not kept: it would be removed at once.
@@ -204,9 +228,14 @@ function settle(run: ChildRun, outcome: LoopOutcome): AgentResult {
         text: redactSecrets(clipped.text),
         truncated: clipped.truncated,
         ...(replyFile === undefined ? {} : { replyFile }),
+        ...typed,
+        ...over,
       };
     }
     case 'empty':
+      return outcome.budgetExceeded === undefined
+        ? { ...common, outcome: 'empty' }
+        : { ...common, outcome: 'empty', budgetExceeded: outcome.budgetExceeded };
     case 'ready':
       // A child never ends `ready` (the loop nudges it instead); kept total for the type.
       return { ...common, outcome: 'empty' };

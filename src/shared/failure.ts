@@ -24,6 +24,8 @@ export const FAILURE_CODES = [
   'worker_lost',
   /** A call into the main thread could not complete: the host bridge closed under it. */
   'bridge_closed',
+  /** A typed reply did not match its `outputSchema` after the allowed number of tries. */
+  'bad_reply',
   /** A fault inside cohort: a bug, or an invariant that broke. */
   'internal',
 ] as const;

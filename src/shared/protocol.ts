@@ -1,4 +1,5 @@
 import type { MessagePort } from 'node:worker_threads';
+import type { BudgetKind, StepSpend } from './budget.js';
 import type { ChildSpec } from './child-spec.js';
 import type { AgentEvent } from './events.js';
 import type { Failure } from './failure.js';
@@ -6,6 +7,7 @@ import type { Admission, AdmitRequest, SettleReport } from './governor/types.js'
 import type { ContentBlockParam } from './provider/types.js';
 import type { AgentResult, CancelReason } from './result.js';
 import type { AgentInfo, AgentReceipt, AgentToolInput } from './tools/spawn-tools.js';
+import type { TraceOp, TraceSpanId } from './trace/types.js';
 
 // Every message that crosses between main and a worker is defined here, once, for both sides.
 
@@ -58,6 +60,10 @@ export type WorkerMessage =
   | { type: 'tool-enter'; callId: string }
   | { type: 'tool-exit'; callId: string }
   | { type: 'result'; result: AgentResult }
+  /** A span operation of a traced child (`spec.traced`), replayed into main's tracer. */
+  | { type: 'trace'; op: TraceOp }
+  /** A step's spend of a child in a tree budget (`spec.inTree`). */
+  | { type: 'spend'; spend: StepSpend }
   | GovernorRequest;
 
 /**
@@ -73,6 +79,8 @@ export type GovernorRequest =
 /** Main → worker, about one child. */
 export type MainMessage =
   | { type: 'cancel'; reason: CancelReason }
+  /** A tree budget the child belongs to is spent: it takes its last turn. */
+  | { type: 'budget-spent'; which: BudgetKind }
   | { type: 'gov-admission'; id: number; admission: Admission };
 
 /** Checks a child's message from a worker; anything else is ignored, never trusted. */
@@ -92,6 +100,10 @@ export function isWorkerMessage(value: unknown): value is WorkerMessage {
         typeof value.result.id === 'string' &&
         typeof value.result.outcome === 'string'
       );
+    case 'trace':
+      return isRecord(value.op) && typeof value.op.id === 'number';
+    case 'spend':
+      return isRecord(value.spend);
     case 'gov-admit':
       return typeof value.id === 'number' && isRecord(value.request);
     case 'gov-settle':
@@ -106,6 +118,7 @@ export function isWorkerMessage(value: unknown): value is WorkerMessage {
 export function isMainMessage(value: unknown): value is MainMessage {
   if (!isRecord(value)) return false;
   if (value.type === 'cancel') return typeof value.reason === 'string';
+  if (value.type === 'budget-spent') return typeof value.which === 'string';
   return (
     value.type === 'gov-admission' && typeof value.id === 'number' && isRecord(value.admission)
   );
@@ -158,8 +171,8 @@ export type HostToolOutcome = { ok: true; text: string } | { ok: false; error: s
  */
 export interface HostMethods {
   callTool: { input: { name: string; input: unknown }; output: HostToolOutcome };
-  runSync: { input: AgentToolInput; output: string };
-  spawnAsync: { input: AgentToolInput; output: AgentReceipt };
+  runSync: { input: SpawnRequest; output: string };
+  spawnAsync: { input: SpawnRequest; output: AgentReceipt };
   list: { input: null; output: AgentInfo[] };
   cancel: { input: { id: string }; output: { id: string; wasLive: boolean } };
   /** Takes the pending results of the child's own async agents, rendered. */
@@ -169,6 +182,13 @@ export interface HostMethods {
 }
 
 export type HostMethod = keyof HostMethods;
+
+/** A spawn through the bridge: the `agent` tool's input, and the span of that tool call. */
+export interface SpawnRequest {
+  input: AgentToolInput;
+  /** The calling `execute_tool` span, in the child's trace sink (when it is traced). */
+  span?: TraceSpanId;
+}
 
 export const HOST_METHODS: readonly HostMethod[] = [
   'callTool',

@@ -168,6 +168,12 @@ function partialStart(text: string, from: number, secret: string): number {
   return text.length;
 }
 
+/** A JSON value with secrets removed from every string in it (a key's shape holds no quote). */
+export function redactValue(value: unknown): unknown {
+  if (value === undefined) return undefined;
+  return JSON.parse(redactSecrets(JSON.stringify(value)));
+}
+
 /**
  * An event with secrets removed from the strings it carries (tool input, a retry's message, a
  * result's text and reason). Streamed text is not touched here: every `text-delta` already
@@ -180,15 +186,16 @@ export function redactEvent<Event extends { type: string }>(event: Event): Event
     case 'provider-retry':
       return { ...event, message: redactSecrets(String(record.message)) };
     case 'tool-call':
-      return { ...event, input: JSON.parse(redactSecrets(JSON.stringify(record.input ?? null))) };
+      return { ...event, input: redactValue(record.input ?? null) };
     case 'agent-settle': {
-      const result = record.result as { text: string; reason?: string };
+      const result = record.result as { text: string; reason?: string; value?: unknown };
       return {
         ...event,
         result: {
           ...result,
           text: redactSecrets(result.text),
           ...(result.reason === undefined ? {} : { reason: redactSecrets(result.reason) }),
+          ...('value' in result ? { value: redactValue(result.value) } : {}),
         },
       };
     }

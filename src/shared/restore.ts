@@ -1,5 +1,7 @@
+import type { BudgetKind } from './budget.js';
+import { budgetNoticeKind } from './budget-meter.js';
 import type { ContentBlockParam, MessageParam } from './provider/types.js';
-import { NUDGE_TEXT } from './tools/reply.js';
+import { BAD_REPLY_PREFIX, NUDGE_TEXT } from './tools/reply.js';
 import { REPLY_TOOL } from './tools/types.js';
 
 /** A child's state read back from its transcript, to resume it on a fresh worker. */
@@ -13,8 +15,33 @@ export interface RestoredState {
   counted: number;
   /** The nudge was the last thing committed: the next step is the free one. */
   nextStepFree: boolean;
+  /** Typed replies refused so far. */
+  badReplies: number;
+  /** A budget's notice was committed and its last turn not yet taken: the next step is it. */
+  finalTurn?: BudgetKind;
   /** The child had already finished when its worker died. */
-  ended?: { kind: 'replied'; replies: unknown[] } | { kind: 'empty' };
+  ended?:
+    | { kind: 'replied'; replies: unknown[]; budgetExceeded?: BudgetKind }
+    | { kind: 'empty'; budgetExceeded?: BudgetKind };
+}
+
+/** The budget kind whose notice `message` carries, if it is a user message that carries one. */
+function noticeIn(message: MessageParam): BudgetKind | undefined {
+  if (message.role !== 'user') return undefined;
+  for (const block of blocks(message)) {
+    const kind = block.type === 'text' ? budgetNoticeKind(block.text) : undefined;
+    if (kind !== undefined) return kind;
+  }
+  return undefined;
+}
+
+function isBadReply(block: ContentBlockParam): boolean {
+  return (
+    block.type === 'tool_result' &&
+    block.is_error === true &&
+    typeof block.content === 'string' &&
+    block.content.startsWith(BAD_REPLY_PREFIX)
+  );
 }
 
 function blocks(message: MessageParam): ContentBlockParam[] {
@@ -53,12 +80,19 @@ export function restoreTranscript(text: string): RestoredState | undefined {
   if (broken > 0) messages.length = broken;
   const nudgeAt = messages.findIndex(isNudge);
   const nudged = nudgeAt >= 0;
+  // The prompt (message 0) is the user's: a notice is only ever committed after a step.
+  const noticeAt = messages.findIndex(
+    (message, index) => index > 0 && noticeIn(message) !== undefined,
+  );
+  const notice = noticeAt >= 0 ? noticeIn(messages[noticeAt]!) : undefined;
+  const over = notice === undefined ? {} : { budgetExceeded: notice };
   let ended: RestoredState['ended'];
   const last = messages.at(-1)!;
   if (last.role === 'assistant') {
     const calls = blocks(last).filter((block) => block.type === 'tool_use');
-    // A lone assistant message without calls is a terminal commit: after the nudge, `empty`.
-    if (calls.length === 0 && nudged) ended = { kind: 'empty' };
+    // A lone assistant message without calls is a terminal commit: after the nudge, or in the
+    // last turn a budget gave, `empty`.
+    if (calls.length === 0 && (nudged || notice !== undefined)) ended = { kind: 'empty', ...over };
     else messages.pop();
   } else if (messages.length >= 2) {
     const answered = messages.at(-2)!;
@@ -78,9 +112,16 @@ export function restoreTranscript(text: string): RestoredState | undefined {
       ended = {
         kind: 'replied',
         replies: accepted.map((call) => (call.input as { result?: unknown }).result),
+        ...over,
       };
+    } else if (notice !== undefined && noticeAt < messages.length - 1) {
+      // The last turn was taken, and it did not reply.
+      ended = { kind: 'empty', ...over };
     }
   }
+  const badReplies = messages
+    .filter((message) => message.role === 'user')
+    .reduce((count, message) => count + blocks(message).filter(isBadReply).length, 0);
   const steps = messages.filter((message) => message.role === 'assistant').length;
   const afterNudge = nudged
     ? messages.slice(nudgeAt + 1).some((message) => message.role === 'assistant')
@@ -92,6 +133,8 @@ export function restoreTranscript(text: string): RestoredState | undefined {
     counted: steps - (afterNudge ? 1 : 0),
     nextStepFree:
       nudged && !afterNudge && messages.at(-1) !== undefined && isNudge(messages.at(-1)!),
+    badReplies,
+    ...(notice !== undefined && noticeAt === messages.length - 1 ? { finalTurn: notice } : {}),
     ...(ended ? { ended } : {}),
   };
 }

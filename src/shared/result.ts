@@ -1,3 +1,4 @@
+import type { BudgetKind } from './budget.js';
 import type { FailureCode } from './failure.js';
 
 /** What an agent's run came to. */
@@ -29,6 +30,11 @@ export interface AgentUsage {
   providerCalls: number;
   /** Steps taken (provider request + tool batch). */
   steps: number;
+  /**
+   * Dollars spent, priced by the price table (`prices.ts`, overridable); absent when the model
+   * has no price.
+   */
+  costUsd?: number;
 }
 
 /**
@@ -57,6 +63,17 @@ export interface AgentResult {
   replyFile?: string;
   /** Whether `text` was clipped. */
   truncated: boolean;
+  /**
+   * The reply's `result` as parsed JSON, for an agent given an `outputSchema` (a typed reply): it
+   * matched the schema. `text` is the same value rendered.
+   */
+  value?: unknown;
+  /**
+   * The budget the agent reached (`budget` option, agent file, task line or engine default): it
+   * then had one last turn with only `reply`. Set on a `complete` result (it replied in that turn)
+   * and an `empty` one (it did not).
+   */
+  budgetExceeded?: BudgetKind;
   elapsedMs: number;
   generation: number;
   usage: AgentUsage;

@@ -6,9 +6,10 @@ import {
   type HostMethod,
   type HostMethods,
   isBridgeResponse,
+  type SpawnRequest,
 } from '../shared/protocol.js';
-import { spawnTools } from '../shared/tools/spawn-tools.js';
-import type { AnyTool } from '../shared/tools/types.js';
+import { type AgentToolInput, spawnTools } from '../shared/tools/spawn-tools.js';
+import type { AnyTool, ToolContext } from '../shared/tools/types.js';
 
 /** A call into main that will not complete: the child was cancelled, or the bridge closed. */
 export class BridgeCallError extends Error {
@@ -133,12 +134,17 @@ export function connectBridge(port: MessagePort, spec: ChildSpec): BridgeClient 
   const spawns = spec.depth < spec.maxDepth;
   if (spawns) {
     tools.push(
-      ...spawnTools({
-        runSync: (input, context) => host.call('runSync', input, context.signal),
-        spawnAsync: (input, context) => host.call('spawnAsync', input, context.signal),
-        list: (context) => host.call('list', null, context.signal),
-        cancel: (id, context) => host.call('cancel', { id }, context.signal),
-      }),
+      ...spawnTools(
+        {
+          runSync: (input, context) =>
+            host.call('runSync', spawnRequest(input, context), context.signal),
+          spawnAsync: (input, context) =>
+            host.call('spawnAsync', spawnRequest(input, context), context.signal),
+          list: (context) => host.call('list', null, context.signal),
+          cancel: (id, context) => host.call('cancel', { id }, context.signal),
+        },
+        spec.agents,
+      ),
     );
   }
   const inbox: ChildInbox = {
@@ -151,4 +157,9 @@ export function connectBridge(port: MessagePort, spec: ChildSpec): BridgeClient 
     ...(spawns ? { inbox } : {}),
     release: () => host.close(),
   };
+}
+
+/** A spawn as it crosses the bridge: the input, and the calling tool's span to hang it under. */
+function spawnRequest(input: AgentToolInput, context: ToolContext): SpawnRequest {
+  return context.span === undefined ? { input } : { input, span: context.span };
 }

@@ -1,10 +1,12 @@
 import { threadId } from 'node:worker_threads';
+import { BudgetMeter } from '../shared/budget-meter.js';
 import { runChild } from '../shared/child.js';
 import { RemoteGate } from '../shared/governor/remote-gate.js';
 import type { ChildTask, WorkerMessage } from '../shared/protocol.js';
 import type { ProviderConfig } from '../shared/provider/config.js';
 import { Provider } from '../shared/provider/provider.js';
 import type { CancelReason } from '../shared/result.js';
+import { TraceRecorder } from '../shared/trace/recorder.js';
 import { connectBridge } from './bridge-client.js';
 import { threadUplink } from './uplink.js';
 
@@ -34,8 +36,18 @@ export default async function runChildTask(task: ChildTask): Promise<'settled'> 
   const controller = new AbortController();
   const send = (message: WorkerMessage) => uplink.send(spec.id, message);
   const gate = spec.governed ? new RemoteGate(send, spec.governed.patienceMs) : undefined;
+  // A meter only for a child with a budget: its own limits, or a tree's that main watches.
+  const budget =
+    spec.budget || spec.inTree
+      ? new BudgetMeter({
+          ...(spec.budget ? { budget: spec.budget } : {}),
+          ...(spec.inTree ? { onSpend: (spend) => send({ type: 'spend', spend }) } : {}),
+        })
+      : undefined;
+  const trace = spec.traced ? new TraceRecorder((op) => send({ type: 'trace', op })) : undefined;
   const leave = uplink.join(spec.id, (message) => {
     if (message.type === 'gov-admission') gate?.receive(message.id, message.admission);
+    else if (message.type === 'budget-spent') budget?.treeSpent(message.which);
     else if (!controller.signal.aborted) controller.abort(message.reason satisfies CancelReason);
   });
   send({ type: 'started', threadId });
@@ -53,6 +65,8 @@ export default async function runChildTask(task: ChildTask): Promise<'settled'> 
       },
       ...(bridge ? { extraTools: bridge.tools } : {}),
       ...(bridge?.inbox ? { inbox: bridge.inbox } : {}),
+      budget,
+      trace,
     });
     send({ type: 'result', result });
   } finally {

@@ -1,8 +1,12 @@
+import { readFileSync } from 'node:fs';
 import { checkLogPolicy } from '../../shared/agent-log.js';
+import type { Budget, PriceTable } from '../../shared/budget.js';
 import { UsageError } from '../../shared/errors.js';
 import type { GovernorOptions } from '../../shared/governor/types.js';
+import { checkPriceTable } from '../../shared/prices.js';
 import type { ProviderConfig } from '../../shared/provider/config.js';
 import { TRANSPORT_NAMES, type TransportName } from '../../shared/provider/transport/types.js';
+import { budgetFromData } from '../agents/load.js';
 import { durationFlag, intFlag, type ParsedValues, stringFlag } from '../cli-options.js';
 import type { EngineOptions } from '../engine.js';
 
@@ -21,6 +25,9 @@ export function engineOptionsFrom(
   const tools = values.tools as string[] | undefined;
   const heap = intFlag(values, 'worker-heap-mb', 16);
   const grace = durationFlag(values, 'cancel-grace');
+  const agentsDir = stringFlag(values, 'agents');
+  const budget = budgetFlag(values);
+  const prices = pricesFlag(values);
   return {
     provider: { ...provider, ...providerFlagsFrom(values) },
     ...(threads === undefined ? {} : { threads }),
@@ -33,8 +40,43 @@ export function engineOptionsFrom(
     ...(tools === undefined ? {} : { toolModules: tools }),
     ...(heap === undefined ? {} : { maxOldGenerationSizeMb: heap }),
     ...(grace === undefined ? {} : { cancelGraceMs: grace }),
+    ...(agentsDir === undefined ? {} : { agentsDir }),
+    ...(budget === undefined ? {} : { budget }),
+    ...(prices === undefined ? {} : { prices }),
     ...governorFlagsFrom(values),
   };
+}
+
+/** `--budget JSON`: every agent's default budget, in the agent files' form. */
+function budgetFlag(values: ParsedValues): Budget | undefined {
+  const text = stringFlag(values, 'budget');
+  if (text === undefined) return undefined;
+  let data: unknown;
+  try {
+    data = JSON.parse(text);
+  } catch (error) {
+    const why = error instanceof Error ? error.message : String(error);
+    throw new UsageError(
+      `Expected \`--budget\` to be a JSON object such as '{"usd":0.5,"time":"10m"}', got \`${text}\` (${why})`,
+    );
+  }
+  return budgetFromData(data, '`--budget`');
+}
+
+/** `--prices FILE`: a JSON price table over the built-in one. */
+function pricesFlag(values: ParsedValues): PriceTable | undefined {
+  const file = stringFlag(values, 'prices');
+  if (file === undefined) return undefined;
+  let data: unknown;
+  try {
+    data = JSON.parse(readFileSync(file, 'utf8'));
+  } catch (error) {
+    const why = error instanceof Error ? error.message : String(error);
+    throw new UsageError(
+      `Expected \`--prices\` to be a readable JSON file of prices, got \`${file}\`: ${why}`,
+    );
+  }
+  return checkPriceTable('--prices', data);
 }
 
 /** `--governor`, `--rpm`, `--itpm`, `--otpm` and `--max-concurrency`, as the `governor` option. */

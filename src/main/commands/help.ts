@@ -39,6 +39,14 @@ Engine options:
   --log-dir DIR               root of the agents' log folders (default: a new folder under the
                               OS temp dir, cohort/<time>-<pid>)
   --logs all|failed|none      which agents' log folders to keep
+  --agents DIR                folder of agent files NAME.md (default: .cohort/agents under the
+                              workspace, when it exists); each is checked before anything starts
+  --budget JSON               every agent's default budget, e.g. '{"usd":0.5,"time":"10m"}'
+                              (inputTokens, outputTokens, usd, steps, time, tree)
+  --prices FILE               a JSON price table over the built-in one, for costUsd:
+                              {"MODEL-PREFIX":{"inputPerMTok":3,"outputPerMTok":15}}
+  --otel-endpoint URL         send OpenTelemetry traces over OTLP/HTTP to this collector
+  --trace-file FILE           write every span to FILE, one OTLP-shaped JSON object per line
   -h, --help                  this help
 Durations: 500ms, 2s, 5m, 1h, or whole milliseconds, up to about 24.8 days.`;
 

@@ -1,7 +1,8 @@
 import os from 'node:os';
 import { UsageError } from '../../shared/errors.js';
 import type { ScriptedModelOptions } from '../../testing/index.js';
-import type { ParsedValues } from '../cli-options.js';
+import { AgentFileError } from '../agents/definition.js';
+import { type ParsedValues, stringFlag } from '../cli-options.js';
 import { note } from '../cli-output.js';
 import { onCleanup } from '../cli-process.js';
 import { checkEngine, Engine, type EngineOptions } from '../engine.js';
@@ -13,6 +14,7 @@ import {
   type SelectedProvider,
   startProvider,
 } from '../provider-select.js';
+import { startCliTracing } from '../tracing/cli-tracing.js';
 import { engineOptionsFrom } from './common.js';
 
 export interface StartedEngine {
@@ -49,7 +51,10 @@ export async function prepareEngine(
     });
     return { options: engineOptions, choice, check };
   } catch (error) {
-    if (error instanceof UsageError) throw new UsageError(flagMessage(error.message));
+    // An agent file's message names the file's own fields, not flags.
+    if (error instanceof UsageError && !(error instanceof AgentFileError)) {
+      throw new UsageError(flagMessage(error.message));
+    }
     throw error;
   }
 }
@@ -65,6 +70,9 @@ export async function startEngine(
 ): Promise<StartedEngine> {
   const prepared = options.prepared ?? (await prepareEngine(values, options));
   warnAboutThreads(prepared.options.threads);
+  // Registered before the engine, so it runs after the engine closed: every span is ended.
+  const tracing = await startTracing(values);
+  if (tracing) onCleanup(() => tracing.shutdown());
   const provider = await startProvider(prepared.choice, {
     notice: note,
     ...(options.mockLoad ? { mockLoad: options.mockLoad } : {}),
@@ -73,9 +81,23 @@ export async function startEngine(
   const engine = await Engine.start({
     ...prepared.options,
     provider: { ...prepared.options.provider, ...provider.config },
+    ...(tracing ? { tracerProvider: tracing.provider } : {}),
   });
   onCleanup(() => engine.close());
   return { engine, provider };
+}
+
+/** The tracer provider `--otel-endpoint` and `--trace-file` ask for; none without them. */
+async function startTracing(
+  values: ParsedValues,
+): Promise<Awaited<ReturnType<typeof startCliTracing>> | undefined> {
+  const endpoint = stringFlag(values, 'otel-endpoint');
+  const file = stringFlag(values, 'trace-file');
+  if (endpoint === undefined && file === undefined) return undefined;
+  return startCliTracing({
+    ...(endpoint === undefined ? {} : { endpoint }),
+    ...(file === undefined ? {} : { file }),
+  });
 }
 
 /** More threads than cores only adds start-up time (each thread is a V8 isolate) and switching. */

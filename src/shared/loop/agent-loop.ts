@@ -1,6 +1,9 @@
+import type { BudgetGuard, BudgetKind, ModelPrice } from '../budget.js';
+import { budgetNotice } from '../budget-meter.js';
 import type { ProviderRetry } from '../events.js';
 import type { Failure } from '../failure.js';
 import type { Gate } from '../governor/types.js';
+import { costUsd } from '../prices.js';
 import type { Provider } from '../provider/provider.js';
 import type {
   ContentBlockParam,
@@ -12,18 +15,28 @@ import type {
 } from '../provider/types.js';
 import { StreamRedactor } from '../redact.js';
 import { type AgentUsage, CANCEL_REASONS, type CancelReason, emptyUsage } from '../result.js';
-import { dispatchBatch, notRun } from '../tools/dispatch.js';
-import { NUDGE_TEXT, REPLY_DESCRIPTION, REPLY_SCHEMA } from '../tools/reply.js';
+import { type BatchOutcome, dispatchBatch, notRun } from '../tools/dispatch.js';
+import {
+  NUDGE_TEXT,
+  REPLY_DESCRIPTION,
+  REPLY_SCHEMA,
+  TYPED_REPLY_DESCRIPTION,
+  typedReplySchema,
+} from '../tools/reply.js';
 import { type AnyTool, REPLY_TOOL } from '../tools/types.js';
+import type { TraceSink } from '../trace/types.js';
 
 /** How a run of steps ended. */
 export type LoopOutcome =
   /** The root produced a message with no tool calls: it is ready for the user. */
   | { kind: 'ready'; text: string }
-  /** A child called `reply`; its values, in call order. */
-  | { kind: 'replied'; replies: unknown[] }
-  /** A child ended a step without a reply, after its one nudge. */
-  | { kind: 'empty' }
+  /**
+   * A child called `reply`; its values, in call order (one, when it has an output schema).
+   * `budgetExceeded`: it replied in its last turn, after reaching that budget.
+   */
+  | { kind: 'replied'; replies: unknown[]; budgetExceeded?: BudgetKind }
+  /** A child ended a step without a reply, after its one nudge, or after its last turn. */
+  | { kind: 'empty'; budgetExceeded?: BudgetKind }
   | { kind: 'capped' }
   | { kind: 'cancelled'; reason: CancelReason }
   | { kind: 'failed'; failure: Failure };
@@ -86,7 +99,30 @@ export interface LoopOptions {
   /** Results of this agent's own async agents, for children that may spawn. */
   inbox?: ChildInbox;
   /** For a resumed child: steps already taken, and how many of them count against maxSteps. */
-  resumeFrom?: { steps: number; counted: number; nextStepFree: boolean };
+  resumeFrom?: LoopResume;
+  /**
+   * A JSON Schema the reply's `result` must match (a typed reply). A reply that does not is
+   * refused with the mismatch; after `maxBadReplies` refusals the child fails `bad_reply`.
+   */
+  outputSchema?: Record<string, unknown> | undefined;
+  maxBadReplies?: number;
+  /** The agent's budget: when it is reached, the agent gets one last turn with only `reply`. */
+  budget?: BudgetGuard | undefined;
+  /** The model's price, for `usage.costUsd`; unset when the model has none. */
+  price?: ModelPrice | undefined;
+  /** Where the provider attempts' and tool calls' spans go, when the agent is traced. */
+  trace?: TraceSink | undefined;
+}
+
+/** Where a resumed child's loop stands, read back from its transcript. */
+export interface LoopResume {
+  steps: number;
+  counted: number;
+  nextStepFree: boolean;
+  /** Replies refused for not matching the output schema so far. */
+  badReplies?: number;
+  /** The budget notice was committed: the next step is the last turn. */
+  finalTurn?: BudgetKind;
 }
 
 /** What carries from step to step. */
@@ -95,8 +131,12 @@ interface LoopState {
   nudged: boolean;
   /** Steps counted against maxSteps. */
   counted: number;
-  /** The next step is free: the one right after the nudge (DESIGN §1.2). */
+  /** The next step is free: the one right after the nudge (DESIGN §1.2), or the last turn. */
   freeStep: boolean;
+  /** Replies refused for not matching the output schema. */
+  badReplies: number;
+  /** A budget was reached and its notice committed: this step is the last, with only `reply`. */
+  finalTurn: BudgetKind | undefined;
 }
 
 /** A step's end: the loop goes on, or ends with an outcome. */
@@ -112,10 +152,13 @@ export async function runAgentLoop(options: LoopOptions): Promise<LoopOutcome> {
   const { messages, signal, sink } = options;
   const usage = options.usage ?? emptyUsage();
   const toolParams = advertised(options);
+  const resume = options.resumeFrom;
   const state: LoopState = {
     nudged: options.nudged ?? false,
-    counted: options.resumeFrom?.counted ?? 0,
-    freeStep: options.resumeFrom?.nextStepFree ?? false,
+    counted: resume?.counted ?? 0,
+    freeStep: (resume?.nextStepFree ?? false) || resume?.finalTurn !== undefined,
+    badReplies: resume?.badReplies ?? 0,
+    finalTurn: resume?.finalTurn,
   };
   for (let step = (options.resumeFrom?.steps ?? 0) + 1; ; step++) {
     if (signal.aborted) return { kind: 'cancelled', reason: cancelReason(signal) };
@@ -123,12 +166,12 @@ export async function runAgentLoop(options: LoopOptions): Promise<LoopOutcome> {
     if (!state.freeStep) state.counted++;
     state.freeStep = false;
     sink.stepStart?.(step);
-    const response = await request(options, toolParams, step);
+    const offered = state.finalTurn === undefined ? toolParams : lastTurnTools(options);
+    const response = await request(options, offered, step);
     usage.providerCalls += response.calls;
     usage.steps++;
+    spend(options, usage, response.ok ? response.turn.usage : response.usage);
     if (!response.ok) {
-      usage.inputTokens += response.usage.inputTokens;
-      usage.outputTokens += response.usage.outputTokens;
       if (response.error.code === 'aborted' || signal.aborted) {
         return { kind: 'cancelled', reason: cancelReason(signal) };
       }
@@ -136,13 +179,11 @@ export async function runAgentLoop(options: LoopOptions): Promise<LoopOutcome> {
       return { kind: 'failed', failure: { code, message: `provider ${code}: ${message}` } };
     }
     const turn = response.turn;
-    usage.inputTokens += turn.usage.inputTokens;
-    usage.outputTokens += turn.usage.outputTokens;
     messages.push(turn.message);
     const end =
       turn.calls.length === 0
         ? await endWithoutCalls(options, state, turn.text)
-        : await runBatch(options, turn.calls);
+        : await runBatch(options, state, turn.calls);
     sink.stepEnd?.(step, turn.usage);
     if (!end.next) return end.outcome;
   }
@@ -155,10 +196,35 @@ function advertised(options: LoopOptions): ToolParam[] {
     description: tool.description,
     input_schema: tool.inputSchema,
   }));
-  if (options.depth >= 1) {
-    params.push({ name: REPLY_TOOL, description: REPLY_DESCRIPTION, input_schema: REPLY_SCHEMA });
-  }
-  return params;
+  return [...params, ...lastTurnTools(options)];
+}
+
+/** What an agent's last turn offers, after its budget: `reply` alone (nothing at the root). */
+function lastTurnTools(options: LoopOptions): ToolParam[] {
+  if (options.depth < 1) return [];
+  const schema = options.outputSchema;
+  return [
+    schema
+      ? {
+          name: REPLY_TOOL,
+          description: TYPED_REPLY_DESCRIPTION,
+          input_schema: typedReplySchema(schema),
+        }
+      : { name: REPLY_TOOL, description: REPLY_DESCRIPTION, input_schema: REPLY_SCHEMA },
+  ];
+}
+
+/** Adds one step's spend to the usage and the budget (a failed request spends too). */
+function spend(
+  options: LoopOptions,
+  usage: AgentUsage,
+  step: { inputTokens: number; outputTokens: number },
+): void {
+  usage.inputTokens += step.inputTokens;
+  usage.outputTokens += step.outputTokens;
+  const cost = options.price ? costUsd(step, options.price) : 0;
+  if (options.price) usage.costUsd = (usage.costUsd ?? 0) + cost;
+  options.budget?.spend({ ...step, costUsd: cost });
 }
 
 async function request(
@@ -180,6 +246,7 @@ async function request(
         signal: options.signal,
         // A later step of a running agent goes before new agents: it finishes work under way.
         ...(options.gate ? { gate: options.gate, priority: step > 1 } : {}),
+        ...(options.trace ? { trace: options.trace } : {}),
         ...(text ? { onTextDelta: text.push } : {}),
         onRetry: (info) => {
           // A failed attempt's text is not continued by the next one, which starts afresh.
@@ -238,6 +305,18 @@ async function endWithoutCalls(
     await commit(sink, messages, 1);
     return { next: false, outcome: { kind: 'ready', text } };
   }
+  // The last turn ended without a reply: the budget leaves no nudge.
+  if (state.finalTurn !== undefined) {
+    await commit(sink, messages, 1);
+    return { next: false, outcome: { kind: 'empty', budgetExceeded: state.finalTurn } };
+  }
+  const over = options.budget?.exceeded();
+  if (over !== undefined) {
+    messages.push({ role: 'user', content: budgetNotice(over) });
+    startLastTurn(state, over);
+    await commit(sink, messages, 2);
+    return NEXT;
+  }
   if (inbox && (await inbox.waitForResult(signal))) {
     const delivered = await inbox.drain(signal);
     if (delivered.length > 0) {
@@ -263,11 +342,18 @@ async function endWithoutCalls(
 }
 
 /** Dispatches a step's tool calls and answers every one; a reply ends a child after the batch. */
-async function runBatch(options: LoopOptions, calls: ToolCall[]): Promise<StepEnd> {
+async function runBatch(
+  options: LoopOptions,
+  state: LoopState,
+  calls: ToolCall[],
+): Promise<StepEnd> {
   const { messages, signal, sink, inbox } = options;
   for (const call of calls) sink.toolCall?.(call);
   const batch = await dispatchBatch(calls, {
-    tools: options.tools,
+    // The last turn runs nothing but `reply`: any other call is answered as unknown.
+    tools: state.finalTurn === undefined ? options.tools : new Map(),
+    outputSchema: options.outputSchema,
+    trace: options.trace,
     rules: { depth: options.depth, maxDepth: options.maxDepth },
     context: {
       signal,
@@ -282,16 +368,50 @@ async function runBatch(options: LoopOptions, calls: ToolCall[]): Promise<StepEn
   const results: ContentBlockParam[] = answerAll(calls, batch.results);
   // A cancelled child takes no more results in: its step commits with what it has.
   if (inbox && !signal.aborted) results.push(...(await inbox.drain(signal)));
+  const end = afterBatch(options, state, batch);
+  // A budget reached: its notice goes with this step's results, so the next step is the last.
+  if (end === NEXT && !signal.aborted) {
+    const over = options.budget?.exceeded();
+    if (over !== undefined) {
+      results.push({ type: 'text', text: budgetNotice(over) });
+      startLastTurn(state, over);
+    }
+  }
   messages.push({ role: 'user', content: results });
   await commit(sink, messages, 2);
-  // Hard termination: the whole batch has been answered; a reply ends the child here.
-  if (options.depth >= 1 && batch.replies.length > 0) {
-    return { next: false, outcome: { kind: 'replied', replies: batch.replies } };
-  }
-  if (signal.aborted) {
+  if (end === NEXT && signal.aborted) {
     return { next: false, outcome: { kind: 'cancelled', reason: cancelReason(signal) } };
   }
+  return end;
+}
+
+/**
+ * How a child's step ends once its batch is answered. A reply ends it (hard termination: the
+ * whole batch has run); a last turn without one ends it `empty`; too many refused typed replies
+ * fail it.
+ */
+function afterBatch(options: LoopOptions, state: LoopState, batch: BatchOutcome): StepEnd {
+  if (options.depth < 1) return NEXT;
+  const budgetExceeded = state.finalTurn;
+  const over = budgetExceeded === undefined ? {} : { budgetExceeded };
+  if (batch.replies.length > 0) {
+    return { next: false, outcome: { kind: 'replied', replies: batch.replies, ...over } };
+  }
+  if (budgetExceeded !== undefined) return { next: false, outcome: { kind: 'empty', ...over } };
+  state.badReplies += batch.badReplies.length;
+  const limit = options.maxBadReplies ?? Number.POSITIVE_INFINITY;
+  const last = batch.badReplies.at(-1);
+  if (last !== undefined && state.badReplies >= limit) {
+    const message = `${state.badReplies} replies did not match the output schema; the last: ${last}`;
+    return { next: false, outcome: { kind: 'failed', failure: { code: 'bad_reply', message } } };
+  }
   return NEXT;
+}
+
+/** The budget's notice is committed: the next step is the last, free of `maxSteps`. */
+function startLastTurn(state: LoopState, over: BudgetKind): void {
+  state.finalTurn = over;
+  state.freeStep = true;
 }
 
 /** Guarantees one result per call, in call order, even if a tool misbehaved. */

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { delay } from 'abort-controller-x';
 import { pickRateLimitHeaders } from '../governor/headers.js';
 import type { AdmitRequest, SettleOutcome, SettleReport } from '../governor/types.js';
+import { closeChatSpan, openChatSpan } from './chat-span.js';
 import { type AttemptFailure, classify, excerpt, formatMs, publicEndpoint } from './classify.js';
 import type { ProviderConfig } from './config.js';
 import { backoffMs, shouldRetry } from './retry.js';
@@ -80,7 +81,11 @@ export class Provider {
         }
         permit = admission.permit;
       }
+      const span = options.trace
+        ? openChatSpan(options.trace, request.model ?? this.config.model)
+        : undefined;
       const outcome = await this.#attempt(request, attempt - 1, options);
+      if (span !== undefined) closeChatSpan(options.trace!, span, outcome);
       if (gate && permit !== undefined) gate.settle(permit, settleReport(outcome));
       if (outcome.ok) return { ok: true, turn: outcome.turn, calls: attempt };
       usage.inputTokens += outcome.usage.inputTokens;

@@ -1,5 +1,6 @@
 import type Anthropic from '@anthropic-ai/sdk';
 import type { Gate } from '../governor/types.js';
+import type { TraceSink } from '../trace/types.js';
 
 export type MessageParam = Anthropic.MessageParam;
 export type ContentBlockParam = Anthropic.ContentBlockParam;
@@ -97,4 +98,6 @@ export interface CompleteOptions {
   onTextDelta?: (text: string) => void;
   /** Called before each retry wait, for events and logs. */
   onRetry?: (info: RetryInfo) => void;
+  /** Where each attempt's `chat {model}` span goes, when the agent is traced. */
+  trace?: TraceSink;
 }

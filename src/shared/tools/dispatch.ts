@@ -3,7 +3,9 @@ import { describeValue } from '../errors.js';
 import type { ToolCall, ToolResultBlock } from '../provider/types.js';
 import { redactSecrets } from '../redact.js';
 import { renderValue } from '../render.js';
-import { REPLY_ACK } from './reply.js';
+import type { TraceSink } from '../trace/types.js';
+import { GEN_AI } from '../trace/types.js';
+import { BAD_REPLY_PREFIX, EXTRA_REPLY_TEXT, REPLY_ACK } from './reply.js';
 import { type AnyTool, REPLY_TOOL, SPAWN_TOOLS, type ToolContext } from './types.js';
 
 const ajv = new Ajv({ allErrors: true, strict: false });
@@ -18,15 +20,28 @@ const bySchema = new Map<string, ValidateFunction>();
 function validatorFor(tool: AnyTool): ValidateFunction {
   let validate = validators.get(tool);
   if (!validate) {
-    const key = JSON.stringify(tool.inputSchema);
-    validate = bySchema.get(key);
-    if (!validate) {
-      validate = ajv.compile(tool.inputSchema);
-      bySchema.set(key, validate);
-    }
+    validate = schemaValidator(tool.inputSchema);
     validators.set(tool, validate);
   }
   return validate;
+}
+
+/** A compiled JSON Schema, once per schema text per thread. Throws when Ajv refuses it. */
+export function schemaValidator(schema: object): ValidateFunction {
+  const key = JSON.stringify(schema);
+  let validate = bySchema.get(key);
+  if (!validate) {
+    validate = ajv.compile(schema);
+    bySchema.set(key, validate);
+  }
+  return validate;
+}
+
+/** What an Ajv validation found wrong, for a message: `/path must be …; …`. */
+export function schemaProblems(validate: ValidateFunction, root = '(input)'): string {
+  return (validate.errors ?? [])
+    .map((problem) => `${problem.instancePath || root} ${problem.message ?? 'is invalid'}`)
+    .join('; ');
 }
 
 /** Where an agent stands, which decides the tools it may call. */
@@ -50,6 +65,8 @@ export interface BatchOutcome {
   results: ToolResultBlock[];
   /** The `result` values of the batch's reply calls, in call order. */
   replies: unknown[];
+  /** With an output schema: why each refused reply of the batch did not match, in call order. */
+  badReplies: string[];
 }
 
 export interface DispatchOptions {
@@ -62,6 +79,20 @@ export interface DispatchOptions {
   onToolEnter?: (call: ToolCall) => void;
   /** That `run` returned or threw. */
   onToolExit?: (call: ToolCall) => void;
+  /**
+   * The schema a reply's `result` must match (a typed reply). A reply that does not is answered
+   * with an `is_error` result naming the mismatch and is not taken; only the first matching reply
+   * of a batch is taken.
+   */
+  outputSchema?: Record<string, unknown> | undefined;
+  /** Where each call's `execute_tool` span goes, when the agent is traced. */
+  trace?: TraceSink | undefined;
+}
+
+/** What the calls of one batch found so far: the replies taken, and the refused ones. */
+interface BatchState {
+  replies: unknown[];
+  badReplies: string[];
 }
 
 /**
@@ -74,26 +105,40 @@ export async function dispatchBatch(
   calls: readonly ToolCall[],
   options: DispatchOptions,
 ): Promise<BatchOutcome> {
-  const replies: unknown[] = [];
+  const state: BatchState = { replies: [], badReplies: [] };
   const pending: Promise<ToolResultBlock>[] = [];
   for (const call of calls) {
-    const running = dispatchOne(call, options, replies);
+    const running = dispatchOne(call, options, state);
     if (!options.tools.get(call.name)?.parallel) await running;
     pending.push(running);
   }
   const results = await Promise.all(pending);
-  return { results, replies };
+  return { results, replies: state.replies, badReplies: state.badReplies };
 }
 
 async function dispatchOne(
   call: ToolCall,
   options: DispatchOptions,
-  replies: unknown[],
+  state: BatchState,
 ): Promise<ToolResultBlock> {
   // A cancel stops the rest of the batch: a call that has not started is answered, never run.
-  const result = options.context.signal.aborted
-    ? notRun(call, 'the agent was cancelled before this call started')
-    : await answer(call, options, replies);
+  if (options.context.signal.aborted) {
+    const result = notRun(call, 'the agent was cancelled before this call started');
+    options.onToolResult?.(call, result);
+    return result;
+  }
+  const trace = options.trace;
+  const span = trace?.open(`execute_tool ${call.name}`, 'internal', {
+    [GEN_AI.operation]: 'execute_tool',
+    [GEN_AI.toolName]: call.name,
+    [GEN_AI.toolCallId]: call.id,
+  });
+  const result = await answer(
+    call,
+    span === undefined ? options : { ...options, context: { ...options.context, span } },
+    state,
+  );
+  if (span !== undefined) trace?.close(span, {}, result.is_error ? 'tool_error' : undefined);
   options.onToolResult?.(call, result);
   return result;
 }
@@ -101,7 +146,7 @@ async function dispatchOne(
 async function answer(
   call: ToolCall,
   options: DispatchOptions,
-  replies: unknown[],
+  state: BatchState,
 ): Promise<ToolResultBlock> {
   const { rules } = options;
   if (call.inputError) return failure(call, `\`${call.name}\` was not run: ${call.inputError}`);
@@ -119,8 +164,7 @@ async function answer(
         `Expected the input of \`reply\` to be an object with a \`result\` field, got ${describeValue(input)}`,
       );
     }
-    replies.push((input as { result: unknown }).result);
-    return { type: 'tool_result', tool_use_id: call.id, content: REPLY_ACK };
+    return takeReply(call, (input as { result: unknown }).result, options, state);
   }
   const tool = options.tools.get(call.name);
   if (!tool || !allowedAt(call.name, rules)) {
@@ -133,9 +177,7 @@ async function answer(
   }
   const validate = validatorFor(tool);
   if (!validate(call.input)) {
-    const problems = (validate.errors ?? [])
-      .map((problem) => `${problem.instancePath || '(input)'} ${problem.message ?? 'is invalid'}`)
-      .join('; ');
+    const problems = schemaProblems(validate);
     return failure(
       call,
       `Invalid input for \`${tool.name}\`: ${problems}. Expected input matching ${JSON.stringify(tool.inputSchema)}, got ${describeValue(call.input, 400)}`,
@@ -151,6 +193,30 @@ async function answer(
   } finally {
     options.onToolExit?.(call);
   }
+}
+
+/** A reply's `result`: taken, or refused when it does not match the output schema. */
+function takeReply(
+  call: ToolCall,
+  result: unknown,
+  options: DispatchOptions,
+  state: BatchState,
+): ToolResultBlock {
+  const schema = options.outputSchema;
+  if (schema) {
+    const validate = schemaValidator(schema);
+    if (!validate(result)) {
+      const problems = schemaProblems(validate, '`result`');
+      state.badReplies.push(problems);
+      return failure(
+        call,
+        `${BAD_REPLY_PREFIX}: ${problems}. Expected a \`result\` matching ${describeValue(schema, 600)}, got ${describeValue(result, 400)}. Call \`reply\` again with a corrected \`result\`.`,
+      );
+    }
+    if (state.replies.length > 0) return failure(call, EXTRA_REPLY_TEXT);
+  }
+  state.replies.push(result);
+  return { type: 'tool_result', tool_use_id: call.id, content: REPLY_ACK };
 }
 
 function failure(call: ToolCall, message: string): ToolResultBlock {

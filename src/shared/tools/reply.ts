@@ -25,3 +25,25 @@ export const NUDGE_TEXT =
   'Call `reply` now with your complete result.';
 
 export const REPLY_ACK = 'Reply recorded. This agent finishes when this batch of tool calls ends.';
+
+/** The `reply` input schema of an agent whose reply must match `outputSchema` (a typed reply). */
+export function typedReplySchema(outputSchema: Record<string, unknown>): InputSchema {
+  return {
+    type: 'object',
+    properties: { result: outputSchema },
+    required: ['result'],
+    additionalProperties: false,
+  };
+}
+
+export const TYPED_REPLY_DESCRIPTION =
+  'Return your result to the parent agent and finish. `result` must match the JSON Schema of ' +
+  'this tool exactly: it is parsed, not read. A result that does not match is refused with the ' +
+  'reason, and you may call `reply` again with a corrected one. Any other tool calls in the ' +
+  'same message still run; after an accepted reply this agent stops.';
+
+/** How a refused typed reply's tool result starts (restore counts them by it). */
+export const BAD_REPLY_PREFIX = 'Reply refused: `result` does not match the output schema';
+
+/** The answer to a second matching reply in one batch: only the first is taken. */
+export const EXTRA_REPLY_TEXT = 'A reply was already accepted in this batch; this one was ignored.';

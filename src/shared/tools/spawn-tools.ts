@@ -1,3 +1,4 @@
+import type { AgentSummary } from '../child-spec.js';
 import type { AnyTool, InputSchema, ToolContext } from './types.js';
 
 /** Input of the `agent` tool (DESIGN §1.3). */
@@ -7,6 +8,10 @@ export interface AgentToolInput {
   mode?: 'sync' | 'async';
   system?: string;
   tools?: string[];
+  /** A named agent (an agent file): its fields are the defaults of this spawn. */
+  agent?: string;
+  /** A JSON Schema the child's reply must match; its result then carries `value`. */
+  outputSchema?: Record<string, unknown>;
 }
 
 /** The receipt an async spawn answers with at once. */
@@ -46,21 +51,48 @@ export const AGENT_TOOL_SCHEMA: InputSchema = {
     mode: { enum: ['sync', 'async'] },
     system: { type: 'string' },
     tools: { type: 'array', items: { type: 'string' } },
+    outputSchema: { type: 'object' },
   },
   required: ['title', 'prompt'],
   additionalProperties: false,
 };
 
-/** The spawn family bound to one spawner. */
-export function spawnTools(spawner: AgentSpawner): AnyTool[] {
+const AGENT_TOOL_DESCRIPTION =
+  'Start a sub-agent on a task. mode "sync" (default) waits and returns its result here; ' +
+  'mode "async" returns a receipt at once, and the result arrives later as a message. ' +
+  'The sub-agent sees only `prompt` (and `system`): give it everything it needs. ' +
+  '`outputSchema` (a JSON Schema) makes it reply with JSON matching it.';
+
+/**
+ * The `agent` tool's schema and description for an agent that may pick among named agents:
+ * `agent` takes one of their names, and the description lists each with what it is for.
+ */
+export function agentToolShape(agents: readonly AgentSummary[] = []): {
+  description: string;
+  inputSchema: InputSchema;
+} {
+  if (agents.length === 0) {
+    return { description: AGENT_TOOL_DESCRIPTION, inputSchema: AGENT_TOOL_SCHEMA };
+  }
+  const listed = agents.map((agent) => `- ${agent.name}: ${agent.description}`).join('\n');
+  return {
+    description: `${AGENT_TOOL_DESCRIPTION} \`agent\` names a predefined agent, which brings its own instructions, tools and limits:\n${listed}`,
+    inputSchema: {
+      ...AGENT_TOOL_SCHEMA,
+      properties: {
+        ...AGENT_TOOL_SCHEMA.properties,
+        agent: { enum: agents.map((agent) => agent.name) },
+      },
+    },
+  };
+}
+
+/** The spawn family bound to one spawner; `agents` are the named agents it may start. */
+export function spawnTools(spawner: AgentSpawner, agents?: readonly AgentSummary[]): AnyTool[] {
   return [
     {
       name: 'agent',
-      description:
-        'Start a sub-agent on a task. mode "sync" (default) waits and returns its result here; ' +
-        'mode "async" returns a receipt at once, and the result arrives later as a message. ' +
-        'The sub-agent sees only `prompt` (and `system`): give it everything it needs.',
-      inputSchema: AGENT_TOOL_SCHEMA,
+      ...agentToolShape(agents),
       // Sync children of one batch run concurrently and join before the next request.
       parallel: true,
       run: async (input: AgentToolInput, context: ToolContext) =>

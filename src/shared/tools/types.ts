@@ -1,3 +1,5 @@
+import type { TraceSpanId } from '../trace/types.js';
+
 /** A JSON Schema for a tool's input; its top level is an object schema. */
 export interface InputSchema {
   type: 'object';
@@ -15,6 +17,8 @@ export interface ToolContext {
   depth: number;
   /** The read-only workspace root, when the agent has one. */
   workspace?: string | undefined;
+  /** This call's `execute_tool` span, when the agent is traced: a spawn hangs its child under it. */
+  span?: TraceSpanId;
 }
 
 /**

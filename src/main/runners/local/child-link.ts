@@ -1,7 +1,9 @@
+import type { StepSpend } from '../../../shared/budget.js';
 import type { AgentEvent } from '../../../shared/events.js';
 import type { Governor } from '../../../shared/governor/governor.js';
 import type { MainMessage, WorkerMessage } from '../../../shared/protocol.js';
 import type { AgentResult, CancelReason } from '../../../shared/result.js';
+import type { TraceOp } from '../../../shared/trace/types.js';
 import { GovernorLink } from './governor-link.js';
 
 /** What the pool does with what a child sends. */
@@ -9,6 +11,10 @@ export interface LinkListener {
   started(threadId: number): void;
   event(event: AgentEvent): void;
   result(result: AgentResult): void;
+  /** A span operation of a traced child. */
+  trace?(op: TraceOp): void;
+  /** A step's spend of a child in a tree budget. */
+  spend?(spend: StepSpend): void;
 }
 
 /** How a link sends a message down to its child's worker. */
@@ -30,6 +36,8 @@ export class ChildLink {
   readonly #governor: GovernorLink | undefined;
   /** A cancel asked for before the child's worker was known: it goes with `started`. */
   #cancel: CancelReason | undefined;
+  /** Other messages for the child before its worker was known, sent with `started`. */
+  #early: MainMessage[] = [];
   #closed = false;
 
   constructor(listener: LinkListener, send: LinkSend, governor?: Governor) {
@@ -45,6 +53,7 @@ export class ChildLink {
       if (this.threadId !== undefined) return;
       this.threadId = threadId;
       this.#listener.started(threadId);
+      for (const early of this.#early.splice(0)) this.#post(early);
       if (this.#cancel !== undefined) this.#post({ type: 'cancel', reason: this.#cancel });
       return;
     }
@@ -63,6 +72,12 @@ export class ChildLink {
       case 'result':
         this.#listener.result(message.result);
         return;
+      case 'trace':
+        this.#listener.trace?.(message.op);
+        return;
+      case 'spend':
+        this.#listener.spend?.(message.spend);
+        return;
       default:
         this.#governor?.handle(message);
     }
@@ -71,6 +86,12 @@ export class ChildLink {
   cancel(reason: CancelReason): void {
     if (this.threadId === undefined) this.#cancel = reason;
     else this.#post({ type: 'cancel', reason });
+  }
+
+  /** Sends `message` to the child, once its worker is known. */
+  tell(message: MainMessage): void {
+    if (this.threadId === undefined) this.#early.push(message);
+    else this.#post(message);
   }
 
   #post(message: MainMessage): void {

@@ -1,8 +1,10 @@
 import type { MessagePort } from 'node:worker_threads';
+import type { BudgetKind, StepSpend } from '../../../shared/budget.js';
 import type { ChildSpec } from '../../../shared/child-spec.js';
 import type { AgentEvent } from '../../../shared/events.js';
 import type { Failure } from '../../../shared/failure.js';
 import { type AgentResult, type CancelReason, emptyUsage } from '../../../shared/result.js';
+import type { TraceOp } from '../../../shared/trace/types.js';
 import type { PoolHandle } from './child-handle.js';
 import type { ChildLink } from './child-link.js';
 
@@ -21,6 +23,9 @@ export interface Entry {
   crashes: number;
   /** Times it was resumed on a fresh worker. */
   resumes: number;
+  extras: SpawnExtras;
+  /** A tree budget it belongs to is spent: told to every run of it (a resumed one too). */
+  budgetSpent?: BudgetKind;
 }
 
 /** How a child ended when main, not its worker, makes its result. */
@@ -51,6 +56,12 @@ export interface SpawnExtras {
   onEvent?: ((event: AgentEvent) => void) | undefined;
   /** Makes the worker end of a fresh host bridge; called at each start (and resume). */
   makeBridge?: (() => MessagePort) | undefined;
+  /** Span operations of a traced child (`spec.traced`), to replay. */
+  onTrace?: ((op: TraceOp) => void) | undefined;
+  /** Step spends of a child in a tree budget (`spec.inTree`). */
+  onSpend?: ((spend: StepSpend) => void) | undefined;
+  /** The child lost its worker and starts again on another: what its old run left is void. */
+  onResume?: (() => void) | undefined;
 }
 
 /**

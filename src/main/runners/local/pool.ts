@@ -1,6 +1,7 @@
 import os from 'node:os';
 import type { Worker } from 'node:worker_threads';
 import { AgentLog, keepsLog, withoutLog } from '../../../shared/agent-log.js';
+import type { BudgetKind } from '../../../shared/budget.js';
 import type { ChildSpec } from '../../../shared/child-spec.js';
 import type { Failure } from '../../../shared/failure.js';
 import type { Governor } from '../../../shared/governor/governor.js';
@@ -78,6 +79,8 @@ export class ChildPool {
   readonly #maxCrashes: number;
   readonly #admission: Admission<Entry>;
   readonly #running = new Map<string, Entry>();
+  /** Every child's entry by its handle, for what main tells a child beside a cancel. */
+  readonly #entries = new WeakMap<ChildHandle, Entry>();
   readonly #forensics = new CrashForensics();
   readonly #uplinks = new Uplinks((child, threadId, message) =>
     this.#running.get(child)?.link?.handle(threadId, message),
@@ -159,10 +162,12 @@ export class ChildPool {
       spec,
       onEvent: extras.onEvent,
       makeBridge: extras.makeBridge,
+      extras,
       crashes: 0,
       resumes: 0,
       handle: new PoolHandle(spec, (reason) => this.#cancel(entry, reason)),
     };
+    this.#entries.set(entry.handle, entry);
     if (this.#closed) {
       this.#deliverFromMain(entry, { outcome: 'cancelled', reason: 'shutdown' });
       return entry.handle;
@@ -182,11 +187,15 @@ export class ChildPool {
           this.#stats.workerResults++;
           this.#deliver(entry, result);
         },
+        ...(entry.extras.onTrace ? { trace: entry.extras.onTrace } : {}),
+        ...(entry.extras.onSpend ? { spend: entry.extras.onSpend } : {}),
       },
       (threadId, message) => this.#uplinks.send(threadId, entry.spec.id, message),
       this.#governor,
     );
     entry.link = link;
+    if (entry.budgetSpent !== undefined)
+      link.tell({ type: 'budget-spent', which: entry.budgetSpent });
     this.#running.set(entry.spec.id, entry);
     const bridge = entry.makeBridge?.();
     const task: ChildTask = bridge ? { spec: entry.spec, bridge } : { spec: entry.spec };
@@ -271,6 +280,7 @@ export class ChildPool {
     delete entry.link;
     entry.resumes++;
     entry.spec = { ...entry.spec, resume: true };
+    entry.extras.onResume?.();
     entry.onEvent?.({
       type: 'agent-resume',
       agentId: entry.spec.id,
@@ -311,6 +321,17 @@ export class ChildPool {
     entry.link?.close();
     this.#running.delete(entry.spec.id);
     this.#admission.done();
+  }
+
+  /**
+   * Tells a child that a tree budget it belongs to is spent: it takes its last turn. Held for a
+   * child still queued, and told again to a resumed one.
+   */
+  budgetSpent(handle: ChildHandle, which: BudgetKind): void {
+    const entry = this.#entries.get(handle);
+    if (!entry || entry.handle.status === 'settled' || entry.budgetSpent !== undefined) return;
+    entry.budgetSpent = which;
+    entry.link?.tell({ type: 'budget-spent', which });
   }
 
   #cancel(entry: Entry, reason: CancelReason): boolean {

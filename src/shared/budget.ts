@@ -1,0 +1,61 @@
+/**
+ * What one agent may spend before it is told to stop: the limits, the kinds a result names, and
+ * the guard the agent loop consults. The meter that implements the guard is `budget-meter.ts`;
+ * prices are `prices.ts`.
+ */
+
+/** A limit an agent can reach; `budgetExceeded` in a result names one of these. */
+export type BudgetKind = 'inputTokens' | 'outputTokens' | 'usd' | 'steps' | 'time';
+
+export const BUDGET_KINDS: readonly BudgetKind[] = [
+  'inputTokens',
+  'outputTokens',
+  'usd',
+  'steps',
+  'time',
+];
+
+/**
+ * The limits of one agent. Every field is optional; an unset one does not limit. `tree` makes
+ * the budget cover the agent's descendants' spending as well as its own (a tree budget).
+ */
+export interface Budget {
+  inputTokens?: number;
+  outputTokens?: number;
+  /** Dollars, priced by the model's entry in the price table (`prices.ts`). */
+  usd?: number;
+  /** Provider requests (steps) taken. */
+  steps?: number;
+  /** Wall time from the agent's start, in ms. */
+  timeMs?: number;
+  /** The limits cover the agent's descendants too (their spending adds to this agent's). */
+  tree?: boolean;
+}
+
+/** What one step spent: the provider's usage for it, and its price when the model has one. */
+export interface StepSpend {
+  inputTokens: number;
+  outputTokens: number;
+  /** Dollars; 0 when the model has no price. */
+  costUsd: number;
+}
+
+/**
+ * What the agent loop asks of a budget. The loop reports each step's spend and, at each step's
+ * end, asks whether a limit is reached: then the agent gets one last turn with only `reply`.
+ */
+export interface BudgetGuard {
+  /** Adds one step's spend (the step counts too). */
+  spend(step: StepSpend): void;
+  /** The first limit reached, its own or a tree budget's above it; undefined while within. */
+  exceeded(): BudgetKind | undefined;
+}
+
+/** Prices of one model, in dollars per million tokens. */
+export interface ModelPrice {
+  inputPerMTok: number;
+  outputPerMTok: number;
+}
+
+/** Prices by model name; a name matches the longest entry it starts with (see `prices.ts`). */
+export type PriceTable = Record<string, ModelPrice>;
