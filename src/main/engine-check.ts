@@ -2,7 +2,7 @@ import { statSync } from 'node:fs';
 import path from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { checkLogPolicy } from '../shared/agent-log.js';
-import { checkBudget, mergeBudgets } from '../shared/budget-meter.js';
+import { checkBudget } from '../shared/budget-meter.js';
 import { describeValue, expected, UsageError } from '../shared/errors.js';
 import { checkGovernorOptions } from '../shared/governor/governor.js';
 import { checkPriceTable } from '../shared/prices.js';
@@ -12,8 +12,8 @@ import { schemaValidator } from '../shared/tools/dispatch.js';
 import { checkTool } from '../shared/tools/modules.js';
 import { REPLY_TOOL, SPAWN_TOOLS } from '../shared/tools/types.js';
 import { WORKSPACE_TOOLS } from '../shared/tools/workspace.js';
-import { type AgentDefinition, AgentFileError } from './agents/definition.js';
-import { loadAgentDefinitions } from './agents/load.js';
+import type { AgentDefinition } from './agents/definition.js';
+import { agentResolver, checkAgentFileTools } from './agents/resolve.js';
 import type { AgentOptions, EngineOptions } from './engine.js';
 import {
   checkDurationMs,
@@ -250,30 +250,7 @@ export function agentCheck(
   const known = (depth: number): string[] =>
     sources.filter((source) => !source.spawnOnly || depth < maxDepth).map((source) => source.name);
   checkAgentFileTools(agents, known(1));
-  const byName = new Map(agents.map((agent) => [agent.name, agent]));
-  const resolve = (options: AgentOptions) => {
-    if (options.agent === undefined) return { options };
-    const definition = byName.get(options.agent);
-    if (!definition) {
-      const names = [...byName.keys()].map((name) => `\`${name}\``).join(', ') || 'none';
-      throw new UsageError(
-        `Expected \`agent\` to name an agent file (known: ${names}), got ${describeValue(options.agent, 60, { quoteStrings: true })}`,
-      );
-    }
-    const { agent: _name, ...own } = options;
-    const merged: AgentOptions = {
-      system: definition.system,
-      ...(definition.model === undefined ? {} : { model: definition.model }),
-      ...(definition.tools === undefined ? {} : { tools: definition.tools }),
-      ...(definition.maxSteps === undefined ? {} : { maxSteps: definition.maxSteps }),
-      ...(definition.outputSchema === undefined ? {} : { outputSchema: definition.outputSchema }),
-      ...definedFields(own),
-      ...(definition.budget || own.budget
-        ? { budget: mergeBudgets(definition.budget, own.budget) ?? {} }
-        : {}),
-    };
-    return { options: merged, definition };
-  };
+  const resolve = agentResolver(agents);
   return {
     toolNames: known(1),
     agents,
@@ -285,40 +262,6 @@ export function agentCheck(
       } else checkAgentOptions(options, known(depth));
     },
   };
-}
-
-/** The fields of `options` that are set: an explicit `undefined` leaves a file's value in place. */
-function definedFields(options: AgentOptions): AgentOptions {
-  return Object.fromEntries(
-    Object.entries(options).filter(([, value]) => value !== undefined),
-  ) as unknown as AgentOptions;
-}
-
-/** An agent file may name only tools that exist; the message points at its `tools` line. */
-function checkAgentFileTools(agents: readonly AgentDefinition[], known: readonly string[]): void {
-  for (const agent of agents) {
-    const unknown = (agent.tools ?? []).filter(
-      (name) => name !== REPLY_TOOL && !known.includes(name),
-    );
-    if (unknown.length === 0) continue;
-    const list = known.length === 0 ? 'none' : known.map((name) => `\`${name}\``).join(', ');
-    throw new AgentFileError(
-      `${agent.file}:${agent.lines.tools ?? 1}: Expected \`tools\` to name known tools (${list}), got ${unknown.map((name) => `\`${name}\``).join(', ')}`,
-    );
-  }
-}
-
-/**
- * The agent files an engine has: `agentsDir` (which must exist), or `.cohort/agents` under the
- * workspace when that exists. Throws the first malformed file's UsageError (`file:line: …`).
- */
-export function engineAgents(options: EngineOptions): AgentDefinition[] {
-  if (options.agentsDir !== undefined) {
-    return loadAgentDefinitions(options.agentsDir, { required: true });
-  }
-  if (options.workspace === undefined) return [];
-  const folder = path.join(options.workspace, '.cohort', 'agents');
-  return loadAgentDefinitions(folder, { required: false });
 }
 
 /** Checks what one agent is asked to do; `known` are the tools it may name. */

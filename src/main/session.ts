@@ -18,7 +18,8 @@ import { renderInbox } from './inbox.js';
 import { checkDurationMs, checkInteger, checkString, MAX_STEPS_LIMIT } from './options.js';
 import { ROOT_ID, runRootTurn, type TurnResult } from './root-turn.js';
 import { AgentScope } from './scope.js';
-import { OtelSpans, openAgentSpan } from './tracing/otel-spans.js';
+import { type RootTrace, traceRootTurn } from './tracing/agent-trace.js';
+import type { OtelSpans } from './tracing/otel-spans.js';
 
 export const DEFAULT_ROOT_SYSTEM = [
   'You are the root agent of a cohort session, working for the user.',
@@ -321,35 +322,16 @@ export class Session {
   }
 
   /** A turn's `invoke_agent root` span and the sink of its steps, when the engine traces. */
-  #traceTurn(): { spans: OtelSpans; end(result: TurnResult): void } | undefined {
+  #traceTurn(): RootTrace | undefined {
     const tracer = this.#engine.tracer;
     if (!tracer) return undefined;
-    const model = this.#engine.provider.model;
-    const span = openAgentSpan(tracer, otelContext.active(), {
-      id: ROOT_ID,
-      name: ROOT_ID,
-      model,
-      depth: 0,
-    });
-    const spans = new OtelSpans(tracer, span.context);
-    this.#turnSpans = spans;
+    const traced = traceRootTurn(tracer, this.#engine.provider.model);
+    this.#turnSpans = traced.spans;
     return {
-      spans,
+      spans: traced.spans,
       end: (result) => {
-        if (this.#turnSpans === spans) this.#turnSpans = undefined;
-        spans.abandon(result.outcome);
-        span.end({
-          id: ROOT_ID,
-          title: ROOT_ID,
-          outcome: result.outcome === 'ready' ? 'complete' : result.outcome,
-          text: '',
-          truncated: false,
-          elapsedMs: 0,
-          generation: result.generation,
-          usage: result.usage,
-          ...(result.reason === undefined ? {} : { reason: result.reason }),
-          ...(result.code === undefined ? {} : { code: result.code }),
-        });
+        if (this.#turnSpans === traced.spans) this.#turnSpans = undefined;
+        traced.end(result);
       },
     };
   }

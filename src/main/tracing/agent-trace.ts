@@ -1,6 +1,7 @@
-import type { Context, Tracer } from '@opentelemetry/api';
+import { type Context, context as otelContext, type Tracer } from '@opentelemetry/api';
 import type { AgentResult } from '../../shared/result.js';
 import type { TraceSpanId } from '../../shared/trace/types.js';
+import { ROOT_ID, type TurnResult } from '../root-turn.js';
 import { OtelSpans, openAgentSpan } from './otel-spans.js';
 
 /** What the engine keeps of one traced child, from spawn to result. */
@@ -31,6 +32,42 @@ export function traceChild(
       // A cancelled child's worker may not close what it had open; main ends it with the result.
       spans.abandon(result.outcome === 'complete' ? 'unfinished' : result.outcome);
       span.end(result);
+    },
+  };
+}
+
+/** One root turn's trace: the sink of its steps, and the end of its `invoke_agent root` span. */
+export interface RootTrace {
+  spans: OtelSpans;
+  end(result: TurnResult): void;
+}
+
+/** Opens a root turn's `invoke_agent root` span under the active context. */
+export function traceRootTurn(tracer: Tracer, model: string): RootTrace {
+  const span = openAgentSpan(tracer, otelContext.active(), {
+    id: ROOT_ID,
+    name: ROOT_ID,
+    model,
+    depth: 0,
+  });
+  const spans = new OtelSpans(tracer, span.context);
+  return {
+    spans,
+    end: (result) => {
+      spans.abandon(result.outcome);
+      // The span takes an agent's result: a turn ended `ready` is the root's `complete`.
+      span.end({
+        id: ROOT_ID,
+        title: ROOT_ID,
+        outcome: result.outcome === 'ready' ? 'complete' : result.outcome,
+        text: '',
+        truncated: false,
+        elapsedMs: 0,
+        generation: result.generation,
+        usage: result.usage,
+        ...(result.reason === undefined ? {} : { reason: result.reason }),
+        ...(result.code === undefined ? {} : { code: result.code }),
+      });
     },
   };
 }

@@ -3,6 +3,7 @@ import type { BudgetKind, StepSpend } from '../../../shared/budget.js';
 import type { ChildSpec } from '../../../shared/child-spec.js';
 import type { AgentEvent } from '../../../shared/events.js';
 import type { Failure } from '../../../shared/failure.js';
+import type { Governor } from '../../../shared/governor/governor.js';
 import { type AgentResult, type CancelReason, emptyUsage } from '../../../shared/result.js';
 import type { TraceOp } from '../../../shared/trace/types.js';
 import type { PoolHandle } from './child-handle.js';
@@ -79,4 +80,30 @@ export interface PoolStats {
   delivered: number;
   /** Crash records still held: zero once every child of every dead worker has been judged. */
   crashRecords: number;
+}
+
+export interface PoolOptions {
+  /** Worker threads; default: the machine's available parallelism. */
+  threads?: number;
+  /** Children one thread runs at once (piscina's concurrentTasksPerWorker). */
+  agentsPerThread?: number;
+  /**
+   * How long a cancelled child may ignore its cancel before its worker is terminated, in ms;
+   * twice that when its worker still answers main (busy, not stuck).
+   */
+  cancelGraceMs?: number;
+  /** How long an idle worker lives, in ms. */
+  idleTimeoutMs?: number;
+  /** Per-worker V8 heap limit, in MB: one runaway child cannot take the process down. */
+  maxOldGenerationSizeMb?: number;
+  /**
+   * Crashes of its worker a child may be blamed for (it was running a tool when the worker died)
+   * before it settles `failed` instead of resuming (default 3).
+   */
+  maxCrashes?: number;
+}
+
+/** What the pool needs beside its options: the engine's governor, when it has one. */
+export interface PoolServices {
+  governor?: Governor | undefined;
 }

@@ -16,37 +16,13 @@ import { type ChildPiscina, makePiscina } from './piscina.js';
 import {
   type Ending,
   type Entry,
+  type PoolOptions,
+  type PoolServices,
   type PoolStats,
   type SpawnExtras,
   synthetic,
 } from './pool-entry.js';
 import { Uplinks } from './uplinks.js';
-
-export interface PoolOptions {
-  /** Worker threads; default: the machine's available parallelism. */
-  threads?: number;
-  /** Children one thread runs at once (piscina's concurrentTasksPerWorker). */
-  agentsPerThread?: number;
-  /**
-   * How long a cancelled child may ignore its cancel before its worker is terminated, in ms;
-   * twice that when its worker still answers main (busy, not stuck).
-   */
-  cancelGraceMs?: number;
-  /** How long an idle worker lives, in ms. */
-  idleTimeoutMs?: number;
-  /** Per-worker V8 heap limit, in MB: one runaway child cannot take the process down. */
-  maxOldGenerationSizeMb?: number;
-  /**
-   * Crashes of its worker a child may be blamed for (it was running a tool when the worker died)
-   * before it settles `failed` instead of resuming (default 3).
-   */
-  maxCrashes?: number;
-}
-
-/** What the pool needs beside its options: the engine's governor, when it has one. */
-export interface PoolServices {
-  governor?: Governor | undefined;
-}
 
 export const DEFAULT_MAX_CRASHES = 3;
 /**
@@ -409,7 +385,7 @@ export class ChildPool {
 }
 
 export type { ChildHandle, ChildStatus } from './child-handle.js';
-export type { PoolStats, SpawnExtras } from './pool-entry.js';
+export type { PoolOptions, PoolServices, PoolStats, SpawnExtras } from './pool-entry.js';
 
 /** Read afresh each time: draining an uplink may settle the child in between. */
 function isSettled(entry: Entry): boolean {

@@ -1,0 +1,116 @@
+import { costUsd } from '../prices.js';
+import type { ProviderResult, ToolParam } from '../provider/types.js';
+import { StreamRedactor } from '../redact.js';
+import type { AgentUsage } from '../result.js';
+import {
+  REPLY_DESCRIPTION,
+  REPLY_SCHEMA,
+  TYPED_REPLY_DESCRIPTION,
+  typedReplySchema,
+} from '../tools/reply.js';
+import { REPLY_TOOL } from '../tools/types.js';
+import type { LoopOptions, LoopSink } from './agent-loop.js';
+
+// One step's provider request: the tools it offers, what it spent, and its streamed text.
+
+/** The tools the model is offered: the agent's own, and `reply` below the root. */
+export function advertised(options: LoopOptions): ToolParam[] {
+  const params: ToolParam[] = [...options.tools.values()].map((tool) => ({
+    name: tool.name,
+    description: tool.description,
+    input_schema: tool.inputSchema,
+  }));
+  return [...params, ...lastTurnTools(options)];
+}
+
+/** What an agent's last turn offers, after its budget: `reply` alone (nothing at the root). */
+export function lastTurnTools(options: LoopOptions): ToolParam[] {
+  if (options.depth < 1) return [];
+  const schema = options.outputSchema;
+  return [
+    schema
+      ? {
+          name: REPLY_TOOL,
+          description: TYPED_REPLY_DESCRIPTION,
+          input_schema: typedReplySchema(schema),
+        }
+      : { name: REPLY_TOOL, description: REPLY_DESCRIPTION, input_schema: REPLY_SCHEMA },
+  ];
+}
+
+/** Adds one step's spend to the usage and the budget (a failed request spends too). */
+export function spend(
+  options: LoopOptions,
+  usage: AgentUsage,
+  step: { inputTokens: number; outputTokens: number },
+): void {
+  usage.inputTokens += step.inputTokens;
+  usage.outputTokens += step.outputTokens;
+  const cost = options.price ? costUsd(step, options.price) : 0;
+  if (options.price) usage.costUsd = (usage.costUsd ?? 0) + cost;
+  options.budget?.spend({ ...step, costUsd: cost });
+}
+
+export async function request(
+  options: LoopOptions,
+  tools: ToolParam[],
+  step: number,
+): Promise<ProviderResult> {
+  const { sink } = options;
+  const text = redactedText(sink);
+  try {
+    const result = await options.provider.complete(
+      {
+        messages: options.messages,
+        tools,
+        ...(options.system === undefined ? {} : { system: options.system }),
+        ...(options.model === undefined ? {} : { model: options.model }),
+      },
+      {
+        signal: options.signal,
+        // A later step of a running agent goes before new agents: it finishes work under way.
+        ...(options.gate ? { gate: options.gate, priority: step > 1 } : {}),
+        ...(options.trace ? { trace: options.trace } : {}),
+        ...(text ? { onTextDelta: text.push } : {}),
+        onRetry: (info) => {
+          // A failed attempt's text is not continued by the next one, which starts afresh.
+          text?.discard();
+          sink.providerRetry?.({
+            attempt: info.attempt,
+            maxAttempts: info.maxAttempts,
+            waitMs: info.waitMs,
+            code: info.error.code,
+            message: info.error.message,
+            ...(info.error.status === undefined ? {} : { status: info.error.status }),
+            ...(info.error.requestId === undefined ? {} : { requestId: info.error.requestId }),
+            ...(info.paced ? { paced: true } : {}),
+          });
+        },
+      },
+    );
+    if (result.ok) text?.flush();
+    return result;
+  } finally {
+    text?.discard();
+  }
+}
+
+/**
+ * The sink's text deltas through one StreamRedactor per request, so a key the model streams back
+ * in pieces never reaches an event, the live view or a log: every consumer sees these deltas.
+ */
+function redactedText(
+  sink: LoopSink,
+): { push(delta: string): void; flush(): void; discard(): void } | undefined {
+  const textDelta = sink.textDelta;
+  if (!textDelta) return undefined;
+  const redactor = new StreamRedactor();
+  const emit = (text: string) => {
+    if (text !== '') textDelta(text);
+  };
+  return {
+    push: (delta) => emit(redactor.push(delta)),
+    flush: () => emit(redactor.flush()),
+    discard: () => redactor.discard(),
+  };
+}
