@@ -66,10 +66,14 @@ export async function measureConcurrency(job: ConcurrencyJob): Promise<Concurren
   const reasons = new Set<string>();
   let rateLimited = retries.rate_limited;
   let overloaded = retries.overloaded;
+  let costUsd: number | null = null;
   for (const result of run.results) {
     outcomes[result.outcome]++;
     usage.providerCalls += result.usage.providerCalls;
     usage.steps += result.usage.steps;
+    usage.inputTokens += result.usage.inputTokens;
+    usage.outputTokens += result.usage.outputTokens;
+    if (result.usage.costUsd !== undefined) costUsd = (costUsd ?? 0) + result.usage.costUsd;
     if (result.outcome !== 'complete' && reasons.size < 5) {
       reasons.add(`${result.outcome}: ${result.reason ?? ''}`.slice(0, 200));
     }
@@ -88,6 +92,9 @@ export async function measureConcurrency(job: ConcurrencyJob): Promise<Concurren
     makespanMs: run.makespanMs,
     providerCalls: usage.providerCalls,
     steps: usage.steps,
+    inputTokens: usage.inputTokens,
+    outputTokens: usage.outputTokens,
+    costUsd,
     latencyMs: spread(run.latenciesMs),
     rateLimited,
     overloaded,

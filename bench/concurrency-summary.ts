@@ -36,6 +36,10 @@ export interface CaseFigures {
   cpuPerCallMs: number;
   /** CPU of the scripted model's process per provider call, ms; null when unknown. */
   modelCpuPerCallMs: number | null;
+  /** Input plus output tokens per agent, as the results' `usage` reports them. */
+  tokensPerAgent: number;
+  /** Dollars of the whole case from the results' `usage.costUsd`; null when no model is priced. */
+  costUsd: number | null;
 }
 
 /** Medians over the runs of one engine at one level. */
@@ -98,6 +102,9 @@ export function caseFigures(
       measurement.modelCpuMs === null || measurement.modelCpuMs === undefined
         ? null
         : measurement.modelCpuMs / Math.max(1, measurement.providerCalls),
+    tokensPerAgent:
+      (measurement.inputTokens + measurement.outputTokens) / Math.max(1, measurement.agents),
+    costUsd: measurement.costUsd,
   };
 }
 

@@ -269,6 +269,8 @@ function summaryTable(summary: CaseSummary[]): string {
     'cpu ms/call',
     'model ms/call',
     'start ms',
+    'tok/agent',
+    '$',
   ];
   const cells = summary.map((item) => [
     item.engine,
@@ -289,6 +291,8 @@ function summaryTable(summary: CaseSummary[]): string {
     formatValue(item.cpuPerCallMs),
     formatValue(item.modelCpuPerCallMs),
     formatValue(item.startMs),
+    formatValue(item.tokensPerAgent),
+    item.costUsd === null ? '—' : item.costUsd.toFixed(4),
   ]);
   return formatGrid(
     header,

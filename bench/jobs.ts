@@ -38,6 +38,10 @@ export interface ConcurrencyMeasurement {
   /** HTTP requests to the provider, retries included. */
   providerCalls: number;
   steps: number;
+  inputTokens: number;
+  outputTokens: number;
+  /** Dollars the agents' results report (`usage.costUsd`); null when none has a price. */
+  costUsd: number | null;
   /** Per agent, start → result, ms. */
   latencyMs: Spread;
   /** 429 answers: retried ones (provider-retry events) plus final ones (failed results). */

@@ -13,6 +13,8 @@ const FAILED_LINES_SHOWN = 20;
 export class BatchTally {
   readonly counts: Record<AgentOutcome, number> = emptyOutcomeCounts();
   readonly failureCodes: Record<string, number> = {};
+  /** What the settled tasks spent, added up; `costUsd` only over those whose model has a price. */
+  readonly spent = { inputTokens: 0, outputTokens: 0, steps: 0, costUsd: 0, budgetExceeded: 0 };
   readonly #retrying = new Set<string>();
   retries = 0;
   settled = 0;
@@ -36,6 +38,11 @@ export class BatchTally {
   settle(result: AgentResult): void {
     this.settled++;
     this.counts[result.outcome]++;
+    this.spent.inputTokens += result.usage.inputTokens;
+    this.spent.outputTokens += result.usage.outputTokens;
+    this.spent.steps += result.usage.steps;
+    this.spent.costUsd += result.usage.costUsd ?? 0;
+    if (result.budgetExceeded !== undefined) this.spent.budgetExceeded++;
     this.#retrying.delete(result.id);
     if (result.outcome === 'failed') {
       const code = result.code ?? 'internal';
@@ -175,6 +182,7 @@ export class BatchProgress {
     note(
       `cohort batch: done — ${this.#tally.settled} ran${outcomes ? ` (${outcomes})` : ''}, ${skipped} skipped, ${badLines} bad line(s); results in ${safeLabel(out)}`,
     );
+    note(`cohort batch: spent ${describeSpend(this.#tally.spent)}`);
   }
 
   #payload(): {
@@ -221,4 +229,11 @@ export class BatchProgress {
       return `${Math.floor(seconds / 60)}m${String(seconds % 60).padStart(2, '0')}s`;
     return `${Math.floor(seconds / 3600)}h${String(Math.floor((seconds % 3600) / 60)).padStart(2, '0')}m`;
   }
+}
+
+/** `12,345 input + 678 output tokens, 40 steps, $0.0461; 2 stopped by their budget`. */
+export function describeSpend(spent: BatchTally['spent']): string {
+  const budget =
+    spent.budgetExceeded > 0 ? `; ${spent.budgetExceeded} stopped by their budget` : '';
+  return `${spent.inputTokens.toLocaleString('en-US')} input + ${spent.outputTokens.toLocaleString('en-US')} output tokens, ${spent.steps} steps, $${spent.costUsd.toFixed(4)}${budget}`;
 }

@@ -23,7 +23,9 @@ export const BATCH_USAGE = `Usage: cohort batch TASKS.jsonl --out RESULTS.jsonl 
 
 Runs one child agent per task line and appends one result line (the AgentResult plus "taskId")
 per task as it settles. TASKS.jsonl may be \`-\` for stdin. A task line is
-  {"id", "prompt", "title"?, "system"?, "tools"?, "maxSteps"?, "model"?}
+  {"id", "prompt", "title"?, "system"?, "tools"?, "maxSteps"?, "model"?,
+   "agent"?, "outputSchema"?, "budget"?}
+("agent" names an agent file in --agents; "outputSchema" puts the parsed reply in "value").
 Every line is checked as the engine would check it before anything starts: a bad line is
 reported with its number and gets no result line; the good lines run (--strict refuses to start).
 
@@ -115,6 +117,7 @@ export async function batchCommand(argv: string[]): Promise<number> {
       ran: tally.settled,
       counts: tally.counts,
       failures: tally.failureCodes,
+      spent: tally.spent,
       badLines: errors.length,
       interrupted: stopped !== undefined,
       ...(quota.models.size > 0
