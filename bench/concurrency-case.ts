@@ -37,6 +37,7 @@ export async function measureConcurrency(job: ConcurrencyJob): Promise<Concurren
     concurrency,
     threads: job.threads,
     ...(job.governorOff ? { governor: { enabled: false } } : {}),
+    ...(job.tracing ? { tracing: true } : {}),
   });
   const startMs = performance.now() - begin;
   const probe = new MainThreadProbe();

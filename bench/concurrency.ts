@@ -88,6 +88,7 @@ async function run(context: BenchContext): Promise<PartReport> {
             scenario,
             provider,
             ...(options.governor ? {} : { governorOff: true }),
+            ...(options.tracing && engine === 'cohort' ? { tracing: true } : {}),
             ...(engine === 'cohort' && options.threads !== undefined
               ? { threads: options.threads }
               : {}),
@@ -195,7 +196,7 @@ async function run(context: BenchContext): Promise<PartReport> {
     .map((name) => `, ${name} ${options[name]}`)
     .join('');
   const load = `ttft ${options.ttftMs} ms, tps ${options.tps || 'unpaced'}, cpu ${options.cpuMs} ms/tool call${limits}`;
-  const subtitle = `${scenario.agents} agents × ${scenario.steps} steps; ${realProvider ? `provider anthropic (${provider.model})` : `scripted model: ${load}`}; transport ${options.transport} (sdk-loop: the SDK); governor ${options.governor ? 'on' : 'off'}; medians of ${options.runs} run(s)`;
+  const subtitle = `${scenario.agents} agents × ${scenario.steps} steps; ${realProvider ? `provider anthropic (${provider.model})` : `scripted model: ${load}`}; transport ${options.transport} (sdk-loop: the SDK); governor ${options.governor ? 'on' : 'off'}; tracing ${options.tracing ? 'on' : 'off'}; medians of ${options.runs} run(s)`;
   const points: ChartPoint[] = summary.map((item) => ({
     engine: item.engine,
     concurrency: item.concurrency,

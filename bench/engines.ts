@@ -19,6 +19,7 @@ import { DEFAULT_REPLY_CAP } from '../src/shared/render.js';
 import type { AgentResult } from '../src/shared/result.js';
 import { LiveRuns } from './live-runs.js';
 import { sdkLoopEngine } from './sdk-loop.js';
+import { countingTracerProvider } from './tracing.js';
 
 export const ENGINE_NAMES = ['cohort', 'in-process', 'thread-per-child', 'sdk-loop'] as const;
 export type EngineName = (typeof ENGINE_NAMES)[number];
@@ -39,6 +40,8 @@ export interface EngineSetup {
   agentsPerThread?: number | undefined;
   /** The engine's rate-limit governor (cohort, thread-per-child); default: the engine's (on). */
   governor?: GovernorOptions | undefined;
+  /** Trace the engine's agents (cohort) into a provider that counts and drops the spans. */
+  tracing?: boolean;
 }
 
 /** What one agent of the bench asks for. */
@@ -101,6 +104,7 @@ async function poolEngine(
     logDir: options.setup.logDir,
     toolModules: options.setup.toolModules,
     ...(options.setup.governor === undefined ? {} : { governor: options.setup.governor }),
+    ...(options.setup.tracing ? { tracerProvider: await countingTracerProvider() } : {}),
   });
   return {
     name,

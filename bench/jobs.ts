@@ -20,6 +20,8 @@ export interface ConcurrencyJob {
   threads?: number | undefined;
   /** Turns the engine's rate-limit governor off (cohort, thread-per-child). */
   governorOff?: boolean;
+  /** Traces cohort's agents into a tracer provider whose exporter counts and drops spans. */
+  tracing?: boolean;
 }
 
 export interface ConcurrencyMeasurement {

@@ -51,6 +51,8 @@ export interface BenchOptions {
   calls: number;
   /** The rate-limit governor of cohort and thread-per-child in the `concurrency` part. */
   governor: boolean;
+  /** Trace cohort's agents (the `concurrency` part) into a counting tracer provider. */
+  tracing: boolean;
   /** Where measuring processes and their threads write .cpuprofile files; unset: no profiles. */
   profile: string | undefined;
   maxRetries: number;
@@ -87,6 +89,8 @@ concurrency — cohort vs in-process vs thread-per-child vs sdk-loop on one scri
   --transport undici|sdk   how the engines reach the model (default ${DEFAULT_TRANSPORT});
                         sdk-loop always uses the SDK
   --governor on|off     cohort's and thread-per-child's rate-limit governor (default on)
+  --tracing on|off      trace cohort's agents into an OpenTelemetry provider whose exporter
+                        counts and drops the spans (default off)
 transport — raw streamed calls through the undici and the sdk transport, side by side; its
 own defaults: --calls 3000 --concurrency 100 --ttft-ms 0:
   --calls N             calls per transport and run, after a warm-up of --concurrency calls
@@ -127,6 +131,7 @@ const FLAGS = {
   model: { type: 'string' },
   transport: { type: 'string' },
   governor: { type: 'string' },
+  tracing: { type: 'string' },
   calls: { type: 'string' },
   profile: { type: 'string' },
   'spawn-children': { type: 'string' },
@@ -187,6 +192,7 @@ export function parseBenchArgs(
     transport: transportFlag(values),
     calls: intFlag(values, 'calls', 1, 10_000_000) ?? 3000,
     governor: onOffFlag(values, 'governor') ?? true,
+    tracing: onOffFlag(values, 'tracing') ?? false,
     profile: profileFlag(values),
     maxRetries: intFlag(values, 'max-retries', 0, 20) ?? 4,
     spawnChildren: intFlag(values, 'spawn-children', 1, MAX_THREADS) ?? 20,

@@ -212,13 +212,18 @@ export class Engine {
       ...(this.tracer ? { traced: true } : {}),
     };
     const trace = this.tracer
-      ? traceChild(this.tracer, context.traceParent ?? otelContext.active(), {
-          id,
-          name: definition?.name ?? title,
-          model: spec.provider.model,
-          depth,
-          ...(context.mode ? { mode: context.mode } : {}),
-        })
+      ? traceChild(
+          this.tracer,
+          context.traceParent ?? otelContext.active(),
+          {
+            id,
+            name: definition?.name ?? title,
+            model: spec.provider.model,
+            depth,
+            ...(context.mode ? { mode: context.mode } : {}),
+          },
+          () => this.#pool.readUplinkOf(handle),
+        )
       : undefined;
     // A fresh bridge at each start: a resumed child gets a new one, the old one died with its
     // worker (and took the child's own agents with it). The bridge lives until the child has

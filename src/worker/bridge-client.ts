@@ -118,7 +118,15 @@ export interface BridgeClient {
 }
 
 /** The tools and inbox a child reaches through its host bridge. */
-export function connectBridge(port: MessagePort, spec: ChildSpec): BridgeClient {
+export function connectBridge(
+  port: MessagePort,
+  spec: ChildSpec,
+  /**
+   * Posts what the child has queued on its worker's uplink. Called before a spawn that names a
+   * tool-call span, so main can read that span's `open` before it hangs the new child under it.
+   */
+  flushUplink: () => void = () => {},
+): BridgeClient {
   const host = new HostConnection(port);
   const tools: AnyTool[] = (spec.hostTools ?? []).map((info) => ({
     name: info.name,
@@ -137,9 +145,9 @@ export function connectBridge(port: MessagePort, spec: ChildSpec): BridgeClient 
       ...spawnTools(
         {
           runSync: (input, context) =>
-            host.call('runSync', spawnRequest(input, context), context.signal),
+            host.call('runSync', spawnRequest(input, context, flushUplink), context.signal),
           spawnAsync: (input, context) =>
-            host.call('spawnAsync', spawnRequest(input, context), context.signal),
+            host.call('spawnAsync', spawnRequest(input, context, flushUplink), context.signal),
           list: (context) => host.call('list', null, context.signal),
           cancel: (id, context) => host.call('cancel', { id }, context.signal),
         },
@@ -160,6 +168,12 @@ export function connectBridge(port: MessagePort, spec: ChildSpec): BridgeClient 
 }
 
 /** A spawn as it crosses the bridge: the input, and the calling tool's span to hang it under. */
-function spawnRequest(input: AgentToolInput, context: ToolContext): SpawnRequest {
-  return context.span === undefined ? { input } : { input, span: context.span };
+function spawnRequest(
+  input: AgentToolInput,
+  context: ToolContext,
+  flushUplink: () => void,
+): SpawnRequest {
+  if (context.span === undefined) return { input };
+  flushUplink();
+  return { input, span: context.span };
 }

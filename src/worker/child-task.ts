@@ -32,7 +32,7 @@ export default async function runChildTask(task: ChildTask): Promise<'settled'> 
   const uplink = threadUplink();
   await uplink.ready;
   const { spec } = task;
-  const bridge = task.bridge ? connectBridge(task.bridge, spec) : undefined;
+  const bridge = task.bridge ? connectBridge(task.bridge, spec, () => uplink.flush()) : undefined;
   const controller = new AbortController();
   const send = (message: WorkerMessage) => uplink.send(spec.id, message);
   const gate = spec.governed ? new RemoteGate(send, spec.governed.patienceMs) : undefined;

@@ -16,21 +16,34 @@ export interface ChildTrace {
   settle(result: AgentResult): void;
 }
 
-/** Opens a child's `invoke_agent` span and the sink its worker's operations replay into. */
+/**
+ * Opens a child's `invoke_agent` span and the sink its worker's operations replay into. `catchUp`
+ * reads what the child's worker has posted and main has not read yet: a spawn over the bridge
+ * can arrive before the `open` of the tool-call span it names, which the worker posted first on
+ * its uplink, another port.
+ */
 export function traceChild(
   tracer: Tracer,
   parent: Context,
   agent: { id: string; name: string; model: string; depth: number; mode?: string },
+  catchUp: () => void,
 ): ChildTrace {
   const span = openAgentSpan(tracer, parent, agent);
   const spans = new OtelSpans(tracer, span.context);
   return {
     apply: (op) => spans.apply(op),
     resumed: () => spans.abandon('worker_lost'),
-    contextOf: (id) => spans.contextOf(id),
+    contextOf: (id) => {
+      if (id !== undefined && !spans.isOpen(id)) catchUp();
+      return spans.contextOf(id);
+    },
     settle: (result) => {
       // A cancelled child's worker may not close what it had open; main ends it with the result.
-      spans.abandon(result.outcome === 'complete' ? 'unfinished' : result.outcome);
+      // A child that failed with its worker left its spans open there: they were lost with it.
+      const lost = result.code === 'worker_crashed' || result.code === 'worker_lost';
+      spans.abandon(
+        lost ? 'worker_lost' : result.outcome === 'complete' ? 'unfinished' : result.outcome,
+      );
       span.end(result);
     },
   };

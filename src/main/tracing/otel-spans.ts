@@ -92,6 +92,11 @@ export class OtelSpans implements TraceSink {
    * The context of open span `id` (to parent a child spawned from it); the sink's parent when
    * unknown/closed/undefined.
    */
+  /** Whether span `id` is open here (a worker's `open` for it has been replayed). */
+  isOpen(id: TraceSpanId): boolean {
+    return this.#open.has(id);
+  }
+
   contextOf(id?: TraceSpanId): Context {
     const span = id === undefined ? undefined : this.#open.get(id);
     return span ? trace.setSpan(this.#parent, span) : this.#parent;

@@ -310,6 +310,12 @@ export class ChildPool {
     entry.link?.tell({ type: 'budget-spent', which });
   }
 
+  /** Reads what the child's worker has posted on its uplink and main has not read yet. */
+  readUplinkOf(handle: ChildHandle): void {
+    const threadId = this.#entries.get(handle)?.link?.threadId;
+    if (threadId !== undefined) this.#uplinks.drain(threadId);
+  }
+
   #cancel(entry: Entry, reason: CancelReason): boolean {
     if (entry.handle.status === 'settled') return false;
     if (this.#admission.remove(entry)) {
