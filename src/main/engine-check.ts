@@ -2,11 +2,13 @@ import { statSync } from 'node:fs';
 import path from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { checkLogPolicy } from '../shared/agent-log.js';
-import { checkBudget } from '../shared/budget-meter.js';
+import type { Budget, PriceTable } from '../shared/budget.js';
+import { checkBudget, mergeBudgets } from '../shared/budget-meter.js';
 import { describeValue, expected, UsageError } from '../shared/errors.js';
 import { checkGovernorOptions } from '../shared/governor/governor.js';
-import { checkPriceTable } from '../shared/prices.js';
+import { checkPriceTable, DEFAULT_PRICES, priceOf, priceTable } from '../shared/prices.js';
 import type { ProbeMessage } from '../shared/protocol.js';
+import { DEFAULT_PROVIDER_CONFIG } from '../shared/provider/config.js';
 import { TRANSPORT_NAMES } from '../shared/provider/transport/types.js';
 import { schemaValidator } from '../shared/tools/dispatch.js';
 import { checkTool } from '../shared/tools/modules.js';
@@ -246,6 +248,7 @@ export function agentCheck(
   sources: readonly ToolSource[],
   maxDepth: number,
   agents: readonly AgentDefinition[] = [],
+  spending: { model?: string; budget?: Budget; prices?: PriceTable } = {},
 ): EngineCheck {
   const known = (depth: number): string[] =>
     sources.filter((source) => !source.spawnOnly || depth < maxDepth).map((source) => source.name);
@@ -258,10 +261,31 @@ export function agentCheck(
     checkAgent: (options, depth = 1) => {
       if (typeof options === 'object' && options !== null) {
         checkString('agent', options.agent);
-        checkAgentOptions(resolve(options).options, known(depth));
+        const resolved = resolve(options).options;
+        checkAgentOptions(resolved, known(depth));
+        checkPricedBudget(
+          mergeBudgets(spending.budget, resolved.budget),
+          resolved.model ?? spending.model ?? DEFAULT_PROVIDER_CONFIG.model,
+          spending.prices,
+        );
       } else checkAgentOptions(options, known(depth));
     },
   };
+}
+
+/**
+ * A `usd` limit needs the model's price: without one every step costs nothing and the limit
+ * would never stop the agent. Refused up front rather than left to silently not hold.
+ */
+export function checkPricedBudget(
+  budget: Budget | undefined,
+  model: string,
+  prices: PriceTable | undefined,
+): void {
+  if (budget?.usd === undefined || priceOf(model, priceTable(prices)) !== undefined) return;
+  throw new UsageError(
+    `Expected a price for model \`${model}\` to hold a \`budget.usd\` limit, got none: add it to \`prices\` (the built-in table has ${Object.keys(DEFAULT_PRICES).join(', ')})`,
+  );
 }
 
 /** Checks what one agent is asked to do; `known` are the tools it may name. */

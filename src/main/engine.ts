@@ -17,6 +17,7 @@ import type { AgentDefinition } from './agents/definition.js';
 import { engineAgents } from './agents/resolve.js';
 import {
   agentCheck,
+  checkPricedBudget,
   DEFAULT_IMPORT_TIMEOUT_MS,
   type EngineCheck,
   engineTools,
@@ -172,6 +173,8 @@ export class Engine {
     const provider = context.provider ?? this.#provider;
     const title = agent.title ?? agent.prompt.slice(0, 60).replace(/\s+/g, ' ').trim();
     const budget = mergeBudgets(this.#options.budget, agent.budget);
+    // The model may differ from the one checked at start (`setModel`, a session's provider).
+    checkPricedBudget(budget, agent.model ?? provider.model, this.#options.prices);
     // A tree budget of its own starts a ledger under its parent's; else it joins its parent's.
     const tree = budget?.tree
       ? new TreeLedger({ budget, ...(context.tree ? { parent: context.tree } : {}) })
@@ -357,5 +360,10 @@ export async function checkEngine(
     await engineTools(options, timeoutMs),
     options.maxDepth ?? 1,
     engineAgents(options),
+    {
+      ...(options.provider?.model === undefined ? {} : { model: options.provider.model }),
+      ...(options.budget === undefined ? {} : { budget: options.budget }),
+      ...(options.prices === undefined ? {} : { prices: options.prices }),
+    },
   );
 }
