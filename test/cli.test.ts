@@ -67,12 +67,16 @@ describe('cohort agent', () => {
       truncated: false,
       generation: 0,
     });
+    // The default model (claude-sonnet-5) is priced by the built-in table's `claude-sonnet`.
     expect(Object.keys(result.usage).sort()).toEqual([
+      'costUsd',
       'inputTokens',
       'outputTokens',
       'providerCalls',
       'steps',
     ]);
+    const { inputTokens, outputTokens, costUsd } = result.usage;
+    expect(costUsd).toBeCloseTo((inputTokens * 3 + outputTokens * 15) / 1e6, 12);
   });
 
   it('without a provider in the environment it starts the scripted model and says so on stderr', async () => {
