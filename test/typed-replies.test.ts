@@ -1,11 +1,9 @@
 import { writeFileSync } from 'node:fs';
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { Engine } from '../src/main/engine.js';
 import type { AgentEvent } from '../src/shared/events.js';
-import type { MessageParam, ToolResultBlock } from '../src/shared/provider/types.js';
+import type { ToolResultBlock } from '../src/shared/provider/types.js';
 import { restoreTranscript } from '../src/shared/restore.js';
 import { BAD_REPLY_PREFIX, EXTRA_REPLY_TEXT } from '../src/shared/tools/reply.js';
 import { type ScriptedModel, type ScriptStep, startScriptedModel } from '../src/testing/index.js';
@@ -19,69 +17,16 @@ import {
   TEST_TOOLS,
   tempDir,
 } from './helpers.js';
+import {
+  promptOf,
+  type RecordingProxy,
+  recordingProxy,
+  type SeenRequest,
+} from './recording-proxy.js';
 
 // Typed replies end to end: a real engine with real workers, the scripted model over HTTP, and
 // a recording proxy in front of it, so a test reads the very requests the model received (the
 // tools offered, the reply tool's schema). The CLI runs as a real child process.
-
-/** One Messages request as the scripted model received it. */
-interface SeenRequest {
-  model: string;
-  system?: string;
-  messages: MessageParam[];
-  tools?: { name: string; description: string; input_schema: Record<string, unknown> }[];
-}
-
-interface RecordingProxy {
-  readonly url: string;
-  readonly requests: SeenRequest[];
-  close(): Promise<void>;
-}
-
-/** A plain HTTP proxy that keeps every `POST /v1/messages` body and passes it on unchanged. */
-async function recordingProxy(target: string): Promise<RecordingProxy> {
-  const requests: SeenRequest[] = [];
-  const server = http.createServer((request, response) => {
-    const chunks: Buffer[] = [];
-    request.on('data', (chunk: Buffer) => chunks.push(chunk));
-    request.on('end', () => {
-      const body = Buffer.concat(chunks);
-      const url = new URL(request.url ?? '/', target);
-      if (request.method === 'POST' && url.pathname === '/v1/messages') {
-        requests.push(JSON.parse(body.toString('utf8')) as SeenRequest);
-      }
-      const upstream = http.request(
-        url,
-        { method: request.method, headers: request.headers, agent: false },
-        (answer) => {
-          response.writeHead(answer.statusCode ?? 502, answer.headers);
-          answer.pipe(response);
-        },
-      );
-      upstream.on('error', () => response.destroy());
-      upstream.end(body);
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    requests,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
-  };
-}
-
-/** The text of a request's first user message: the prompt, which carries a test's marker. */
-function promptOf(request: SeenRequest): string {
-  const first = request.messages[0];
-  if (!first) return '';
-  return contentBlocks(first)
-    .map((block) => (block.type === 'text' ? block.text : ''))
-    .join('\n');
-}
 
 const RISKS = {
   type: 'object',

@@ -1,0 +1,66 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { MessageParam } from '../src/shared/provider/types.js';
+import { contentBlocks } from './helpers.js';
+
+// A recording proxy in front of the scripted model: a test reads the very requests the model
+// received (the system prompt, the tools offered, the reply tool's schema), still over real HTTP.
+
+/** One Messages request as the scripted model received it. */
+export interface SeenRequest {
+  model: string;
+  system?: string;
+  messages: MessageParam[];
+  tools?: { name: string; description: string; input_schema: Record<string, unknown> }[];
+}
+
+export interface RecordingProxy {
+  readonly url: string;
+  readonly requests: SeenRequest[];
+  close(): Promise<void>;
+}
+
+/** A plain HTTP proxy that keeps every `POST /v1/messages` body and passes it on unchanged. */
+export async function recordingProxy(target: string): Promise<RecordingProxy> {
+  const requests: SeenRequest[] = [];
+  const server = http.createServer((request, response) => {
+    const chunks: Buffer[] = [];
+    request.on('data', (chunk: Buffer) => chunks.push(chunk));
+    request.on('end', () => {
+      const body = Buffer.concat(chunks);
+      const url = new URL(request.url ?? '/', target);
+      if (request.method === 'POST' && url.pathname === '/v1/messages') {
+        requests.push(JSON.parse(body.toString('utf8')) as SeenRequest);
+      }
+      const upstream = http.request(
+        url,
+        { method: request.method, headers: request.headers, agent: false },
+        (answer) => {
+          response.writeHead(answer.statusCode ?? 502, answer.headers);
+          answer.pipe(response);
+        },
+      );
+      upstream.on('error', () => response.destroy());
+      upstream.end(body);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    requests,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+/** The text of a request's first user message: the prompt, which carries a test's marker. */
+export function promptOf(request: SeenRequest): string {
+  const first = request.messages[0];
+  if (!first) return '';
+  return contentBlocks(first)
+    .map((block) => (block.type === 'text' ? block.text : ''))
+    .join('\n');
+}
