@@ -14,7 +14,15 @@ export class BatchTally {
   readonly counts: Record<AgentOutcome, number> = emptyOutcomeCounts();
   readonly failureCodes: Record<string, number> = {};
   /** What the settled tasks spent, added up; `costUsd` only over those whose model has a price. */
-  readonly spent = { inputTokens: 0, outputTokens: 0, steps: 0, costUsd: 0, budgetExceeded: 0 };
+  readonly spent = {
+    inputTokens: 0,
+    outputTokens: 0,
+    steps: 0,
+    costUsd: 0,
+    /** Tasks whose result had a `costUsd` (their model has a price). */
+    priced: 0,
+    budgetExceeded: 0,
+  };
   readonly #retrying = new Set<string>();
   retries = 0;
   settled = 0;
@@ -41,7 +49,10 @@ export class BatchTally {
     this.spent.inputTokens += result.usage.inputTokens;
     this.spent.outputTokens += result.usage.outputTokens;
     this.spent.steps += result.usage.steps;
-    this.spent.costUsd += result.usage.costUsd ?? 0;
+    if (result.usage.costUsd !== undefined) {
+      this.spent.costUsd += result.usage.costUsd;
+      this.spent.priced++;
+    }
     if (result.budgetExceeded !== undefined) this.spent.budgetExceeded++;
     this.#retrying.delete(result.id);
     if (result.outcome === 'failed') {
@@ -182,7 +193,7 @@ export class BatchProgress {
     note(
       `cohort batch: done — ${this.#tally.settled} ran${outcomes ? ` (${outcomes})` : ''}, ${skipped} skipped, ${badLines} bad line(s); results in ${safeLabel(out)}`,
     );
-    note(`cohort batch: spent ${describeSpend(this.#tally.spent)}`);
+    note(`cohort batch: spent ${describeSpend(this.#tally.spent, this.#tally.settled)}`);
   }
 
   #payload(): {
@@ -231,9 +242,16 @@ export class BatchProgress {
   }
 }
 
-/** `12,345 input + 678 output tokens, 40 steps, $0.0461; 2 stopped by their budget`. */
-export function describeSpend(spent: BatchTally['spent']): string {
+/**
+ * `12,345 input + 678 output tokens, 40 steps, $0.0461; 2 stopped by their budget`. Dollars only
+ * over the tasks whose model has a price, and said so when that is not all of them.
+ */
+export function describeSpend(spent: BatchTally['spent'], settled: number): string {
   const budget =
     spent.budgetExceeded > 0 ? `; ${spent.budgetExceeded} stopped by their budget` : '';
-  return `${spent.inputTokens.toLocaleString('en-US')} input + ${spent.outputTokens.toLocaleString('en-US')} output tokens, ${spent.steps} steps, $${spent.costUsd.toFixed(4)}${budget}`;
+  const dollars =
+    spent.priced === 0
+      ? 'no price for the model (see --prices)'
+      : `$${spent.costUsd.toFixed(4)}${spent.priced < settled ? ` for the ${spent.priced} priced task(s)` : ''}`;
+  return `${spent.inputTokens.toLocaleString('en-US')} input + ${spent.outputTokens.toLocaleString('en-US')} output tokens, ${spent.steps} steps, ${dollars}${budget}`;
 }
