@@ -229,7 +229,7 @@ describe('checkBudget', () => {
       { usd: 0 },
       /Expected `budget.usd` to be a finite number of dollars above 0, got `0` \(number\)/,
     ],
-    [{ usd: Number.NaN }, /Expected `budget.usd` to be .*, got `null` \(number\)/],
+    [{ usd: Number.NaN }, /Expected `budget.usd` to be .*, got `NaN` \(number\)/],
     [
       { timeMs: 2 ** 31 },
       /Expected `budget.timeMs` to be a whole number of milliseconds from 1 to 2147483647/,
@@ -413,14 +413,25 @@ describe('TreeLedger', () => {
   });
 
   it('does not keep the process alive with its timer', () => {
-    // Real timers: the active resources Node reports are those that keep the event loop alive.
-    const timeouts = () =>
-      process.getActiveResourcesInfo().filter((kind) => kind === 'Timeout').length;
-    const before = timeouts();
-    const ledger = new TreeLedger({ budget: { timeMs: 60_000 } });
-    ledger.join('a', () => {});
-    expect(timeouts()).toBe(before);
-    ledger.leave('a');
+    // Real timers, watched as they are made: the ledger makes one, and it is unref'd.
+    const made: NodeJS.Timeout[] = [];
+    const real = globalThis.setTimeout;
+    const spy = vi.spyOn(globalThis, 'setTimeout').mockImplementation(((
+      ...args: Parameters<typeof setTimeout>
+    ) => {
+      const timer = real(...args);
+      made.push(timer);
+      return timer;
+    }) as typeof setTimeout);
+    try {
+      const ledger = new TreeLedger({ budget: { timeMs: 60_000 } });
+      ledger.join('a', () => {});
+      expect(made).toHaveLength(1);
+      expect(made[0]!.hasRef()).toBe(false);
+      ledger.leave('a');
+    } finally {
+      spy.mockRestore();
+    }
   });
 
   it('refuses a member that joins twice', () => {

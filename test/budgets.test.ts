@@ -351,6 +351,7 @@ describe('limits merge field by field: engine default, then the spawn or task li
 
   it('engine.spawn and checkAgent refuse a bad budget with a UsageError naming the field', async () => {
     const requests = rig.model.stats.requests;
+    const live = rig.engine.liveCount;
     const refusal = (run: () => unknown): Error => {
       try {
         run();
@@ -389,8 +390,9 @@ describe('limits merge field by field: engine default, then the spawn or task li
       refusal(() => rig.engine.spawn({ prompt: 'x', model: 'no-such-model', budget: { usd: 1 } }))
         .message,
     ).toMatch(unpriced);
-    // Nothing was spawned, nothing was asked of the model.
-    expect(rig.engine.liveCount).toBe(0);
+    // Nothing was spawned, nothing was asked of the model. (`liveCount` is compared with what it
+    // was: an earlier run may keep its slot for a moment after its result.)
+    expect(rig.engine.liveCount).toBe(live);
     expect(rig.model.stats.requests).toBe(requests);
   });
 });

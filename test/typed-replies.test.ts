@@ -11,7 +11,7 @@ import { readResultLines, runCli } from './cli-helpers.js';
 import {
   assertToolUsesAnswered,
   contentBlocks,
-  nextEvent,
+  hostGate,
   readTranscript,
   scripted,
   TEST_TOOLS,
@@ -217,37 +217,41 @@ describe('a crash resume keeps the count of refused replies', () => {
 
   it('a child resumed after a worker crash counts the refusals before it: its third fails it', async () => {
     const crashModel = await startScriptedModel({ port: 0 });
+    // The subject waits in a host tool (on main, so never blamed) while a sibling crashes the
+    // worker: the crash lands after its two refusals are committed, whatever the machine's speed.
+    const gate = hostGate('hold');
     const crashEngine = await Engine.start({
       threads: 1,
       maxCrashes: 1,
       logDir: tempDir('cohort-logs-'),
       toolModules: [TEST_TOOLS],
+      hostTools: [gate.tool],
       provider: { baseURL: crashModel.url, model: 'cohort-scripted', maxRetries: 0 },
     });
     try {
       const events: AgentEvent[] = [];
-      // Two refusals committed, then a third step the crash interrupts. Were the count lost on
-      // resume, the replayed third refusal would be the first, and the script would run out.
-      const inThirdStep = nextEvent<{ turn: number }>(
-        crashModel,
-        'request',
-        (event) => event.turn === 2,
-      );
+      // Two refusals committed, then a third step held in the gate while the worker crashes. Were
+      // the count lost on resume, the fourth step's refusal would be the first, and the script
+      // would run out.
       const subject = crashEngine.spawn({
         prompt: scripted([
           { reply: 'not an object' },
           { reply: 'still not an object' },
-          { delayMs: 1000, reply: 'third time, no object' },
+          { calls: [{ name: 'hold', input: {} }] },
+          { reply: 'third time, no object' },
         ]),
         outputSchema: RISKS,
         onEvent: (event) => events.push(event),
       });
-      await inThirdStep;
+      await gate.entered(1);
       await vi.waitFor(
         () => expect(readTranscript(path.join(crashEngine.logDir, subject.id))).toHaveLength(5),
         { timeout: 10_000 },
       );
       const culprit = crashEngine.spawn({ prompt: scripted([{ calls: [{ name: 'exit' }] }]) });
+      // The resumed subject runs its held step again: let it through.
+      await culprit.result;
+      gate.open();
       const [result, culpritResult] = await Promise.all([subject.result, culprit.result]);
       expect(culpritResult.code).toBe('worker_crashed');
       expect(

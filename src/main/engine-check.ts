@@ -10,11 +10,11 @@ import { checkPriceTable, DEFAULT_PRICES, priceOf, priceTable } from '../shared/
 import type { ProbeMessage } from '../shared/protocol.js';
 import { DEFAULT_PROVIDER_CONFIG } from '../shared/provider/config.js';
 import { TRANSPORT_NAMES } from '../shared/provider/transport/types.js';
-import { schemaValidator } from '../shared/tools/dispatch.js';
 import { checkTool } from '../shared/tools/modules.js';
+import { outputSchemaProblem, outputValidator } from '../shared/tools/output-schema.js';
 import { REPLY_TOOL, SPAWN_TOOLS } from '../shared/tools/types.js';
 import { WORKSPACE_TOOLS } from '../shared/tools/workspace.js';
-import type { AgentDefinition } from './agents/definition.js';
+import { type AgentDefinition, AgentFileError } from './agents/definition.js';
 import { agentResolver, checkAgentFileTools } from './agents/resolve.js';
 import type { AgentOptions, EngineOptions } from './engine.js';
 import {
@@ -253,6 +253,20 @@ export function agentCheck(
   const known = (depth: number): string[] =>
     sources.filter((source) => !source.spawnOnly || depth < maxDepth).map((source) => source.name);
   checkAgentFileTools(agents, known(1));
+  const model = spending.model ?? DEFAULT_PROVIDER_CONFIG.model;
+  checkPricedBudget(spending.budget, model, spending.prices);
+  for (const agent of agents) {
+    try {
+      checkPricedBudget(
+        mergeBudgets(spending.budget, agent.budget),
+        agent.model ?? model,
+        spending.prices,
+      );
+    } catch (error) {
+      const where = agent.lines.budget ?? agent.lines.model ?? 1;
+      throw new AgentFileError(`${agent.file}:${where}: ${(error as Error).message}`);
+    }
+  }
   const resolve = agentResolver(agents);
   return {
     toolNames: known(1),
@@ -328,12 +342,16 @@ export function checkOutputSchema(name: string, value: unknown): void {
     throw expected(name, 'a JSON Schema (an object)', value);
   }
   try {
-    schemaValidator(value);
+    outputValidator(value);
   } catch (error) {
     const why = error instanceof Error ? error.message : String(error);
     throw new UsageError(
       `Expected \`${name}\` to be a JSON Schema, but it does not compile: ${why}; got ${describeValue(value, 200)}`,
     );
+  }
+  const unusable = outputSchemaProblem(value as Record<string, unknown>);
+  if (unusable !== undefined) {
+    throw new UsageError(`Expected \`${name}\` to be usable as a reply's schema, but ${unusable}`);
   }
 }
 

@@ -10,6 +10,7 @@ import { Governor } from '../shared/governor/governor.js';
 import { newAgentId } from '../shared/ids.js';
 import { logWritesIdle } from '../shared/log-writer.js';
 import { DEFAULT_PROVIDER_CONFIG, type ProviderConfig } from '../shared/provider/config.js';
+import { redactSecrets } from '../shared/redact.js';
 import { DEFAULT_REPLY_CAP } from '../shared/render.js';
 import { type AgentResult, cancelReasonOf } from '../shared/result.js';
 import type { AnyTool } from '../shared/tools/types.js';
@@ -171,7 +172,11 @@ export class Engine {
     const { options: agent, definition } = this.#check.resolve(options);
     const id = newAgentId();
     const provider = context.provider ?? this.#provider;
-    const title = agent.title ?? agent.prompt.slice(0, 60).replace(/\s+/g, ' ').trim();
+    // A title (the prompt's start, when none is given) reaches results, events and span names:
+    // a key in it is removed like anywhere else.
+    const title = redactSecrets(
+      agent.title ?? agent.prompt.slice(0, 60).replace(/\s+/g, ' ').trim(),
+    );
     const budget = mergeBudgets(this.#options.budget, agent.budget);
     // The model may differ from the one checked at start (`setModel`, a session's provider).
     checkPricedBudget(budget, agent.model ?? provider.model, this.#options.prices);

@@ -50,8 +50,12 @@ export function chooseProvider(
       'Expected ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN (or `--base-url` / ANTHROPIC_BASE_URL) with `--provider anthropic`, got none',
     );
   }
-  return { kind, config };
+  // The built-in model's name is known now: the start-up check prices budgets by it.
+  return { kind, config: kind === 'mock' ? { model: MOCK_MODEL, ...config } : config };
 }
+
+/** The model name the built-in scripted model runs under unless `--model` says otherwise. */
+const MOCK_MODEL = 'cohort-scripted';
 
 /** Starts what the choice needs: the built-in scripted model, announced by one line on stderr. */
 export async function startProvider(
@@ -67,7 +71,7 @@ export async function startProvider(
   let closing: Promise<void> | undefined;
   return {
     kind: 'mock',
-    config: { model: 'cohort-scripted', ...choice.config, baseURL: server.url },
+    config: { model: MOCK_MODEL, ...choice.config, baseURL: server.url },
     close: () => {
       closing ??= server.close();
       return closing;

@@ -294,14 +294,17 @@ export class Session {
     const onAbort = () => controller.abort('user');
     if (signal?.aborted) onAbort();
     else signal?.addEventListener('abort', onAbort, { once: true });
-    const traced = this.#traceTurn();
+    let traced: RootTrace | undefined;
     let result: TurnResult;
     try {
+      const tools = await this.#rootTools();
+      // Opened once nothing before the turn can throw: every span opened is ended below.
+      traced = this.#traceTurn();
       result = await runRootTurn({
         maxDepth: this.#engine.maxDepth,
         system: this.#options.system ?? DEFAULT_ROOT_SYSTEM,
         messages: this.#messages,
-        tools: await this.#rootTools(),
+        tools,
         provider: this.#provider,
         gate: this.#engine.governor,
         maxSteps: this.#options.maxSteps ?? 50,

@@ -65,6 +65,8 @@ export class BudgetMeter implements BudgetGuard {
   readonly #now: () => number;
   readonly #spent: BudgetSpent = { inputTokens: 0, outputTokens: 0, costUsd: 0, steps: 0 };
   #treeKind: BudgetKind | undefined;
+  #spentController: AbortController | undefined;
+  #timer: NodeJS.Timeout | undefined;
 
   constructor(options: BudgetMeterOptions = {}) {
     this.#budget = options.budget;
@@ -93,6 +95,33 @@ export class BudgetMeter implements BudgetGuard {
    */
   treeSpent(which: BudgetKind): void {
     this.#treeKind ??= which;
+    this.#spentController?.abort(which);
+  }
+
+  spentSignal(): AbortSignal {
+    if (this.#spentController) return this.#spentController.signal;
+    const controller = new AbortController();
+    this.#spentController = controller;
+    const now = this.exceeded();
+    if (now !== undefined) controller.abort(now);
+    else if (this.#budget?.timeMs !== undefined) {
+      const left = this.#budget.timeMs - (this.#now() - this.#startedAt);
+      this.#timer = setTimeout(() => controller.abort('time'), Math.max(0, left));
+      this.#timer.unref();
+    }
+    return controller.signal;
+  }
+
+  close(): void {
+    clearTimeout(this.#timer);
+  }
+
+  /**
+   * A resumed agent's steps, read back from its transcript: they count against `steps` again.
+   * Not told to `onSpend`, since main's tree ledger counted them when they were taken.
+   */
+  resumeSteps(steps: number): void {
+    this.#spent.steps = Math.max(this.#spent.steps, steps);
   }
 
   /** A copy of what has been spent, so a caller cannot change the meter's counts. */

@@ -49,6 +49,16 @@ export interface BudgetGuard {
   spend(step: StepSpend): void;
   /** The first limit reached, its own or a tree budget's above it; undefined while within. */
   exceeded(): BudgetKind | undefined;
+  /** A resumed agent's steps so far, read back from its transcript. */
+  resumeSteps?(steps: number): void;
+  /**
+   * Aborts when a limit is reached that needs no step to reach it: the time limit runs out, or
+   * main says a tree budget is spent. An agent parked waiting for its own agents' results stops
+   * waiting on it.
+   */
+  spentSignal?(): AbortSignal;
+  /** The agent ended: its timer goes. */
+  close?(): void;
 }
 
 /** Prices of one model, in dollars per million tokens. */

@@ -110,6 +110,7 @@ async function runLoop(run: ChildRun, deps: ChildRunDeps): Promise<AgentResult> 
   if (restored) {
     usage.steps = restored.steps;
     if (restored.ended) return settle(run, restored.ended);
+    deps.budget?.resumeSteps?.(restored.steps);
   }
   const price = priceOf(spec.provider.model, priceTable(spec.prices));
   const messages: MessageParam[] = restored?.messages ?? [{ role: 'user', content: spec.prompt }];

@@ -52,7 +52,9 @@ export function describeValue(
     shown =
       typeof value === 'string' && !options.quoteStrings
         ? value
-        : (JSON.stringify(value) ?? String(value));
+        : typeof value === 'number'
+          ? String(value) // JSON shows Infinity and NaN as `null`
+          : (JSON.stringify(value) ?? String(value));
   } catch {
     // A cycle, a BigInt, or nesting too deep for JSON.stringify: String() of a deep array
     // would recurse as deep, so name only the kind.

@@ -22,6 +22,9 @@ export const DEFAULT_PRICES: Readonly<Record<string, Readonly<ModelPrice>>> = Ob
   'claude-3-5-haiku': price(0.8, 4),
   'claude-3-haiku': price(0.25, 1.25),
   'claude-haiku': price(1, 5),
+  // The built-in scripted model, priced like the Sonnet line so costs and `usd` budgets can be
+  // tried offline on the same numbers a real run would show.
+  'cohort-scripted': price(3, 15),
 });
 
 function price(inputPerMTok: number, outputPerMTok: number): Readonly<ModelPrice> {

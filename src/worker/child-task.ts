@@ -74,6 +74,7 @@ export default async function runChildTask(task: ChildTask): Promise<'settled'> 
     uplink.flush();
     leave();
     gate?.close();
+    budget?.close();
     bridge?.release();
   }
   return 'settled';

@@ -14,6 +14,7 @@ import {
 import type { Budget } from '../../shared/budget.js';
 import { MAX_DURATION_MS, parseDuration } from '../../shared/duration.js';
 import { describeValue, UsageError } from '../../shared/errors.js';
+import { outputSchemaProblem } from '../../shared/tools/output-schema.js';
 import { MAX_STEPS_LIMIT } from '../options.js';
 import {
   AGENT_FIELDS,
@@ -47,14 +48,18 @@ export function loadAgentDefinitions(
   try {
     isFolder = statSync(folder).isDirectory();
   } catch (error) {
-    if (!isMissing(error)) throw error;
+    if (!isMissing(error)) throw notAFolder(folder, `which cannot be read (${reasonOf(error)})`);
     if (!options.required) return [];
     throw notAFolder(folder, 'which does not exist');
   }
   if (!isFolder) throw notAFolder(folder, 'which is not a folder');
-  const names = readdirSync(folder)
-    .filter((name) => name.endsWith('.md') && !name.startsWith('.'))
-    .sort();
+  let entries: string[];
+  try {
+    entries = readdirSync(folder);
+  } catch (error) {
+    throw notAFolder(folder, `which cannot be listed (${reasonOf(error)})`);
+  }
+  const names = entries.filter((name) => name.endsWith('.md') && !name.startsWith('.')).sort();
   const definitions: AgentDefinition[] = [];
   for (const name of names) {
     const file = path.join(folder, name);
@@ -226,6 +231,10 @@ function setField(
         const reason = error instanceof Error ? error.message : String(error);
         return `Expected \`outputSchema\` to be a JSON Schema that Ajv compiles, got one Ajv refuses: ${reason}`;
       }
+      const unusable = outputSchemaProblem(value);
+      if (unusable !== undefined) {
+        return `Expected \`outputSchema\` to be usable as a reply's schema, but ${unusable}`;
+      }
       fields.outputSchema = value;
       return undefined;
     }
@@ -383,4 +392,8 @@ function notAFolder(folder: string, what: string): UsageError {
   return new UsageError(
     `Expected \`agentsDir\` to be a folder of agent files (NAME.md), got \`${folder}\`, ${what}`,
   );
+}
+
+function reasonOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
 }

@@ -1,3 +1,5 @@
+import { statSync } from 'node:fs';
+import path from 'node:path';
 import { UsageError } from '../../shared/errors.js';
 import type { AgentEvent } from '../../shared/events.js';
 import { type BatchTask, checkTasks, parseTasks, taskAgentOptions } from '../batch-tasks.js';
@@ -81,6 +83,7 @@ export async function batchCommand(argv: string[]): Promise<number> {
   const concurrency = intFlag(values, 'concurrency', 1, 100_000) ?? 50;
   const quiet = values.quiet === true;
   const tasksArg = positionals[0]!;
+  refuseTraceFile(stringFlag(values, 'trace-file'), out, tasksArg);
   const { prepared, tasks, errors } = await readTasks(values, tasksArg);
   const results = openResults(out, {
     ...(tasksArg === '-' ? {} : { tasksFile: tasksArg }),
@@ -158,6 +161,37 @@ export async function batchCommand(argv: string[]): Promise<number> {
     return errors.length === 0 && tasks.every((task) => complete.has(task.id)) ? 0 : 1;
   } finally {
     stopHandling();
+  }
+}
+
+/**
+ * `--trace-file` may not be the results file, its lock or the tasks file: spans appended to
+ * either would break it (the results file is cohort's alone).
+ */
+function refuseTraceFile(traceFile: string | undefined, out: string, tasksArg: string): void {
+  if (traceFile === undefined) return;
+  const trace = sameFileKey(traceFile);
+  const others: [string, string][] = [
+    [out, '`--out`'],
+    [`${out}.lock`, "`--out`'s lock"],
+    ...(tasksArg === '-' ? [] : [[tasksArg, 'the tasks file'] as [string, string]]),
+  ];
+  for (const [other, what] of others) {
+    if (sameFileKey(other) === trace) {
+      throw new UsageError(
+        `Expected \`--trace-file\` to be a file of its own, got \`${traceFile}\`, which is ${what}`,
+      );
+    }
+  }
+}
+
+/** What identifies a file: its device and inode when it exists (hard links too), else its path. */
+function sameFileKey(file: string): string {
+  try {
+    const info = statSync(file);
+    return `${info.dev}:${info.ino}`;
+  } catch {
+    return path.resolve(file);
   }
 }
 

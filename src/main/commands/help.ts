@@ -41,7 +41,7 @@ Engine options:
   --logs all|failed|none      which agents' log folders to keep
   --agents DIR                folder of agent files NAME.md (default: .cohort/agents under the
                               workspace, when it exists); each is checked before anything starts
-  --budget JSON               every agent's default budget, e.g. '{"usd":0.5,"time":"10m"}'
+  --budget JSON               every child agent's default budget, e.g. '{"usd":0.5,"time":"10m"}'
                               (inputTokens, outputTokens, usd, steps, time, tree)
   --prices FILE               a JSON price table over the built-in one, for costUsd:
                               {"MODEL-PREFIX":{"inputPerMTok":3,"outputPerMTok":15}}

@@ -14,7 +14,7 @@ import {
   type SelectedProvider,
   startProvider,
 } from '../provider-select.js';
-import { startCliTracing } from '../tracing/cli-tracing.js';
+import { checkCliTracing, startCliTracing } from '../tracing/cli-tracing.js';
 import { engineOptionsFrom } from './common.js';
 
 export interface StartedEngine {
@@ -44,6 +44,7 @@ export async function prepareEngine(
     ...(options.workspace === undefined ? {} : { workspace: options.workspace }),
   };
   const choice = chooseProvider(values);
+  checkCliTracing(tracingFlags(values));
   try {
     const check = await checkEngine({
       ...engineOptions,
@@ -91,13 +92,19 @@ export async function startEngine(
 async function startTracing(
   values: ParsedValues,
 ): Promise<Awaited<ReturnType<typeof startCliTracing>> | undefined> {
+  const flags = tracingFlags(values);
+  if (flags.endpoint === undefined && flags.file === undefined) return undefined;
+  return startCliTracing(flags);
+}
+
+/** `--otel-endpoint` and `--trace-file`, as given. */
+export function tracingFlags(values: ParsedValues): { endpoint?: string; file?: string } {
   const endpoint = stringFlag(values, 'otel-endpoint');
   const file = stringFlag(values, 'trace-file');
-  if (endpoint === undefined && file === undefined) return undefined;
-  return startCliTracing({
+  return {
     ...(endpoint === undefined ? {} : { endpoint }),
     ...(file === undefined ? {} : { file }),
-  });
+  };
 }
 
 /** More threads than cores only adds start-up time (each thread is a V8 isolate) and switching. */

@@ -1,3 +1,5 @@
+import { statSync } from 'node:fs';
+import path from 'node:path';
 import type { TracerProvider } from '@opentelemetry/api';
 import type { ReadableSpan, SpanExporter, SpanProcessor } from '@opentelemetry/sdk-trace';
 import { expected, UsageError } from '../../shared/errors.js';
@@ -132,6 +134,35 @@ class WatchedExporter implements SpanExporter {
   }
 }
 
+/**
+ * Checks the tracing flags before anything starts: the endpoint is an http(s) URL, and the trace
+ * file is not a folder and can be made (its folder exists). Throws a UsageError naming the flag.
+ */
+export function checkCliTracing(options: { endpoint?: string; file?: string }): void {
+  if (options.endpoint !== undefined) tracesUrl(options.endpoint);
+  const file = options.file;
+  if (file === undefined) return;
+  const folder = path.dirname(path.resolve(file));
+  if (!isFolder(folder)) {
+    throw new UsageError(
+      `Expected \`--trace-file\` to be a file in an existing folder, got \`${file}\`, whose folder \`${folder}\` does not exist`,
+    );
+  }
+  if (isFolder(file)) {
+    throw new UsageError(
+      `Expected \`--trace-file\` to be a file, got \`${file}\`, which is a folder`,
+    );
+  }
+}
+
+function isFolder(target: string): boolean {
+  try {
+    return statSync(target).isDirectory();
+  } catch {
+    return false;
+  }
+}
+
 /** The collector's traces URL: `endpoint` as given, with `/v1/traces` appended when missing. */
 function tracesUrl(endpoint: string): URL {
   let url: URL | undefined;
@@ -141,7 +172,9 @@ function tracesUrl(endpoint: string): URL {
     url = undefined;
   }
   if (!url || (url.protocol !== 'http:' && url.protocol !== 'https:')) {
-    throw expected('--otel-endpoint', 'an http or https URL', endpoint);
+    // Echoed without a user, password or query: they may carry a token.
+    const shown = endpoint.replace(/\/\/[^/@]*@/, '//…@').replace(/\?.*$/, '?…');
+    throw expected('--otel-endpoint', 'an http or https URL', shown);
   }
   if (!url.pathname.endsWith(TRACES_PATH)) {
     url.pathname = `${url.pathname.replace(/\/+$/, '')}${TRACES_PATH}`;

@@ -151,6 +151,12 @@ export async function runAgentLoop(options: LoopOptions): Promise<LoopOutcome> {
     badReplies: resume?.badReplies ?? 0,
     finalTurn: resume?.finalTurn,
   };
+  // A resumed child whose last committed batch was its final refusal failed already.
+  const badLimit = options.maxBadReplies ?? Number.POSITIVE_INFINITY;
+  if (options.outputSchema && state.badReplies >= badLimit) {
+    const message = `${state.badReplies} replies did not match the output schema (read back from its transcript)`;
+    return { kind: 'failed', failure: { code: 'bad_reply', message } };
+  }
   for (let step = (options.resumeFrom?.steps ?? 0) + 1; ; step++) {
     if (signal.aborted) return { kind: 'cancelled', reason: cancelReason(signal) };
     if (!state.freeStep && state.counted >= options.maxSteps) return { kind: 'capped' };
@@ -199,16 +205,17 @@ async function endWithoutCalls(
     await commit(sink, messages, 1);
     return { next: false, outcome: { kind: 'empty', budgetExceeded: state.finalTurn } };
   }
-  const over = options.budget?.exceeded();
-  if (over !== undefined) {
-    messages.push({ role: 'user', content: budgetNotice(over) });
-    startLastTurn(state, over);
-    await commit(sink, messages, 2);
-    return NEXT;
-  }
-  if (inbox && (await inbox.waitForResult(signal))) {
-    const delivered = await inbox.drain(signal);
+  if (await noticeIfSpent(options, state)) return NEXT;
+  // A budget reached while it waits (its time, or its tree's word) stops the wait too.
+  const spent = options.budget?.spentSignal?.();
+  if (inbox && (await inbox.waitForResult(spent ? AbortSignal.any([signal, spent]) : signal))) {
+    const delivered: ContentBlockParam[] = await inbox.drain(signal);
     if (delivered.length > 0) {
+      const reached = options.budget?.exceeded();
+      if (reached !== undefined) {
+        delivered.push({ type: 'text', text: budgetNotice(reached) });
+        startLastTurn(state, reached);
+      }
       messages.push({ role: 'user', content: delivered });
       await commit(sink, messages, 2);
       return NEXT;
@@ -219,6 +226,7 @@ async function endWithoutCalls(
     await commit(sink, messages, 1);
     return { next: false, outcome: { kind: 'cancelled', reason: cancelReason(signal) } };
   }
+  if (await noticeIfSpent(options, state)) return NEXT;
   if (state.nudged) {
     await commit(sink, messages, 1);
     return { next: false, outcome: { kind: 'empty' } };
@@ -295,6 +303,19 @@ function afterBatch(options: LoopOptions, state: LoopState, batch: BatchOutcome)
     return { next: false, outcome: { kind: 'failed', failure: { code: 'bad_reply', message } } };
   }
   return NEXT;
+}
+
+/**
+ * After a step with no tool calls: when a budget is reached, its notice is the next user
+ * message and the next step is the last. True when it was.
+ */
+async function noticeIfSpent(options: LoopOptions, state: LoopState): Promise<boolean> {
+  const over = options.budget?.exceeded();
+  if (over === undefined) return false;
+  options.messages.push({ role: 'user', content: budgetNotice(over) });
+  startLastTurn(state, over);
+  await commit(options.sink, options.messages, 2);
+  return true;
 }
 
 /** The budget's notice is committed: the next step is the last, free of `maxSteps`. */

@@ -5,6 +5,7 @@ import { redactSecrets } from '../redact.js';
 import { renderValue } from '../render.js';
 import type { TraceSink } from '../trace/types.js';
 import { GEN_AI } from '../trace/types.js';
+import { outputValidator } from './output-schema.js';
 import { BAD_REPLY_PREFIX, EXTRA_REPLY_TEXT, REPLY_ACK } from './reply.js';
 import { type AnyTool, REPLY_TOOL, SPAWN_TOOLS, type ToolContext } from './types.js';
 
@@ -204,7 +205,7 @@ function takeReply(
 ): ToolResultBlock {
   const schema = options.outputSchema;
   if (schema) {
-    const validate = schemaValidator(schema);
+    const validate = outputValidator(schema);
     if (!validate(result)) {
       const problems = schemaProblems(validate, '`result`');
       state.badReplies.push(problems);

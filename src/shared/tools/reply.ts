@@ -28,11 +28,16 @@ export const REPLY_ACK = 'Reply recorded. This agent finishes when this batch of
 
 /** The `reply` input schema of an agent whose reply must match `outputSchema` (a typed reply). */
 export function typedReplySchema(outputSchema: Record<string, unknown>): InputSchema {
+  // Its definitions go to the top as well, so `#/definitions/…` and `#/$defs/…` still resolve
+  // in the nested copy (output-schema.ts refuses any other document-relative `$ref`).
+  const { definitions, $defs } = outputSchema;
   return {
     type: 'object',
     properties: { result: outputSchema },
     required: ['result'],
     additionalProperties: false,
+    ...(definitions === undefined ? {} : { definitions }),
+    ...(Array.isArray($defs) || $defs === undefined ? {} : { $defs }),
   };
 }
 
