@@ -67,6 +67,11 @@ export class BudgetMeter implements BudgetGuard {
   #treeKind: BudgetKind | undefined;
   #spentController: AbortController | undefined;
   #timer: NodeJS.Timeout | undefined;
+  /**
+   * The time limit's timer fired. Node times timers from its loop's cached clock, which lags
+   * `performance.now()`: once the signal says time is up, `exceeded()` must say so too.
+   */
+  #timeUp = false;
 
   constructor(options: BudgetMeterOptions = {}) {
     this.#budget = options.budget;
@@ -86,7 +91,11 @@ export class BudgetMeter implements BudgetGuard {
 
   /** The first own limit reached (in `BUDGET_KINDS` order), else a tree budget's; or undefined. */
   exceeded(): BudgetKind | undefined {
-    return reachedLimit(this.#budget, this.#spent, this.#now() - this.#startedAt) ?? this.#treeKind;
+    return (
+      reachedLimit(this.#budget, this.#spent, this.#now() - this.#startedAt) ??
+      (this.#timeUp ? 'time' : undefined) ??
+      this.#treeKind
+    );
   }
 
   /**
@@ -106,7 +115,13 @@ export class BudgetMeter implements BudgetGuard {
     if (now !== undefined) controller.abort(now);
     else if (this.#budget?.timeMs !== undefined) {
       const left = this.#budget.timeMs - (this.#now() - this.#startedAt);
-      this.#timer = setTimeout(() => controller.abort('time'), Math.max(0, left));
+      this.#timer = setTimeout(
+        () => {
+          this.#timeUp = true;
+          controller.abort('time');
+        },
+        Math.max(0, left),
+      );
       this.#timer.unref();
     }
     return controller.signal;

@@ -1,4 +1,4 @@
-import { statSync } from 'node:fs';
+import { readlinkSync, realpathSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { UsageError } from '../../shared/errors.js';
 import type { AgentEvent } from '../../shared/events.js';
@@ -185,13 +185,26 @@ function refuseTraceFile(traceFile: string | undefined, out: string, tasksArg: s
   }
 }
 
-/** What identifies a file: its device and inode when it exists (hard links too), else its path. */
+/**
+ * What identifies a file: its device and inode when it exists (hard links too); else the path it
+ * would be made at, through a dangling symbolic link and with its folder's links resolved.
+ */
 function sameFileKey(file: string): string {
   try {
     const info = statSync(file);
     return `${info.dev}:${info.ino}`;
   } catch {
-    return path.resolve(file);
+    let target = path.resolve(file);
+    try {
+      target = path.resolve(path.dirname(target), readlinkSync(target));
+    } catch {
+      // Not a link: the path itself.
+    }
+    try {
+      return path.join(realpathSync(path.dirname(target)), path.basename(target));
+    } catch {
+      return target;
+    }
   }
 }
 

@@ -173,7 +173,8 @@ function tracesUrl(endpoint: string): URL {
   }
   if (!url || (url.protocol !== 'http:' && url.protocol !== 'https:')) {
     // Echoed without a user, password or query: they may carry a token.
-    const shown = endpoint.replace(/\/\/[^/@]*@/, '//…@').replace(/\?.*$/, '?…');
+    // Up to the last `@` before the path: a password may hold an `@` of its own.
+    const shown = endpoint.replace(/\/\/[^/]*@/, '//…@').replace(/\?.*$/, '?…');
     throw expected('--otel-endpoint', 'an http or https URL', shown);
   }
   if (!url.pathname.endsWith(TRACES_PATH)) {
