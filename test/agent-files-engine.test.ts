@@ -9,12 +9,7 @@ import { DELIVERY_DISCIPLINE } from '../src/shared/tools/reply.js';
 import { type ScriptedModel, type ScriptStep, startScriptedModel } from '../src/testing/index.js';
 import { readResultLines, runCli } from './cli-helpers.js';
 import { scripted, TEST_TOOLS, tempDir } from './helpers.js';
-import {
-  promptOf,
-  type RecordingProxy,
-  recordingProxy,
-  type SeenRequest,
-} from './recording-proxy.js';
+import { type RecordingProxy, recordingProxy, type SeenRequest } from './recording-proxy.js';
 
 // Agent files through the engine: a real engine with real workers, real files, the scripted
 // model over HTTP behind a recording proxy (so a test reads the system prompt, model and tools
@@ -96,11 +91,6 @@ afterAll(async () => {
   await model.close();
 });
 
-/** The requests of the agent whose prompt starts with `lead`. */
-function requestsOf(lead: string): SeenRequest[] {
-  return proxy.requests.filter((request) => promptOf(request).startsWith(lead));
-}
-
 /** A prompt led by `lead` (a marker unique to the test) that carries `steps`. */
 const task = (lead: string, steps: ScriptStep[]) => scripted(steps, lead);
 
@@ -115,7 +105,7 @@ describe('a named agent run through the engine', () => {
       prompt: task('File reviewer.', [{ reply: { risks: ['a leak'] } }]),
     });
     expect(result).toMatchObject({ outcome: 'complete', value: { risks: ['a leak'] } });
-    const [request, ...more] = requestsOf('File reviewer.');
+    const [request, ...more] = proxy.requestsOf('File reviewer.');
     expect(more).toHaveLength(0);
     expect(request?.system).toBe(`${REVIEWER_PROMPT}\n\n${DELIVERY_DISCIPLINE}`);
     expect(request?.model).toBe('file-model-7');
@@ -133,7 +123,7 @@ describe('a named agent run through the engine', () => {
       prompt: task('File steps.', [echo, echo, { reply: { risks: [] } }]),
     });
     expect(result.outcome).toBe('capped');
-    expect(requestsOf('File steps.')).toHaveLength(2);
+    expect(proxy.requestsOf('File steps.')).toHaveLength(2);
   });
 
   it('a spawn’s own fields win over the file’s', async () => {
@@ -148,7 +138,7 @@ describe('a named agent run through the engine', () => {
       outputSchema: { type: 'string' },
     });
     expect(result).toMatchObject({ outcome: 'complete', value: 'plain text now' });
-    const requests = requestsOf('Own fields.');
+    const requests = proxy.requestsOf('Own fields.');
     expect(requests).toHaveLength(3);
     const [first] = requests;
     expect(first?.system).toBe(`THE SPAWN SYSTEM\n\n${DELIVERY_DISCIPLINE}`);
@@ -181,7 +171,7 @@ describe('a named agent run through the engine', () => {
   it('a child at depth 1 under maxDepth 2 is offered the named agents in its `agent` tool', async () => {
     const result = await engine.run({ prompt: task('Depth one.', [{ reply: 'seen' }]) });
     expect(result.outcome).toBe('complete');
-    const agentTool = toolNamed(requestsOf('Depth one.')[0], 'agent');
+    const agentTool = toolNamed(proxy.requestsOf('Depth one.')[0], 'agent');
     expect(agentTool?.description).toContain('- helper: Helps with small chores.');
     expect(agentTool?.description).toContain(
       '- reviewer: Reviews a diff and lists the risks, most serious first.',
@@ -204,9 +194,9 @@ describe('a root session naming an agent', () => {
         ]),
       );
       expect(turn).toMatchObject({ outcome: 'ready', text: 'The helper is done.' });
-      const [childRequest] = requestsOf('Session helper.');
+      const [childRequest] = proxy.requestsOf('Session helper.');
       expect(childRequest?.system).toBe(`${HELPER_PROMPT}\n\n${DELIVERY_DISCIPLINE}`);
-      const rootRequest = requestsOf('Session root.')[0];
+      const rootRequest = proxy.requestsOf('Session root.')[0];
       expect(toolNames(rootRequest)).not.toContain('reply');
       const agentTool = toolNamed(rootRequest, 'agent');
       expect(agentTool?.description).toContain('- helper: Helps with small chores.');
@@ -330,7 +320,7 @@ describe('agent files in the CLI', () => {
     expect(lines).toEqual([
       expect.objectContaining({ taskId: 'a', outcome: 'complete', text: 'chore done' }),
     ]);
-    expect(requestsOf('Batch helper.')[0]?.system).toBe(
+    expect(proxy.requestsOf('Batch helper.')[0]?.system).toBe(
       `${HELPER_PROMPT}\n\n${DELIVERY_DISCIPLINE}`,
     );
   });

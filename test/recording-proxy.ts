@@ -17,6 +17,8 @@ export interface SeenRequest {
 export interface RecordingProxy {
   readonly url: string;
   readonly requests: SeenRequest[];
+  /** The requests of the agent whose prompt starts with `lead` (a marker unique to a test). */
+  requestsOf(lead: string): SeenRequest[];
   close(): Promise<void>;
 }
 
@@ -48,6 +50,7 @@ export async function recordingProxy(target: string): Promise<RecordingProxy> {
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     requests,
+    requestsOf: (lead) => requests.filter((request) => promptOf(request).startsWith(lead)),
     close: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections();
@@ -63,4 +66,17 @@ export function promptOf(request: SeenRequest): string {
   return contentBlocks(first)
     .map((block) => (block.type === 'text' ? block.text : ''))
     .join('\n');
+}
+
+/** One span line of a `--trace-file`, as the tests read it. */
+export interface OtlpLine {
+  traceId: string;
+  spanId: string;
+  parentSpanId?: string;
+  name: string;
+  kind: number;
+  startTimeUnixNano: string;
+  endTimeUnixNano: string;
+  attributes: { key: string; value: Record<string, unknown> }[];
+  status: { code?: number };
 }

@@ -26,6 +26,7 @@ import { FileSpanExporter } from '../src/main/tracing/trace-file.js';
 import { type AgentResult, emptyUsage } from '../src/shared/result.js';
 import { TraceRecorder } from '../src/shared/trace/recorder.js';
 import type { TraceOp, TraceSink } from '../src/shared/trace/types.js';
+import type { OtlpLine } from './recording-proxy.js';
 
 const AGENT = { id: 'a1', name: 'scout', model: 'claude-test', depth: 1 };
 
@@ -292,18 +293,6 @@ describe('openAgentSpan', () => {
     expect(span.attributes).not.toHaveProperty('error.type');
   });
 });
-
-interface OtlpLine {
-  traceId: string;
-  spanId: string;
-  parentSpanId?: string;
-  name: string;
-  kind: number;
-  startTimeUnixNano: string;
-  endTimeUnixNano: string;
-  attributes: { key: string; value: Record<string, unknown> }[];
-  status: { code?: number };
-}
 
 function readLines(file: string): OtlpLine[] {
   const text = readFileSync(file, 'utf8');

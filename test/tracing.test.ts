@@ -39,6 +39,7 @@ import {
   syncAgent,
   tempDir,
 } from './helpers.js';
+import type { OtlpLine } from './recording-proxy.js';
 
 const MODEL = 'cohort-scripted';
 const TIMEOUT_MS = 30_000;
@@ -571,18 +572,6 @@ describe('without a tracerProvider', () => {
     TIMEOUT_MS,
   );
 });
-
-interface OtlpLine {
-  traceId: string;
-  spanId: string;
-  parentSpanId?: string;
-  name: string;
-  kind: number;
-  startTimeUnixNano: string;
-  endTimeUnixNano: string;
-  attributes: { key: string; value: Record<string, unknown> }[];
-  status: { code?: number };
-}
 
 describe('the CLI', () => {
   it(

@@ -17,12 +17,7 @@ import {
   TEST_TOOLS,
   tempDir,
 } from './helpers.js';
-import {
-  promptOf,
-  type RecordingProxy,
-  recordingProxy,
-  type SeenRequest,
-} from './recording-proxy.js';
+import { type RecordingProxy, recordingProxy } from './recording-proxy.js';
 
 // Typed replies end to end: a real engine with real workers, the scripted model over HTTP, and
 // a recording proxy in front of it, so a test reads the very requests the model received (the
@@ -61,11 +56,6 @@ afterAll(async () => {
   await model.close();
 });
 
-/** The requests of the agent whose prompt starts with `lead`. */
-function requestsOf(lead: string): SeenRequest[] {
-  return proxy.requests.filter((request) => promptOf(request).startsWith(lead));
-}
-
 /** A prompt led by `lead` (a marker unique to the test) that carries `steps`. */
 const task = (lead: string, steps: ScriptStep[]) => scripted(steps, lead);
 
@@ -79,7 +69,7 @@ describe('typed replies through the engine', () => {
     expect(result.outcome).toBe('complete');
     expect(result.value).toEqual(value);
     expect(result.text).toBe(JSON.stringify(value, null, 2));
-    const [request, ...more] = requestsOf('Typed valid.');
+    const [request, ...more] = proxy.requestsOf('Typed valid.');
     expect(more).toHaveLength(0);
     const reply = request?.tools?.find((tool) => tool.name === 'reply');
     expect(reply?.input_schema.properties).toEqual({ result: RISKS });
@@ -101,7 +91,7 @@ describe('typed replies through the engine', () => {
     expect(refused.content).toMatch(new RegExp(`^${escapeRegExp(BAD_REPLY_PREFIX)}`));
     expect(refused.content).toContain('/count must be integer');
     // The model saw the refusal before it replied again.
-    const second = requestsOf('Typed fixed.')[1];
+    const second = proxy.requestsOf('Typed fixed.')[1];
     expect(JSON.stringify(second?.messages.at(-1))).toContain('/count must be integer');
   });
 
@@ -121,7 +111,7 @@ describe('typed replies through the engine', () => {
     expect(result.reason).toContain('`result` must be object');
     expect(result.reason).not.toContain('additional properties');
     expect(result.value).toBeUndefined();
-    expect(requestsOf('Typed hopeless.')).toHaveLength(3);
+    expect(proxy.requestsOf('Typed hopeless.')).toHaveLength(3);
   });
 
   it('two matching replies in one batch: the first is the value, the second is answered is_error', async () => {
@@ -139,7 +129,7 @@ describe('typed replies through the engine', () => {
     const [accepted, extra] = contentBlocks(transcript[2]!) as ToolResultBlock[];
     expect(accepted?.is_error).toBeUndefined();
     expect(extra).toMatchObject({ is_error: true, content: EXTRA_REPLY_TEXT });
-    expect(requestsOf('Typed twice.')).toHaveLength(1);
+    expect(proxy.requestsOf('Typed twice.')).toHaveLength(1);
   });
 
   it('a schema Ajv refuses is a UsageError naming `outputSchema`, and nothing is spawned', () => {
