@@ -4,14 +4,14 @@ import { Worker } from 'node:worker_threads';
 import { checkLogPolicy } from '../shared/agent-log.js';
 import type { Budget, PriceTable } from '../shared/budget.js';
 import { checkBudget, mergeBudgets } from '../shared/budget-meter.js';
-import { describeValue, expected, UsageError } from '../shared/errors.js';
+import { expected, UsageError } from '../shared/errors.js';
 import { checkGovernorOptions } from '../shared/governor/governor.js';
 import { checkPriceTable, DEFAULT_PRICES, priceOf, priceTable } from '../shared/prices.js';
 import type { ProbeMessage } from '../shared/protocol.js';
 import { DEFAULT_PROVIDER_CONFIG } from '../shared/provider/config.js';
 import { TRANSPORT_NAMES } from '../shared/provider/transport/types.js';
 import { checkTool } from '../shared/tools/modules.js';
-import { outputSchemaProblem, outputValidator } from '../shared/tools/output-schema.js';
+import { checkOutputSchema } from '../shared/tools/output-schema.js';
 import { REPLY_TOOL, SPAWN_TOOLS } from '../shared/tools/types.js';
 import { WORKSPACE_TOOLS } from '../shared/tools/workspace.js';
 import { type AgentDefinition, AgentFileError } from './agents/definition.js';
@@ -332,26 +332,6 @@ function checkAgentOptions(options: AgentOptions, known: readonly string[]): voi
     throw new UsageError(
       `Expected \`tools\` to name known tools (${list}), got ${unknown.map((name) => `\`${name}\``).join(', ')}`,
     );
-  }
-}
-
-/** A JSON Schema Ajv compiles (an object); its refusal is passed on in the message. */
-export function checkOutputSchema(name: string, value: unknown): void {
-  if (value === undefined) return;
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    throw expected(name, 'a JSON Schema (an object)', value);
-  }
-  try {
-    outputValidator(value);
-  } catch (error) {
-    const why = error instanceof Error ? error.message : String(error);
-    throw new UsageError(
-      `Expected \`${name}\` to be a JSON Schema, but it does not compile: ${why}; got ${describeValue(value, 200)}`,
-    );
-  }
-  const unusable = outputSchemaProblem(value as Record<string, unknown>);
-  if (unusable !== undefined) {
-    throw new UsageError(`Expected \`${name}\` to be usable as a reply's schema, but ${unusable}`);
   }
 }
 

@@ -1,4 +1,5 @@
 import { Ajv, type ValidateFunction } from 'ajv';
+import { describeValue, expected, UsageError } from '../errors.js';
 
 /**
  * Output schemas (typed replies) come from users and models, so they are compiled apart from the
@@ -51,4 +52,24 @@ function relativeRefs(value: unknown, found: string[] = []): string[] {
     }
   }
   return found;
+}
+
+/** A JSON Schema Ajv compiles (an object); its refusal is passed on in the message. */
+export function checkOutputSchema(name: string, value: unknown): void {
+  if (value === undefined) return;
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw expected(name, 'a JSON Schema (an object)', value);
+  }
+  try {
+    outputValidator(value);
+  } catch (error) {
+    const why = error instanceof Error ? error.message : String(error);
+    throw new UsageError(
+      `Expected \`${name}\` to be a JSON Schema, but it does not compile: ${why}; got ${describeValue(value, 200)}`,
+    );
+  }
+  const unusable = outputSchemaProblem(value as Record<string, unknown>);
+  if (unusable !== undefined) {
+    throw new UsageError(`Expected \`${name}\` to be usable as a reply's schema, but ${unusable}`);
+  }
 }
