@@ -1,4 +1,4 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { Engine, type EngineOptions } from '../src/main/engine.js';
 import { Session } from '../src/main/session.js';
 import { UsageError } from '../src/shared/errors.js';
@@ -82,6 +82,9 @@ describe('durations above 2^31-1 ms are refused', () => {
     );
     // A round trip through the provider: a reaper that fired after 1 ms has long fired by now.
     expect(await session.send('Anything new?')).toMatchObject({ text: 'still here' });
+    // Its `started` may still be unread on main's side of the uplink (an ordering of two event
+    // sources, not a delay): wait for it, then it must be running, not reaped.
+    await vi.waitFor(() => expect(session!.list()[0]).toMatchObject({ status: 'running' }));
     const [live] = session.list();
     expect(live).toMatchObject({ title: 'long', status: 'running' });
     // Cancelled now by us, it was not cancelled before by its reaper: the first reason sticks.

@@ -32,6 +32,8 @@ export const COMMON_OPTIONS = {
   prices: { type: 'string' },
   'otel-endpoint': { type: 'string' },
   'trace-file': { type: 'string' },
+  queue: { type: 'string' },
+  'queue-name': { type: 'string' },
   json: { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
 } as const satisfies ParseArgsConfig['options'];

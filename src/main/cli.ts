@@ -20,6 +20,7 @@ Commands:
   agent PROMPT                  run one child agent; print its AgentResult
   run PROMPT                    run a root session with the agent tools until idle
   batch TASKS.jsonl --out FILE  one child per task line; resumable
+  worker --queue REDIS          take agent jobs from a queue in Redis (a fleet; docs/SCALE-OUT.md)
   bench [part…]                 benchmark concurrency limits (docs/BENCHMARKS.md)
   mock                          run the built-in scripted model as a server
   logs prune --older-than D     remove old log folders
@@ -50,6 +51,7 @@ const COMMANDS: Record<string, () => Promise<Command>> = {
   run: async () => (await import('./commands/run.js')).runCommand,
   batch: async () => (await import('./commands/batch.js')).batchCommand,
   bench: async () => (await import('./commands/bench.js')).benchCommand,
+  worker: async () => (await import('./commands/worker.js')).workerCommand,
   logs: async () => (await import('./commands/logs.js')).logsCommand,
 };
 

@@ -25,6 +25,7 @@ import {
   MAX_STEPS_LIMIT,
 } from './options.js';
 import { builtFile } from './runners/local/piscina.js';
+import { checkQueueMode, checkQueueOptions } from './runners/queue/options.js';
 
 /** How long a tool module may take to import at start-up before the check gives up on it. */
 export const DEFAULT_IMPORT_TIMEOUT_MS = 10_000;
@@ -373,6 +374,7 @@ export function validateEngineOptions(options: EngineOptions): void {
   // No upper bound: a pool opens connections only as requests need them.
   checkInteger('provider.connections', provider.connections, 1);
   checkGovernorOptions(options.governor);
+  if (checkQueueOptions('queue', options.queue)) checkQueueMode(options);
   checkString('agentsDir', options.agentsDir);
   checkBudget('budget', options.budget);
   checkPriceTable('prices', options.prices);

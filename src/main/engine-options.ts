@@ -6,6 +6,7 @@ import type { GovernorOptions } from '../shared/governor/types.js';
 import type { ProviderConfig } from '../shared/provider/config.js';
 import type { AnyTool } from '../shared/tools/types.js';
 import type { PoolOptions } from './runners/local/pool.js';
+import type { QueueOptions } from './runners/queue/options.js';
 import type { TreeLedger } from './tree-budget.js';
 
 // What an engine and each of its spawns are given: the library's option types.
@@ -62,6 +63,11 @@ export interface EngineOptions extends PoolOptions {
    * (docs/TRACING.md). Unset, nothing is recorded.
    */
   tracerProvider?: TracerProvider;
+  /**
+   * Runs every child as a job on a BullMQ queue in Redis, taken by `cohort worker` processes on
+   * any number of machines, instead of on this machine's threads (docs/SCALE-OUT.md).
+   */
+  queue?: QueueOptions;
 }
 
 /** What one child is asked to do. */
@@ -107,4 +113,9 @@ export interface SpawnContext {
   traceParent?: Context;
   /** The tree budget its parent belongs to. */
   tree?: TreeLedger;
+  /**
+   * Its queue job's id, in queue mode (default: its agent id): a batch derives it from its task,
+   * so a rerun's add of a job still in Redis is the same job, not a second run.
+   */
+  jobId?: string;
 }

@@ -29,6 +29,8 @@ import { HostBridge } from './host-bridge.js';
 import { defaultLogRoot, runFolderName } from './log-prune.js';
 import { checkDurationMs, checkString } from './options.js';
 import { type ChildHandle, ChildPool, type PoolStats } from './runners/local/pool.js';
+import { QueueRunner } from './runners/queue/producer.js';
+import type { ChildRunner } from './runners/types.js';
 import { AgentScope } from './scope.js';
 import { type ChildTrace, traceChild } from './tracing/agent-trace.js';
 import { cohortTracer } from './tracing/otel-spans.js';
@@ -46,7 +48,8 @@ export type { AgentOptions, EngineOptions, SpawnContext } from './engine-options
 export class Engine {
   readonly logDir: string;
   readonly maxDepth: number;
-  readonly #pool: ChildPool;
+  /** Where children run: this machine's pool, or the queue (`queue`). */
+  readonly #pool: ChildRunner;
   /** Admits every provider request of the engine's agents; unset when turned off. */
   readonly governor: Governor | undefined;
   readonly #options: EngineOptions;
@@ -62,7 +65,7 @@ export class Engine {
 
   private constructor(
     options: EngineOptions,
-    pool: ChildPool,
+    pool: ChildRunner,
     check: EngineCheck,
     governor: Governor | undefined,
   ) {
@@ -78,17 +81,35 @@ export class Engine {
     this.tracer = options.tracerProvider ? cohortTracer(options.tracerProvider) : undefined;
   }
 
-  /** Starts an engine and waits until its worker threads are warm. */
+  /**
+   * Starts an engine and waits until its worker threads are warm, or, with `queue`, until Redis
+   * answers (its children then run on `cohort worker` processes).
+   */
   static async start(options: EngineOptions = {}): Promise<Engine> {
     // Everything is checked before the first worker starts: a bad option never leaves a pool
     // behind to close.
     const check = await checkEngine(options);
+    // In queue mode each worker process has its own governor (docs/SCALE-OUT.md).
     const governor =
-      options.governor?.enabled === false ? undefined : new Governor(options.governor);
-    const pool = new ChildPool(options, { governor });
+      options.governor?.enabled === false || options.queue
+        ? undefined
+        : new Governor(options.governor);
+    const pool: ChildRunner = options.queue
+      ? new QueueRunner(options.queue, { cancelGraceMs: options.cancelGraceMs })
+      : new ChildPool(options, { governor });
     const engine = new Engine(options, pool, check, governor);
-    await pool.warm();
+    try {
+      await pool.warm();
+    } catch (error) {
+      await pool.close('shutdown');
+      throw error;
+    }
     return engine;
+  }
+
+  /** Whether children run on a queue's workers rather than on this machine. */
+  get queued(): boolean {
+    return this.#options.queue !== undefined;
   }
 
   /** The workspace folder, resolved, when there is one. */
@@ -240,6 +261,7 @@ export class Engine {
     let bridge: HostBridge | undefined;
     const handle = this.#pool.spawn(spec, {
       onEvent: agent.onEvent,
+      jobId: context.jobId,
       makeBridge: needsBridge
         ? () => {
             void bridge?.shutdown();

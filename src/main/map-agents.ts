@@ -1,5 +1,5 @@
 import { type AgentResult, type CancelReason, cancelReasonOf } from '../shared/result.js';
-import type { AgentOptions, Engine } from './engine.js';
+import type { AgentOptions, Engine, SpawnContext } from './engine.js';
 import { checkInteger } from './options.js';
 
 export interface MapOptions {
@@ -7,6 +7,11 @@ export interface MapOptions {
   concurrency?: number;
   /** Stops admitting, cancels the running children (with the signal's reason when it is a cancel reason such as `shutdown`, else `user`); their results still come. */
   signal?: AbortSignal;
+}
+
+/** What `mapAgents` may pass with each spec (a batch gives each task its queue job id). */
+export interface MapContext<Spec> {
+  contextOf?: (spec: Spec) => SpawnContext;
 }
 
 /** A child that settled and has not been yielded yet. */
@@ -21,7 +26,7 @@ type Settled<Spec> = { ok: true; spec: Spec; result: AgentResult } | { ok: false
 export async function* mapAgents<Spec extends AgentOptions>(
   engine: Pick<Engine, 'spawn'>,
   specs: Iterable<Spec> | AsyncIterable<Spec>,
-  options: MapOptions = {},
+  options: MapOptions & MapContext<Spec> = {},
 ): AsyncGenerator<{ spec: Spec; result: AgentResult }> {
   const concurrency = checkInteger('concurrency', options.concurrency, 1) ?? 50;
   const signal = options.signal;
@@ -54,7 +59,7 @@ export async function* mapAgents<Spec extends AgentOptions>(
           break;
         }
         const spec = next.value;
-        const handle = engine.spawn(spec);
+        const handle = engine.spawn(spec, options.contextOf?.(spec));
         running.set(handle.id, handle);
         inFlight++;
         const land = (item: Settled<Spec>) => {

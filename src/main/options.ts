@@ -67,6 +67,8 @@ export const OPTION_FLAGS: Readonly<Record<string, string>> = {
   threads: '--threads',
   agentsPerThread: '--agents-per-thread',
   maxDepth: '--max-depth',
+  'queue.url': '--queue',
+  'queue.name': '--queue-name',
   logDir: '--log-dir',
   workspace: '--workspace',
   toolModules: '--tools',

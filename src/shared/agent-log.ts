@@ -142,7 +142,8 @@ export class AgentLog {
   }
 }
 
-function transcriptLines(messages: readonly MessageParam[]): string {
+/** Messages as transcript.jsonl holds them: one redacted JSON line each. */
+export function transcriptLines(messages: readonly MessageParam[]): string {
   let lines = '';
   for (const message of messages) lines += `${redactSecrets(JSON.stringify(message))}\n`;
   return lines;

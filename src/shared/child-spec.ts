@@ -69,6 +69,11 @@ export interface ChildSpec {
   prices?: PriceTable;
   /** Its spans are recorded and replayed on main (the engine has a tracer provider). */
   traced?: boolean;
+  /**
+   * Every committed transcript write is also sent on the uplink (`checkpoint`), for a step
+   * checkpoint held elsewhere (queue mode keeps it in Redis).
+   */
+  checkpoint?: boolean;
 }
 
 /** A named agent as a spawning agent's `agent` tool lists it. */

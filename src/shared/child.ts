@@ -1,4 +1,4 @@
-import { AgentLog, keepsLog } from './agent-log.js';
+import { AgentLog, keepsLog, transcriptLines } from './agent-log.js';
 import type { BudgetGuard } from './budget.js';
 import { type ChildSpec, MAX_BAD_REPLIES } from './child-spec.js';
 import type { AgentEvent } from './events.js';
@@ -40,6 +40,12 @@ export interface ChildRunDeps {
   budget?: BudgetGuard | undefined;
   /** Where its provider attempts' and tool calls' spans go, when it is traced. */
   trace?: TraceSink | undefined;
+  /**
+   * Called with every transcript write as it is queued, in the same bytes as on disk: the lines
+   * appended, or with `replace` the whole new transcript (a resume). A copy of the transcript
+   * kept elsewhere from these can resume the child on another machine.
+   */
+  checkpoint?: ((write: { replace: boolean; lines: string }) => void) | undefined;
 }
 
 /** The tools a child may have, before its spec's `tools` selection. */
@@ -116,7 +122,7 @@ async function runLoop(run: ChildRun, deps: ChildRunDeps): Promise<AgentResult> 
   const messages: MessageParam[] = restored?.messages ?? [{ role: 'user', content: spec.prompt }];
   // A resumed child replaces its transcript even when it starts over: a torn tail goes, and a
   // write of the dead worker still in flight lands in the replaced file, not in this one.
-  if (spec.resume) log.rewriteTranscript(messages);
+  if (spec.resume) writeTranscript(log, deps, messages, true);
   log.writeMeta({
     id: spec.id,
     title: spec.title,
@@ -131,7 +137,7 @@ async function runLoop(run: ChildRun, deps: ChildRunDeps): Promise<AgentResult> 
     ...(spec.outputSchema === undefined ? {} : { outputSchema: spec.outputSchema }),
     ...(restored ? { resumedAtStep: restored.steps } : {}),
   });
-  if (!spec.resume) log.appendTranscript(messages);
+  if (!spec.resume) writeTranscript(log, deps, messages, false);
   // Tools from the host side run on main: only the others can take this worker down.
   const remote = new Set((deps.extraTools ?? []).map((tool) => tool.name));
   const outcome = await runAgentLoop({
@@ -160,6 +166,20 @@ async function runLoop(run: ChildRun, deps: ChildRunDeps): Promise<AgentResult> 
   return settle(run, outcome);
 }
 
+/** Queues a transcript write (an append, or with `replace` a rewrite) and its checkpoint. */
+function writeTranscript(
+  log: AgentLog,
+  deps: ChildRunDeps,
+  messages: readonly MessageParam[],
+  replace: boolean,
+): void {
+  if (replace) log.rewriteTranscript(messages);
+  else log.appendTranscript(messages);
+  // An empty append writes nothing, so there is nothing to copy either.
+  if (!deps.checkpoint || (!replace && messages.length === 0)) return;
+  deps.checkpoint({ replace, lines: transcriptLines(messages) });
+}
+
 /** Where a child's loop reports: its log, its events (none without a listener but text). */
 function childSink(
   spec: ChildSpec,
@@ -174,7 +194,7 @@ function childSink(
   const onLocalTool = deps.onLocalTool;
   const { textDelta, ...rest } = events;
   return {
-    commit: (added) => log.appendTranscript(added),
+    commit: (added) => writeTranscript(log, deps, added, false),
     ...(spec.streamText ? { textDelta } : {}),
     ...(spec.liveEvents !== false ? rest : {}),
     ...(onLocalTool

@@ -64,6 +64,11 @@ export type WorkerMessage =
   | { type: 'trace'; op: TraceOp }
   /** A step's spend of a child in a tree budget (`spec.inTree`). */
   | { type: 'spend'; spend: StepSpend }
+  /**
+   * A committed transcript write of a checkpointed child (`spec.checkpoint`): `lines` is the
+   * text appended to transcript.jsonl or, with `replace`, its whole new content (a resume).
+   */
+  | { type: 'checkpoint'; replace: boolean; lines: string }
   | GovernorRequest;
 
 /**
@@ -104,6 +109,8 @@ export function isWorkerMessage(value: unknown): value is WorkerMessage {
       return isRecord(value.op) && typeof value.op.id === 'number';
     case 'spend':
       return isRecord(value.spend);
+    case 'checkpoint':
+      return typeof value.replace === 'boolean' && typeof value.lines === 'string';
     case 'gov-admit':
       return typeof value.id === 'number' && isRecord(value.request);
     case 'gov-settle':

@@ -77,6 +77,13 @@ export interface AgentResult {
   elapsedMs: number;
   generation: number;
   usage: AgentUsage;
+  /**
+   * The machine that ran it, in queue mode (`os.hostname()` of its `cohort worker`); its
+   * `logDir` is on that machine.
+   */
+  host?: string;
+  /** The worker process that ran it, in queue mode: `HOST/PID`. */
+  worker?: string;
 }
 
 export function emptyUsage(): AgentUsage {

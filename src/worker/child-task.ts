@@ -67,6 +67,7 @@ export default async function runChildTask(task: ChildTask): Promise<'settled'> 
       ...(bridge?.inbox ? { inbox: bridge.inbox } : {}),
       budget,
       trace,
+      ...(spec.checkpoint ? { checkpoint: (write) => send({ type: 'checkpoint', ...write }) } : {}),
     });
     send({ type: 'result', result });
   } finally {

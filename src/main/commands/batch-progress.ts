@@ -24,6 +24,8 @@ export class BatchTally {
     budgetExceeded: 0,
   };
   readonly #retrying = new Set<string>();
+  /** Results per queue worker (`HOST/PID`), with when each worker's first one arrived. */
+  readonly workers = new Map<string, { results: number; since: number }>();
   retries = 0;
   settled = 0;
   /** Called at each provider retry, with what the provider answered. */
@@ -45,6 +47,11 @@ export class BatchTally {
 
   settle(result: AgentResult): void {
     this.settled++;
+    if (result.worker !== undefined) {
+      const seen = this.workers.get(result.worker);
+      if (seen) seen.results++;
+      else this.workers.set(result.worker, { results: 1, since: Date.now() });
+    }
     this.counts[result.outcome]++;
     this.spent.inputTokens += result.usage.inputTokens;
     this.spent.outputTokens += result.usage.outputTokens;
@@ -59,6 +66,22 @@ export class BatchTally {
       const code = result.code ?? 'internal';
       this.failureCodes[code] = (this.failureCodes[code] ?? 0) + 1;
     }
+  }
+
+  /**
+   * `3 workers: vm/41 38.2/s, vm/42 40.1/s`: the queue workers that answered and each one's
+   * results per second since its first; `3 workers` when `short`. Empty off a queue.
+   */
+  describeWorkers(short: boolean): string {
+    if (this.workers.size === 0) return '';
+    const count = `${this.workers.size} worker${this.workers.size === 1 ? '' : 's'}`;
+    if (short) return count;
+    const now = Date.now();
+    const each = [...this.workers].map(([name, { results, since }]) => {
+      const seconds = Math.max((now - since) / 1000, 1);
+      return `${name} ${(results / seconds).toFixed(1)}/s`;
+    });
+    return `${count}: ${each.join(', ')}`;
   }
 
   /** `12 complete, 3 failed (2 rate_limited, 1 auth)`: outcomes, with failures by code. */
@@ -109,7 +132,7 @@ export class BatchProgress {
       this.#bar = new cliProgress.SingleBar(
         {
           format:
-            'batch [{bar}] {value}/{total} | {outcomes}{retrying}{governor} | {rate}/s | ETA {steady_eta}',
+            'batch [{bar}] {value}/{total} | {outcomes}{retrying}{governor}{workers} | {rate}/s | ETA {steady_eta}',
           hideCursor: true,
           stream: process.stderr,
         },
@@ -131,7 +154,7 @@ export class BatchProgress {
       this.#lastLine = now;
       const payload = this.#payload();
       note(
-        `cohort batch: ${this.#tally.settled}/${this.#total} done (${payload.outcomes}${payload.retrying}), ${payload.rate}/s, ETA ${payload.steady_eta}${payload.governor}`,
+        `cohort batch: ${this.#tally.settled}/${this.#total} done (${payload.outcomes}${payload.retrying}), ${payload.rate}/s, ETA ${payload.steady_eta}${payload.governor}${payload.workers}`,
       );
     }
   }
@@ -202,6 +225,7 @@ export class BatchProgress {
     rate: string;
     steady_eta: string;
     governor: string;
+    workers: string;
   } {
     const seconds = (Date.now() - this.#started) / 1000;
     const done = this.#tally.settled;
@@ -212,6 +236,7 @@ export class BatchProgress {
       rate: seconds > 0 ? (done / seconds).toFixed(1) : '0.0',
       steady_eta: this.#eta(),
       governor: this.#governorText(this.#bar !== undefined),
+      workers: this.#workersText(),
     };
   }
 
@@ -228,6 +253,12 @@ export class BatchProgress {
     );
     const describe = short ? describeGovernorShort : describeGovernor;
     return busy.map((state) => ` | ${safeLabel(describe(state, now))}`).join('');
+  }
+
+  /** The queue's workers: the bar gets their count, a line each one's rate. */
+  #workersText(): string {
+    const text = this.#tally.describeWorkers(this.#bar !== undefined);
+    return text === '' ? '' : ` | ${safeLabel(text)}`;
   }
 
   #eta(): string {

@@ -17,6 +17,7 @@ import {
 import type { Engine } from '../engine.js';
 import { mapAgents } from '../map-agents.js';
 import { openResults, type ResultsFile } from '../results-file.js';
+import { batchJobId } from '../runners/queue/job.js';
 import { BatchProgress, BatchTally } from './batch-progress.js';
 import { COMMON_HELP, commandOptions, EXIT_CODES_HELP } from './help.js';
 import { prepareEngine, startEngine } from './start.js';
@@ -297,6 +298,10 @@ async function runTasks(options: {
     for await (const { spec, result } of mapAgents(options.engine, admitted(), {
       concurrency: options.concurrency,
       signal: options.signal,
+      // On a queue each task is one job, by an id a rerun derives again (docs/SCALE-OUT.md).
+      ...(options.engine.queued
+        ? { contextOf: (spec) => ({ jobId: batchJobId(results.path, spec.task.id) }) }
+        : {}),
     })) {
       results.append({ ...result, taskId: spec.task.id });
       tally.settle(result);

@@ -9,6 +9,7 @@ import { TRANSPORT_NAMES, type TransportName } from '../../shared/provider/trans
 import { budgetFromData } from '../agents/load.js';
 import { durationFlag, intFlag, type ParsedValues, stringFlag } from '../cli-options.js';
 import type { EngineOptions } from '../engine.js';
+import type { QueueOptions } from '../runners/queue/options.js';
 
 /** Engine options from the common flags. */
 export function engineOptionsFrom(
@@ -28,6 +29,7 @@ export function engineOptionsFrom(
   const agentsDir = stringFlag(values, 'agents');
   const budget = budgetFlag(values);
   const prices = pricesFlag(values);
+  const queue = queueFlags(values);
   return {
     provider: { ...provider, ...providerFlagsFrom(values) },
     ...(threads === undefined ? {} : { threads }),
@@ -43,8 +45,22 @@ export function engineOptionsFrom(
     ...(agentsDir === undefined ? {} : { agentsDir }),
     ...(budget === undefined ? {} : { budget }),
     ...(prices === undefined ? {} : { prices }),
+    ...(queue === undefined ? {} : { queue }),
     ...governorFlagsFrom(values),
   };
+}
+
+/** `--queue REDIS` and `--queue-name NAME`: children run on `cohort worker` processes. */
+function queueFlags(values: ParsedValues): QueueOptions | undefined {
+  const url = stringFlag(values, 'queue');
+  const name = stringFlag(values, 'queue-name');
+  if (url === undefined) {
+    if (name !== undefined) {
+      throw new UsageError('Expected `--queue REDIS` with `--queue-name`, got only the name');
+    }
+    return undefined;
+  }
+  return { url, ...(name === undefined ? {} : { name }) };
 }
 
 /** `--budget JSON`: every agent's default budget, in the agent files' form. */

@@ -45,6 +45,10 @@ Engine options:
                               (inputTokens, outputTokens, usd, steps, time, tree)
   --prices FILE               a JSON price table over the built-in one, for costUsd:
                               {"MODEL-PREFIX":{"inputPerMTok":3,"outputPerMTok":15}}
+  --queue REDIS               run every child on \`cohort worker\` processes taking jobs from
+                              this Redis (redis://…, rediss://…, or a socket path) instead of
+                              on this machine's threads; see docs/SCALE-OUT.md
+  --queue-name NAME           the queue's name (default cohort)
   --otel-endpoint URL         send OpenTelemetry traces over OTLP/HTTP to this collector
   --trace-file FILE           write every span to FILE, one OTLP-shaped JSON object per line
   -h, --help                  this help

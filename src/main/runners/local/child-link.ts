@@ -15,6 +15,8 @@ export interface LinkListener {
   trace?(op: TraceOp): void;
   /** A step's spend of a child in a tree budget. */
   spend?(spend: StepSpend): void;
+  /** A committed transcript write of a checkpointed child (`spec.checkpoint`). */
+  checkpoint?(write: { replace: boolean; lines: string }): void;
 }
 
 /** How a link sends a message down to its child's worker. */
@@ -77,6 +79,9 @@ export class ChildLink {
         return;
       case 'spend':
         this.#listener.spend?.(message.spend);
+        return;
+      case 'checkpoint':
+        this.#listener.checkpoint?.({ replace: message.replace, lines: message.lines });
         return;
       default:
         this.#governor?.handle(message);

@@ -7,7 +7,7 @@ import type { Governor } from '../../../shared/governor/governor.js';
 import { type AgentResult, type CancelReason, emptyUsage } from '../../../shared/result.js';
 import type { TraceOp } from '../../../shared/trace/types.js';
 import type { PoolHandle } from './child-handle.js';
-import type { ChildLink } from './child-link.js';
+import type { ChildLink, LinkListener } from './child-link.js';
 
 /** What the pool keeps of one child, from spawn until its result is delivered. */
 export interface Entry {
@@ -34,7 +34,7 @@ export type Ending =
   | { outcome: 'cancelled'; reason: CancelReason }
   | { outcome: 'failed'; failure: Failure };
 
-export function synthetic(entry: Entry, ending: Ending): AgentResult {
+export function synthetic(entry: Pick<Entry, 'spec' | 'handle'>, ending: Ending): AgentResult {
   const spec = entry.spec;
   return {
     id: spec.id,
@@ -55,14 +55,35 @@ export function synthetic(entry: Entry, ending: Ending): AgentResult {
 /** What a spawn may carry beside the spec. */
 export interface SpawnExtras {
   onEvent?: ((event: AgentEvent) => void) | undefined;
+  /**
+   * The queue job's id (queue mode): the same id twice is one job, so a batch rerun re-adds
+   * only what is missing. Default: the agent's id. The local pool ignores it.
+   */
+  jobId?: string | undefined;
   /** Makes the worker end of a fresh host bridge; called at each start (and resume). */
   makeBridge?: (() => MessagePort) | undefined;
   /** Span operations of a traced child (`spec.traced`), to replay. */
   onTrace?: ((op: TraceOp) => void) | undefined;
   /** Step spends of a child in a tree budget (`spec.inTree`). */
   onSpend?: ((spend: StepSpend) => void) | undefined;
+  /**
+   * Committed transcript writes of a checkpointed child (`spec.checkpoint`): the lines appended,
+   * or with `replace` the whole new transcript (its first write after a resume).
+   */
+  onCheckpoint?: ((write: { replace: boolean; lines: string }) => void) | undefined;
   /** The child lost its worker and starts again on another: what its old run left is void. */
   onResume?: (() => void) | undefined;
+}
+
+/** The listeners a spawn's extras ask for, beside those every child's link has. */
+export function extraListeners(
+  extras: SpawnExtras,
+): Pick<LinkListener, 'trace' | 'spend' | 'checkpoint'> {
+  return {
+    ...(extras.onTrace ? { trace: extras.onTrace } : {}),
+    ...(extras.onSpend ? { spend: extras.onSpend } : {}),
+    ...(extras.onCheckpoint ? { checkpoint: extras.onCheckpoint } : {}),
+  };
 }
 
 /**

@@ -16,6 +16,7 @@ import { type ChildPiscina, makePiscina } from './piscina.js';
 import {
   type Ending,
   type Entry,
+  extraListeners,
   type PoolOptions,
   type PoolServices,
   type PoolStats,
@@ -163,8 +164,7 @@ export class ChildPool {
           this.#stats.workerResults++;
           this.#deliver(entry, result);
         },
-        ...(entry.extras.onTrace ? { trace: entry.extras.onTrace } : {}),
-        ...(entry.extras.onSpend ? { spend: entry.extras.onSpend } : {}),
+        ...extraListeners(entry.extras),
       },
       (threadId, message) => this.#uplinks.send(threadId, entry.spec.id, message),
       this.#governor,

@@ -1,0 +1,124 @@
+import { createHash } from 'node:crypto';
+import type { ChildSpec } from '../../../shared/child-spec.js';
+import { FAILURE_CODES } from '../../../shared/failure.js';
+import type { AgentResult, CancelReason } from '../../../shared/result.js';
+import { CANCEL_REASONS } from '../../../shared/result.js';
+
+/** The one job name cohort uses: a queue may carry other names, which a cohort worker leaves be. */
+export const JOB_NAME = 'cohort-agent';
+
+/** Bumped when the job's shape changes: a worker refuses a job it cannot read, plainly. */
+export const JOB_VERSION = 1;
+
+/** What a job carries: the child's spec, as the producer made it. */
+export interface AgentJobData {
+  v: typeof JOB_VERSION;
+  spec: ChildSpec;
+}
+
+/** A cancel as it is broadcast to every worker, and kept for a worker that takes the job later. */
+export interface CancelNotice {
+  jobId: string;
+  reason: CancelReason;
+}
+
+/**
+ * Redis keys cohort keeps beside BullMQ's own, under the queue's prefix and name, so a second
+ * queue (or a second cohort on the same Redis) never sees them.
+ */
+export class QueueKeys {
+  readonly #base: string;
+
+  constructor(prefix: string, name: string) {
+    this.#base = `${prefix}:${name}:cohort`;
+  }
+
+  /** A list of transcript writes: the child's last committed step, for a resume elsewhere. */
+  checkpoint(jobId: string): string {
+    return `${this.#base}:ckpt:${jobId}`;
+  }
+
+  /** A cancel waiting for whichever worker holds (or next takes) the job. */
+  cancel(jobId: string): string {
+    return `${this.#base}:cancel:${jobId}`;
+  }
+
+  /** The pub/sub channel cancels are broadcast on. */
+  get cancelChannel(): string {
+    return `${this.#base}:cancels`;
+  }
+}
+
+/** How long a cancel is kept for a worker that takes its job late: longer than any stall. */
+export const CANCEL_TTL_S = 24 * 3600;
+
+/** The job's data, checked: a worker refuses what it cannot run with a plain reason. */
+export function readJobData(data: unknown): AgentJobData | string {
+  if (typeof data !== 'object' || data === null) return 'the job carries no data object';
+  const { v, spec } = data as { v?: unknown; spec?: unknown };
+  if (v !== JOB_VERSION) {
+    return `the job's format is version ${JSON.stringify(v)}; this worker reads version ${JOB_VERSION}`;
+  }
+  if (typeof spec !== 'object' || spec === null) return 'the job carries no agent spec';
+  const { id, prompt, provider } = spec as Partial<ChildSpec>;
+  if (typeof id !== 'string' || typeof prompt !== 'string' || typeof provider !== 'object') {
+    return "the job's agent spec lacks its id, prompt or provider";
+  }
+  return { v, spec: spec as ChildSpec };
+}
+
+/** A cancel reason as kept in Redis; anything else reads as `user`. */
+export function cancelReasonFrom(value: unknown): CancelReason {
+  return (CANCEL_REASONS as readonly unknown[]).includes(value) ? (value as CancelReason) : 'user';
+}
+
+/** A cancel notice from the channel, or undefined for anything else. */
+export function readCancelNotice(text: string): CancelNotice | undefined {
+  try {
+    const notice = JSON.parse(text) as Partial<CancelNotice>;
+    if (typeof notice.jobId !== 'string') return undefined;
+    return { jobId: notice.jobId, reason: cancelReasonFrom(notice.reason) };
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * A worker's answer, checked before it is delivered: a worker of another version, or a stranger
+ * writing to the queue, must not hand the caller something that is not an AgentResult.
+ */
+export function readJobResult(value: unknown): AgentResult | string {
+  if (typeof value !== 'object' || value === null) {
+    return `expected an AgentResult object, got ${value === null ? 'null' : typeof value}`;
+  }
+  const result = value as Partial<AgentResult>;
+  const outcomes = ['complete', 'empty', 'cancelled', 'capped', 'failed'];
+  if (typeof result.id !== 'string' || !outcomes.includes(result.outcome as string)) {
+    return 'expected an AgentResult with an id and an outcome';
+  }
+  if (typeof result.text !== 'string' || typeof result.usage !== 'object') {
+    return 'expected an AgentResult with its text and usage';
+  }
+  if (result.code !== undefined && !(FAILURE_CODES as readonly string[]).includes(result.code)) {
+    return `expected a failure code, got ${JSON.stringify(result.code)}`;
+  }
+  return result as AgentResult;
+}
+
+/** Longest task id kept readable in a job id; a longer one is hashed. */
+const MAX_READABLE_TASK_ID = 80;
+
+/**
+ * A batch task's job id: the same results file and task id give the same id on every run, so a
+ * rerun's add of a job still in Redis is that job, never a second one. BullMQ refuses `:` in an
+ * id (its key separator) and ids that are all digits; the `b` prefix and the encoding avoid both.
+ */
+export function batchJobId(resultsPath: string, taskId: string): string {
+  const batch = createHash('sha256').update(resultsPath).digest('hex').slice(0, 16);
+  const encoded = encodeURIComponent(taskId);
+  const task =
+    encoded.length <= MAX_READABLE_TASK_ID
+      ? encoded
+      : `h${createHash('sha256').update(taskId).digest('hex').slice(0, 32)}`;
+  return `b${batch}-${task}`;
+}

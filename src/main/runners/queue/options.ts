@@ -1,0 +1,58 @@
+import { expected, UsageError } from '../../../shared/errors.js';
+import { checkDurationMs } from '../../options.js';
+import { checkQueueName, checkQueueUrl } from './connection.js';
+
+/** Where an engine's children go in queue mode (`Engine.start({ queue })`, docs/SCALE-OUT.md). */
+export interface QueueOptions {
+  /** `redis://…`, `rediss://…`, or a unix socket path. */
+  url: string;
+  /** The BullMQ queue's name (default `cohort`): workers started with the same name take its jobs. */
+  name?: string;
+  /** BullMQ's key prefix (default `bull`); `{cohort}` keeps a queue's keys in one Cluster slot. */
+  prefix?: string;
+  /**
+   * How often the producer checks its jobs still waiting for a result against Redis, in ms
+   * (default 5,000): a completion it missed (events trimmed, a reconnect) or a job Redis forgot
+   * (a restart without persistence), which it adds again.
+   */
+  reconcileMs?: number;
+  /** How long `Engine.start` waits to reach Redis, in ms (default 10,000). */
+  connectTimeoutMs?: number;
+}
+
+export const DEFAULT_QUEUE_NAME = 'cohort';
+export const DEFAULT_QUEUE_PREFIX = 'bull';
+export const DEFAULT_RECONCILE_MS = 5000;
+export const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
+
+/** Checks `queue` as `Engine.start` takes it; throws a UsageError naming the field. */
+export function checkQueueOptions(name: string, value: unknown): QueueOptions | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw expected(name, 'an object `{ url, name? }`', value);
+  }
+  const options = value as Partial<QueueOptions>;
+  checkQueueUrl(`${name}.url`, options.url);
+  if (options.name !== undefined) checkQueueName(`${name}.name`, options.name);
+  if (options.prefix !== undefined) checkQueueName(`${name}.prefix`, options.prefix);
+  checkDurationMs(`${name}.reconcileMs`, options.reconcileMs, 100);
+  checkDurationMs(`${name}.connectTimeoutMs`, options.connectTimeoutMs, 1);
+  return options as QueueOptions;
+}
+
+/**
+ * What queue mode cannot carry: a child on another machine has no bridge to this process, so it
+ * can neither call host tools (functions living here) nor spawn agents of its own through it.
+ */
+export function checkQueueMode(options: { hostTools?: unknown[]; maxDepth?: number }): void {
+  if ((options.hostTools?.length ?? 0) > 0) {
+    throw new UsageError(
+      'Expected no `hostTools` with `queue`: a child on another machine cannot call a function that lives in this process; give it a tool module (`toolModules`) instead',
+    );
+  }
+  if ((options.maxDepth ?? 1) > 1) {
+    throw new UsageError(
+      `Expected \`maxDepth\` 1 with \`queue\` (children on workers do not spawn agents of their own yet), got ${options.maxDepth}`,
+    );
+  }
+}

@@ -1,0 +1,424 @@
+import { type ConnectionOptions, type Job, Queue, QueueEvents } from 'bullmq';
+import { Redis } from 'ioredis';
+import type { ChildSpec } from '../../../shared/child-spec.js';
+import { CohortError } from '../../../shared/errors.js';
+import type { Failure } from '../../../shared/failure.js';
+import { redactSecrets } from '../../../shared/redact.js';
+import type { AgentResult, CancelReason } from '../../../shared/result.js';
+import { type ChildHandle, PoolHandle } from '../local/child-handle.js';
+import { DEFAULT_CANCEL_GRACE_MS } from '../local/pool.js';
+import { type Ending, type PoolStats, type SpawnExtras, synthetic } from '../local/pool-entry.js';
+import type { ChildRunner } from '../types.js';
+import { describeRedis, redisOptionsOf } from './connection.js';
+import {
+  type AgentJobData,
+  CANCEL_TTL_S,
+  type CancelNotice,
+  JOB_NAME,
+  JOB_VERSION,
+  QueueKeys,
+  readJobResult,
+} from './job.js';
+import {
+  DEFAULT_CONNECT_TIMEOUT_MS,
+  DEFAULT_QUEUE_NAME,
+  DEFAULT_QUEUE_PREFIX,
+  DEFAULT_RECONCILE_MS,
+  type QueueOptions,
+} from './options.js';
+
+/** Jobs one reconcile round reads at once. */
+const SWEEP_CHUNK = 200;
+/**
+ * Times a job may be added again after Redis forgot it, or came back with a result this producer
+ * never asked for: a backstop against a loop, never reached by a healthy fleet.
+ */
+const MAX_READDS = 5;
+
+/** How long a finished job waits in Redis for its producer, in seconds. */
+const KEEP_FINISHED_S = 7 * 24 * 3600;
+
+/** What the producer keeps of one job, from spawn until its result is delivered. */
+interface QueuedChild {
+  jobId: string;
+  spec: ChildSpec;
+  handle: PoolHandle;
+  extras: SpawnExtras;
+  /** Resolves once the job is in Redis (or its add failed and the child settled). */
+  added: Promise<void>;
+  cancelReason?: CancelReason;
+  graceTimer?: NodeJS.Timeout;
+  readds: number;
+}
+
+/**
+ * The producer side of queue mode: every child is a BullMQ job that some `cohort worker` takes
+ * and runs on its own pool. Completions arrive as queue events; a periodic reconcile reads the
+ * jobs still pending from Redis, for whatever the events missed. The handle settles exactly once
+ * (`PoolHandle.settle` is the guard); a result that arrives after it is counted as a duplicate.
+ */
+export class QueueRunner implements ChildRunner {
+  readonly threads = 0;
+  readonly #options: QueueOptions;
+  readonly #graceMs: number;
+  readonly #keys: QueueKeys;
+  readonly #redis: Redis;
+  readonly #queue: Queue<AgentJobData>;
+  readonly #events: QueueEvents;
+  readonly #pending = new Map<string, QueuedChild>();
+  readonly #stats: PoolStats = {
+    workerResults: 0,
+    mainResults: 0,
+    duplicateResults: 0,
+    delivered: 0,
+    crashRecords: 0,
+  };
+  #sweepTimer: NodeJS.Timeout | undefined;
+  #sweeping = false;
+  #readyOnce = false;
+  #lastError: string | undefined;
+  #closed = false;
+  /** Called with every settled result. */
+  onSettle: ((result: AgentResult) => void) | undefined;
+
+  constructor(
+    options: QueueOptions,
+    { cancelGraceMs }: { cancelGraceMs?: number | undefined } = {},
+  ) {
+    this.#options = options;
+    this.#graceMs = cancelGraceMs ?? DEFAULT_CANCEL_GRACE_MS;
+    const name = options.name ?? DEFAULT_QUEUE_NAME;
+    const prefix = options.prefix ?? DEFAULT_QUEUE_PREFIX;
+    this.#keys = new QueueKeys(prefix, name);
+    const connection = redisOptionsOf(options.url);
+    this.#redis = new Redis({ ...connection, lazyConnect: false });
+    this.#redis.on('error', (error: Error) => this.#noteError(error));
+    // A reconnect after Redis went away: what it forgot (or the events missed) is read back soon.
+    this.#redis.on('ready', () => {
+      if (this.#readyOnce) this.#scheduleSweep(500);
+      this.#readyOnce = true;
+    });
+    this.#queue = new Queue<AgentJobData>(name, { connection: this.#redis, prefix });
+    this.#queue.on('error', (error: Error) => this.#noteError(error));
+    this.#events = new QueueEvents(name, {
+      connection: connection as ConnectionOptions,
+      prefix,
+    });
+    this.#events.on('error', (error: Error) => this.#noteError(error));
+    this.#events.on('active', ({ jobId }) => {
+      const child = this.#pending.get(jobId);
+      if (child && child.handle.status === 'queued') child.handle.status = 'running';
+    });
+    this.#events.on('completed', ({ jobId, returnvalue }) =>
+      this.#completed(jobId, returnvalue as unknown),
+    );
+    this.#events.on('failed', ({ jobId, failedReason }) => this.#failed(jobId, failedReason));
+    // A job id already in Redis: a rerun's add. Its state is read at once, not at the next round.
+    this.#events.on('duplicated', ({ jobId }) => {
+      const child = this.#pending.get(jobId);
+      if (child) void this.#reconcile([child]);
+    });
+  }
+
+  get liveCount(): number {
+    return this.#pending.size;
+  }
+
+  get stats(): PoolStats {
+    return { ...this.#stats };
+  }
+
+  /** Resolves once Redis answers and the events stream is read; rejects after the timeout. */
+  async warm(): Promise<void> {
+    const timeoutMs = this.#options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        const why = this.#lastError ? `: ${this.#lastError}` : '';
+        reject(
+          new CohortError(
+            'queue_unreachable',
+            `Could not reach Redis at ${describeRedis(this.#options.url)} within ${timeoutMs} ms${why}`,
+          ),
+        );
+      }, timeoutMs);
+    });
+    try {
+      await Promise.race([
+        Promise.all([
+          this.#redis.ping(),
+          this.#queue.waitUntilReady(),
+          this.#events.waitUntilReady(),
+        ]),
+        timeout,
+      ]);
+    } finally {
+      clearTimeout(timer);
+    }
+    this.#scheduleSweep(this.#options.reconcileMs ?? DEFAULT_RECONCILE_MS);
+  }
+
+  spawn(spec: ChildSpec, extras: SpawnExtras = {}): ChildHandle {
+    const jobId = extras.jobId ?? spec.id;
+    const child: QueuedChild = {
+      jobId,
+      spec,
+      extras,
+      readds: 0,
+      added: Promise.resolve(),
+      handle: new PoolHandle(spec, (reason) => this.#cancel(child, reason)),
+    };
+    if (this.#closed || this.#pending.has(jobId)) {
+      // A second spawn of a job id still pending would share its result: it is refused as a
+      // cancel, which the caller sees at once, rather than running twice or never.
+      this.#deliverFromMain(child, { outcome: 'cancelled', reason: 'shutdown' });
+      return child.handle;
+    }
+    this.#pending.set(jobId, child);
+    child.added = this.#add(child);
+    return child.handle;
+  }
+
+  /** Puts the child's job in Redis; a cancel left by an earlier run of the same id goes first. */
+  async #add(child: QueuedChild): Promise<void> {
+    const data: AgentJobData = { v: JOB_VERSION, spec: remoteSpec(child.spec) };
+    try {
+      await this.#redis.del(this.#keys.cancel(child.jobId));
+      await this.#queue.add(JOB_NAME, data, {
+        jobId: child.jobId,
+        // Kept until this producer has read it (then removed); a week for a producer that never
+        // comes back.
+        removeOnComplete: { age: KEEP_FINISHED_S },
+        removeOnFail: { age: KEEP_FINISHED_S },
+      });
+    } catch (error) {
+      this.#deliverFromMain(child, {
+        outcome: 'failed',
+        failure: {
+          code: 'internal',
+          message: `could not add its job to the queue: ${errorText(error)}`,
+        },
+      });
+    }
+  }
+
+  #completed(jobId: string, value: unknown): void {
+    const child = this.#pending.get(jobId);
+    if (!child) return;
+    this.#stats.workerResults++;
+    const result = readJobResult(value);
+    if (typeof result === 'string') {
+      this.#deliverFromMain(child, {
+        outcome: 'failed',
+        failure: { code: 'internal', message: `its worker answered garbage: ${result}` },
+      });
+      this.#forget(jobId);
+      return;
+    }
+    // A cancelled result nobody here asked for was left by an earlier run's cancel (a batch
+    // stopped by Ctrl-C, then rerun): the task runs again rather than ending cancelled.
+    if (result.outcome === 'cancelled' && child.cancelReason === undefined && !this.#closed) {
+      if (this.#readd(child)) return;
+    }
+    this.#deliver(child, result);
+    this.#forget(jobId);
+  }
+
+  #failed(jobId: string, failedReason: string): void {
+    const child = this.#pending.get(jobId);
+    if (!child) return;
+    this.#stats.workerResults++;
+    const stalled = /stalled more than/i.test(failedReason);
+    const failure: Failure = stalled
+      ? {
+          code: 'worker_crashed',
+          message: `every worker that took it died (stalled more often than the queue allows): ${failedReason}`,
+        }
+      : { code: 'internal', message: `its worker failed the job: ${failedReason}` };
+    if (child.cancelReason !== undefined) {
+      this.#deliverFromMain(child, { outcome: 'cancelled', reason: child.cancelReason });
+    } else {
+      this.#deliverFromMain(child, { outcome: 'failed', failure });
+    }
+    this.#forget(jobId);
+  }
+
+  /** Adds the job again as new; false when the backstop says it has been added enough. */
+  #readd(child: QueuedChild): boolean {
+    if (child.readds >= MAX_READDS) return false;
+    child.readds++;
+    const { jobId } = child;
+    child.added = (async () => {
+      await this.#removeJob(jobId);
+      if (settled(child)) return;
+      await this.#add(child);
+    })();
+    return true;
+  }
+
+  #deliver(child: QueuedChild, result: AgentResult): boolean {
+    if (!child.handle.settle(result)) {
+      this.#stats.duplicateResults++;
+      return false;
+    }
+    this.#stats.delivered++;
+    if (child.graceTimer) clearTimeout(child.graceTimer);
+    this.#pending.delete(child.jobId);
+    this.onSettle?.(result);
+    child.extras.onEvent?.({ type: 'agent-settle', agentId: result.id, result });
+    return true;
+  }
+
+  /** A result made here for a child no worker answered for: removed, cancelled, lost. */
+  #deliverFromMain(child: QueuedChild, ending: Ending): void {
+    this.#stats.mainResults++;
+    const made = synthetic(child, ending);
+    // Nothing was written on this machine: the result names no folder.
+    const { logDir: _none, ...result } = made;
+    this.#deliver(child, result);
+  }
+
+  /** The job is done with: its Redis state goes (job, checkpoint, cancel). */
+  #forget(jobId: string): void {
+    void this.#removeJob(jobId);
+  }
+
+  async #removeJob(jobId: string): Promise<void> {
+    try {
+      await this.#queue.remove(jobId);
+      await this.#redis.del(this.#keys.checkpoint(jobId), this.#keys.cancel(jobId));
+    } catch (error) {
+      this.#noteError(error);
+    }
+  }
+
+  #cancel(child: QueuedChild, reason: CancelReason): boolean {
+    if (settled(child)) return false;
+    if (child.cancelReason !== undefined) return true;
+    child.cancelReason = reason;
+    void this.#cancelJob(child, reason);
+    // No worker answers (none is alive, or Redis is away): the result is made here, once the
+    // grace a local child gets has passed twice.
+    child.graceTimer = setTimeout(() => {
+      this.#deliverFromMain(child, { outcome: 'cancelled', reason });
+      this.#forget(child.jobId);
+    }, this.#graceMs * 2);
+    child.graceTimer.unref();
+    return true;
+  }
+
+  /**
+   * Tells every worker, then takes the job out if it is still waiting. The cancel is kept in Redis
+   * before it is broadcast and before the removal is tried: a worker that takes the job in between
+   * reads it when it starts, so no order of events loses it.
+   */
+  async #cancelJob(child: QueuedChild, reason: CancelReason): Promise<void> {
+    await child.added;
+    if (settled(child)) return;
+    const notice: CancelNotice = { jobId: child.jobId, reason };
+    try {
+      await this.#redis.set(this.#keys.cancel(child.jobId), reason, 'EX', CANCEL_TTL_S);
+      await this.#redis.publish(this.#keys.cancelChannel, JSON.stringify(notice));
+      // 1 when it was waiting (or delayed) and is now gone; 0 when a worker holds its lock.
+      const removed = await this.#queue.remove(child.jobId);
+      if (removed === 1) {
+        this.#deliverFromMain(child, { outcome: 'cancelled', reason });
+        this.#forget(child.jobId);
+      }
+    } catch (error) {
+      this.#noteError(error);
+    }
+  }
+
+  /** Tree budgets are held on main; their members run at depth 1 here and carry their own limits. */
+  budgetSpent(_handle: ChildHandle, _which: unknown): void {}
+
+  /** Nothing to read: a remote child's spans are not replayed (docs/SCALE-OUT.md). */
+  readUplinkOf(_handle: ChildHandle): void {}
+
+  #scheduleSweep(delayMs: number): void {
+    if (this.#closed) return;
+    if (this.#sweepTimer) clearTimeout(this.#sweepTimer);
+    this.#sweepTimer = setTimeout(() => void this.#sweep(), delayMs);
+    this.#sweepTimer.unref();
+  }
+
+  /** One reconcile round over every pending job, a chunk at a time, then the next is set. */
+  async #sweep(): Promise<void> {
+    if (this.#sweeping || this.#closed) return;
+    this.#sweeping = true;
+    try {
+      const children = [...this.#pending.values()];
+      for (let at = 0; at < children.length && !this.#closed; at += SWEEP_CHUNK) {
+        await this.#reconcile(children.slice(at, at + SWEEP_CHUNK));
+      }
+    } catch (error) {
+      this.#noteError(error);
+    } finally {
+      this.#sweeping = false;
+      this.#scheduleSweep(this.#options.reconcileMs ?? DEFAULT_RECONCILE_MS);
+    }
+  }
+
+  /** Reads each job's state: a result the events missed is taken, a forgotten job added again. */
+  async #reconcile(children: QueuedChild[]): Promise<void> {
+    await Promise.all(
+      children.map(async (child) => {
+        await child.added;
+        if (settled(child)) return;
+        let job: Job<AgentJobData> | undefined;
+        try {
+          job = await this.#queue.getJob(child.jobId);
+        } catch (error) {
+          this.#noteError(error);
+          return;
+        }
+        if (settled(child)) return;
+        if (!job) {
+          // Redis forgot it (a restart without persistence): it runs again from the start.
+          if (!this.#readd(child)) {
+            this.#deliverFromMain(child, {
+              outcome: 'failed',
+              failure: { code: 'worker_lost', message: 'the queue lost its job too many times' },
+            });
+          }
+          return;
+        }
+        if (job.finishedOn && job.failedReason) this.#failed(child.jobId, job.failedReason);
+        else if (job.finishedOn) this.#completed(child.jobId, job.returnvalue);
+      }),
+    );
+  }
+
+  #noteError(error: unknown): void {
+    this.#lastError = errorText(error);
+  }
+
+  async close(reason: CancelReason = 'shutdown'): Promise<void> {
+    this.#closed = true;
+    if (this.#sweepTimer) clearTimeout(this.#sweepTimer);
+    const children = [...this.#pending.values()];
+    for (const child of children) child.handle.cancel(reason);
+    await Promise.all(children.map((child) => child.handle.result));
+    await Promise.allSettled([this.#events.close(), this.#queue.close()]);
+    this.#redis.disconnect();
+  }
+}
+
+/**
+ * The spec as a worker receives it: what cannot cross machines is left out. Spans are not
+ * replayed from another machine, and live events do not cross the queue (only results do).
+ */
+function remoteSpec(spec: ChildSpec): ChildSpec {
+  const { traced: _traced, inTree: _inTree, ...rest } = spec;
+  return { ...rest, liveEvents: false, streamText: false };
+}
+
+/** Read afresh each time: an await in between may have settled it. */
+function settled(child: QueuedChild): boolean {
+  return child.handle.status === 'settled';
+}
+
+function errorText(error: unknown): string {
+  return redactSecrets(error instanceof Error ? error.message : String(error));
+}
