@@ -34,6 +34,7 @@ export const COMMON_OPTIONS = {
   'trace-file': { type: 'string' },
   queue: { type: 'string' },
   'queue-name': { type: 'string' },
+  'queue-rate': { type: 'string' },
   json: { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
 } as const satisfies ParseArgsConfig['options'];

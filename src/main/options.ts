@@ -69,6 +69,8 @@ export const OPTION_FLAGS: Readonly<Record<string, string>> = {
   maxDepth: '--max-depth',
   'queue.url': '--queue',
   'queue.name': '--queue-name',
+  'queue.rateLimit.max': '--queue-rate',
+  'queue.rateLimit.durationMs': '--queue-rate',
   logDir: '--log-dir',
   workspace: '--workspace',
   toolModules: '--tools',

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { checkLogPolicy } from '../../shared/agent-log.js';
 import type { Budget, PriceTable } from '../../shared/budget.js';
+import { parseDuration } from '../../shared/duration.js';
 import { UsageError } from '../../shared/errors.js';
 import type { GovernorOptions } from '../../shared/governor/types.js';
 import { checkPriceTable } from '../../shared/prices.js';
@@ -54,13 +55,37 @@ export function engineOptionsFrom(
 function queueFlags(values: ParsedValues): QueueOptions | undefined {
   const url = stringFlag(values, 'queue');
   const name = stringFlag(values, 'queue-name');
+  const rate = stringFlag(values, 'queue-rate');
   if (url === undefined) {
-    if (name !== undefined) {
-      throw new UsageError('Expected `--queue REDIS` with `--queue-name`, got only the name');
+    if (name !== undefined || rate !== undefined) {
+      const flag = name !== undefined ? '--queue-name' : '--queue-rate';
+      throw new UsageError(`Expected \`--queue REDIS\` with \`${flag}\`, got no --queue`);
     }
     return undefined;
   }
-  return { url, ...(name === undefined ? {} : { name }) };
+  return {
+    url,
+    ...(name === undefined ? {} : { name }),
+    ...(rate === undefined ? {} : { rateLimit: queueRate(rate) }),
+  };
+}
+
+/** `--queue-rate N/DURATION`: at most N jobs start per DURATION across the fleet. */
+function queueRate(text: string): { max: number; durationMs: number } {
+  const match = /^\s*(\d+)\s*\/\s*(\S+)\s*$/.exec(text);
+  const max = match ? Number(match[1]) : 0;
+  if (!match || max < 1 || !Number.isSafeInteger(max)) {
+    throw new UsageError(
+      `Expected \`--queue-rate\` to be N/DURATION such as 600/1m (at most N tasks start per DURATION), got \`${text}\``,
+    );
+  }
+  const durationMs = parseDuration(match[2]!, '--queue-rate');
+  if (durationMs < 1) {
+    throw new UsageError(
+      `Expected \`--queue-rate\`'s DURATION to be at least 1ms, got \`${text}\``,
+    );
+  }
+  return { max, durationMs };
 }
 
 /** `--budget JSON`: every agent's default budget, in the agent files' form. */

@@ -49,6 +49,8 @@ Engine options:
                               this Redis (redis://…, rediss://…, or a socket path) instead of
                               on this machine's threads; see docs/SCALE-OUT.md
   --queue-name NAME           the queue's name (default cohort)
+  --queue-rate N/DURATION     at most N tasks start per DURATION across every worker (BullMQ's
+                              global rate limit, kept on the queue), e.g. 600/1m
   --otel-endpoint URL         send OpenTelemetry traces over OTLP/HTTP to this collector
   --trace-file FILE           write every span to FILE, one OTLP-shaped JSON object per line
   -h, --help                  this help

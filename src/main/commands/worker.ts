@@ -43,6 +43,8 @@ Options:
                               (default ${DEFAULT_MAX_DELIVERIES})
   --rpm N, --itpm N, --otpm N, --max-concurrency N, --governor on|off
                               this worker's rate-limit governor (see cohort help batch)
+  --shared-limits on|off      lease the account's limits from buckets in Redis shared by every
+                              worker (default on); off paces each worker alone (comparisons)
   --quiet                     no progress lines on stderr
   -h, --help                  this help
 Durations: 500ms, 2s, 5m, 1h, or whole milliseconds.
@@ -68,6 +70,7 @@ const OPTIONS = {
   itpm: { type: 'string' },
   otpm: { type: 'string' },
   'max-concurrency': { type: 'string' },
+  'shared-limits': { type: 'string' },
   quiet: { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
 } as const;
@@ -100,6 +103,10 @@ export async function workerCommand(argv: string[]): Promise<number> {
   const lockDurationMs = positive(values, 'lock-duration');
   const maxDeliveries = intFlag(values, 'max-deliveries', 1, 100);
   const quiet = values.quiet === true;
+  const shared = values['shared-limits'];
+  if (shared !== undefined && shared !== 'on' && shared !== 'off') {
+    throw new UsageError(`Expected \`--shared-limits\` to be on or off, got \`${String(shared)}\``);
+  }
   const logDir = path.resolve(
     stringFlag(values, 'log-dir') ?? path.join(defaultLogRoot(), runFolderName()),
   );
@@ -125,6 +132,7 @@ export async function workerCommand(argv: string[]): Promise<number> {
     ...(lockDurationMs === undefined ? {} : { lockDurationMs }),
     ...(maxDeliveries === undefined ? {} : { maxDeliveries }),
     ...governorFlagsFrom(values),
+    ...(shared === 'off' ? { sharedLimits: false } : {}),
   });
   if (!quiet) {
     note(

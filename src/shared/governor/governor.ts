@@ -1,6 +1,7 @@
 import { expected, UsageError } from '../errors.js';
 import { CONCURRENCY_CONTROLS, type ConcurrencyControl } from './concurrency.js';
 import { KeyGovernor, type KeySettings } from './key-governor.js';
+import type { SharedBucketStore } from './shared-leases.js';
 import type {
   Admission,
   AdmitRequest,
@@ -83,9 +84,14 @@ export class Governor implements Gate {
   readonly #dirty = new Set<KeyGovernor>();
   #flushTimer: NodeJS.Timeout | undefined;
 
-  constructor(options: GovernorOptions = {}) {
+  /**
+   * `store`, in queue mode: the fleet's shared buckets (in Redis), which every admission of this
+   * process must also fit, so that all workers together stay within the account's limits.
+   */
+  constructor(options: GovernorOptions = {}, { store }: { store?: SharedBucketStore } = {}) {
     this.options = checkGovernorOptions(options);
     this.#settings = {
+      store,
       ...(options.rpm === undefined ? {} : { rpm: options.rpm }),
       ...(options.itpm === undefined ? {} : { itpm: options.itpm }),
       ...(options.otpm === undefined ? {} : { otpm: options.otpm }),

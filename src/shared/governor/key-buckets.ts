@@ -1,5 +1,6 @@
 import { capacityFrom, LocalBucket } from './bucket.js';
 import { type LimitReport, readRateLimits } from './headers.js';
+import type { BucketName, SharedLeases } from './shared-leases.js';
 import type { AdmitRequest, GovernorLimits, GovernorState, SettleReport } from './types.js';
 
 /** Output tokens reserved for a request before any response said how much they cost. */
@@ -10,8 +11,6 @@ const SMOOTHING = 0.1;
 const REQUEST_TOLERANCE = 1;
 /** Token counts in headers are rounded to the nearest thousand. */
 const TOKEN_TOLERANCE = 1000;
-
-type BucketName = 'requests' | 'input' | 'output';
 
 interface Totals {
   requests: number;
@@ -41,8 +40,11 @@ export class KeyBuckets {
   readonly #totals: Totals = { requests: 0, input: 0, output: 0 };
   #inputRatio = 1;
   #outputAverage = FIRST_OUTPUT_GUESS;
+  /** Leases from buckets every process of a fleet shares (queue mode), when there are some. */
+  readonly #shared: SharedLeases | undefined;
 
-  constructor(limits: GovernorLimits) {
+  constructor(limits: GovernorLimits, shared?: SharedLeases) {
+    this.#shared = shared;
     const now = Date.now();
     // A configured limit paces from the first request, with a second's worth of burst: the real
     // capacity is learned from the first response.
@@ -63,10 +65,19 @@ export class KeyBuckets {
     requests?.refill(now);
     input?.refill(now);
     output?.refill(now);
-    return Math.max(
+    const local = Math.max(
       requests?.waitFor(1) ?? 0,
       input?.waitFor(costs.input) ?? 0,
       output?.waitFor(costs.output) ?? 0,
+    );
+    const shared = this.#shared;
+    if (local > 0 || !shared) return local;
+    // This process's copies allow it; the fleet's shared buckets must too (a bucket whose limit
+    // is known: configured, or learned from a response).
+    return Math.max(
+      requests ? shared.waitFor('requests', 1, requests.limit, now) : 0,
+      input ? shared.waitFor('input', costs.input, input.limit, now) : 0,
+      output ? shared.waitFor('output', costs.output, output.limit, now) : 0,
     );
   }
 
@@ -78,6 +89,7 @@ export class KeyBuckets {
       const bucket = this.#buckets[name];
       if (!bucket) return;
       bucket.take(amount);
+      this.#shared?.take(name, amount);
       marks[name] = { levelAfter: bucket.level, correctionsAt: bucket.corrections };
     };
     take('requests', 1);
@@ -103,18 +115,24 @@ export class KeyBuckets {
     // A response may report usage oddly; a count that is not a number must not poison pacing.
     const inputTokens = countOf(report.usage.inputTokens);
     const outputTokens = countOf(report.usage.outputTokens);
+    const shared = this.#shared;
     if (refused) {
       requests?.adjust(1);
       input?.adjust(charge.input);
       output?.adjust(charge.output);
+      if (requests) shared?.adjust('requests', 1);
+      if (input) shared?.adjust('input', charge.input);
+      if (output) shared?.adjust('output', charge.output);
       return;
     }
     if (inputTokens > 0) {
       input?.adjust(charge.input - inputTokens);
+      if (input) shared?.adjust('input', charge.input - inputTokens);
       const ratio = inputTokens / Math.max(1, charge.rawInput);
       this.#inputRatio += SMOOTHING * (ratio - this.#inputRatio);
     }
     output?.adjust(charge.output - outputTokens);
+    if (output) shared?.adjust('output', charge.output - outputTokens);
     if (report.outcome === 'ok') {
       this.#outputAverage += SMOOTHING * (outputTokens - this.#outputAverage);
     }

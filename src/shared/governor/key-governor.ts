@@ -1,6 +1,7 @@
 import { type ConcurrencyControl, makeWindow, type Window } from './concurrency.js';
 import { retryAfterMsOf } from './headers.js';
 import { type Charge, KeyBuckets } from './key-buckets.js';
+import { type SharedBucketStore, SharedLeases } from './shared-leases.js';
 import type {
   Admission,
   AdmitRequest,
@@ -16,6 +17,8 @@ export interface KeySettings extends GovernorLimits {
   initialConcurrency: number;
   maxConcurrency: number;
   concurrencyControl: ConcurrencyControl;
+  /** Buckets shared with every other process of a fleet (queue mode), to lease from. */
+  store?: SharedBucketStore | undefined;
 }
 
 /** How long a key stays shut after the provider said retrying is pointless, before it probes. */
@@ -86,7 +89,10 @@ export class KeyGovernor {
       settings.initialConcurrency,
       settings.maxConcurrency,
     );
-    this.#buckets = new KeyBuckets(settings);
+    this.#buckets = new KeyBuckets(
+      settings,
+      settings.store ? new SharedLeases(settings.store, key, () => this.pump()) : undefined,
+    );
   }
 
   admit(request: AdmitRequest, signal: AbortSignal, resolve: (a: Admission) => void): void {

@@ -122,3 +122,12 @@ export function batchJobId(resultsPath: string, taskId: string): string {
       : `h${createHash('sha256').update(taskId).digest('hex').slice(0, 32)}`;
   return `b${batch}-${task}`;
 }
+
+/**
+ * The spec as a worker receives it: what cannot cross machines is left out. Spans are not
+ * replayed from another machine, and live events do not cross the queue (only results do).
+ */
+export function remoteSpec(spec: ChildSpec): ChildSpec {
+  const { traced: _traced, inTree: _inTree, ...rest } = spec;
+  return { ...rest, liveEvents: false, streamText: false };
+}

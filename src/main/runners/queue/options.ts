@@ -18,6 +18,12 @@ export interface QueueOptions {
   reconcileMs?: number;
   /** How long `Engine.start` waits to reach Redis, in ms (default 10,000). */
   connectTimeoutMs?: number;
+  /**
+   * BullMQ's global rate limit: at most `max` jobs start per `durationMs` across every worker of
+   * the queue. A coarse bound on tasks; the workers' governors keep the account's per-request
+   * and per-token limits through buckets they share in Redis.
+   */
+  rateLimit?: { max: number; durationMs: number };
 }
 
 export const DEFAULT_QUEUE_NAME = 'cohort';
@@ -37,6 +43,20 @@ export function checkQueueOptions(name: string, value: unknown): QueueOptions | 
   if (options.prefix !== undefined) checkQueueName(`${name}.prefix`, options.prefix);
   checkDurationMs(`${name}.reconcileMs`, options.reconcileMs, 100);
   checkDurationMs(`${name}.connectTimeoutMs`, options.connectTimeoutMs, 1);
+  const rate = options.rateLimit as unknown;
+  if (rate !== undefined) {
+    if (typeof rate !== 'object' || rate === null) {
+      throw expected(`${name}.rateLimit`, 'an object `{ max, durationMs }`', rate);
+    }
+    const { max, durationMs } = rate as { max?: unknown; durationMs?: unknown };
+    if (typeof max !== 'number' || !Number.isInteger(max) || max < 1) {
+      throw expected(`${name}.rateLimit.max`, 'a whole number from 1 and up', max);
+    }
+    checkDurationMs(`${name}.rateLimit.durationMs`, durationMs, 1);
+    if (durationMs === undefined) {
+      throw expected(`${name}.rateLimit.durationMs`, 'a whole number of milliseconds', durationMs);
+    }
+  }
   return options as QueueOptions;
 }
 

@@ -18,6 +18,7 @@ import {
   JOB_VERSION,
   QueueKeys,
   readJobResult,
+  remoteSpec,
 } from './job.js';
 import {
   DEFAULT_CONNECT_TIMEOUT_MS,
@@ -26,6 +27,7 @@ import {
   DEFAULT_RECONCILE_MS,
   type QueueOptions,
 } from './options.js';
+import { Sweeper } from './sweeper.js';
 
 /** Jobs one reconcile round reads at once. */
 const SWEEP_CHUNK = 200;
@@ -73,8 +75,7 @@ export class QueueRunner implements ChildRunner {
     delivered: 0,
     crashRecords: 0,
   };
-  #sweepTimer: NodeJS.Timeout | undefined;
-  #sweeping = false;
+  readonly #sweeper: Sweeper<QueuedChild>;
   #readyOnce = false;
   #lastError: string | undefined;
   #closed = false;
@@ -90,12 +91,18 @@ export class QueueRunner implements ChildRunner {
     const name = options.name ?? DEFAULT_QUEUE_NAME;
     const prefix = options.prefix ?? DEFAULT_QUEUE_PREFIX;
     this.#keys = new QueueKeys(prefix, name);
+    this.#sweeper = new Sweeper({
+      items: () => [...this.#pending.values()],
+      visit: (chunk) => this.#reconcile(chunk),
+      everyMs: options.reconcileMs ?? DEFAULT_RECONCILE_MS,
+      chunk: SWEEP_CHUNK,
+    });
     const connection = redisOptionsOf(options.url);
     this.#redis = new Redis({ ...connection, lazyConnect: false });
     this.#redis.on('error', (error: Error) => this.#noteError(error));
     // A reconnect after Redis went away: what it forgot (or the events missed) is read back soon.
     this.#redis.on('ready', () => {
-      if (this.#readyOnce) this.#scheduleSweep(500);
+      if (this.#readyOnce) this.#sweeper.soon(500);
       this.#readyOnce = true;
     });
     this.#queue = new Queue<AgentJobData>(name, { connection: this.#redis, prefix });
@@ -155,7 +162,9 @@ export class QueueRunner implements ChildRunner {
     } finally {
       clearTimeout(timer);
     }
-    this.#scheduleSweep(this.#options.reconcileMs ?? DEFAULT_RECONCILE_MS);
+    const rate = this.#options.rateLimit;
+    if (rate) await this.#queue.setGlobalRateLimit(rate.max, rate.durationMs);
+    this.#sweeper.start();
   }
 
   spawn(spec: ChildSpec, extras: SpawnExtras = {}): ChildHandle {
@@ -336,30 +345,6 @@ export class QueueRunner implements ChildRunner {
   /** Nothing to read: a remote child's spans are not replayed (docs/SCALE-OUT.md). */
   readUplinkOf(_handle: ChildHandle): void {}
 
-  #scheduleSweep(delayMs: number): void {
-    if (this.#closed) return;
-    if (this.#sweepTimer) clearTimeout(this.#sweepTimer);
-    this.#sweepTimer = setTimeout(() => void this.#sweep(), delayMs);
-    this.#sweepTimer.unref();
-  }
-
-  /** One reconcile round over every pending job, a chunk at a time, then the next is set. */
-  async #sweep(): Promise<void> {
-    if (this.#sweeping || this.#closed) return;
-    this.#sweeping = true;
-    try {
-      const children = [...this.#pending.values()];
-      for (let at = 0; at < children.length && !this.#closed; at += SWEEP_CHUNK) {
-        await this.#reconcile(children.slice(at, at + SWEEP_CHUNK));
-      }
-    } catch (error) {
-      this.#noteError(error);
-    } finally {
-      this.#sweeping = false;
-      this.#scheduleSweep(this.#options.reconcileMs ?? DEFAULT_RECONCILE_MS);
-    }
-  }
-
   /** Reads each job's state: a result the events missed is taken, a forgotten job added again. */
   async #reconcile(children: QueuedChild[]): Promise<void> {
     await Promise.all(
@@ -396,22 +381,13 @@ export class QueueRunner implements ChildRunner {
 
   async close(reason: CancelReason = 'shutdown'): Promise<void> {
     this.#closed = true;
-    if (this.#sweepTimer) clearTimeout(this.#sweepTimer);
+    this.#sweeper.stop();
     const children = [...this.#pending.values()];
     for (const child of children) child.handle.cancel(reason);
     await Promise.all(children.map((child) => child.handle.result));
     await Promise.allSettled([this.#events.close(), this.#queue.close()]);
     this.#redis.disconnect();
   }
-}
-
-/**
- * The spec as a worker receives it: what cannot cross machines is left out. Spans are not
- * replayed from another machine, and live events do not cross the queue (only results do).
- */
-function remoteSpec(spec: ChildSpec): ChildSpec {
-  const { traced: _traced, inTree: _inTree, ...rest } = spec;
-  return { ...rest, liveEvents: false, streamText: false };
 }
 
 /** Read afresh each time: an await in between may have settled it. */

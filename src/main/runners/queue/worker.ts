@@ -23,6 +23,7 @@ import {
   readJobData,
 } from './job.js';
 import { DEFAULT_CONNECT_TIMEOUT_MS, DEFAULT_QUEUE_NAME, DEFAULT_QUEUE_PREFIX } from './options.js';
+import { RedisBuckets } from './redis-buckets.js';
 
 export interface QueueWorkerOptions extends PoolOptions {
   url: string;
@@ -39,6 +40,11 @@ export interface QueueWorkerOptions extends PoolOptions {
   /** Deliveries of a job whose workers keep dying before it fails (default 3). */
   maxDeliveries?: number;
   governor?: GovernorOptions;
+  /**
+   * Whether this worker's governor also leases from the fleet's buckets in Redis (default true).
+   * Off, each worker paces as if it were alone: for comparisons, not for a fleet on one account.
+   */
+  sharedLimits?: boolean;
   /** Which log folders are kept here, over each job's own policy. */
   logs?: LogPolicy;
   /** How long `start` waits to reach Redis, in ms (default 10,000). */
@@ -98,8 +104,15 @@ export class QueueWorker {
     this.#subscriber = new Redis(connection);
     this.#subscriber.on('error', noteError);
     this.#subscriber.on('message', (_channel: string, text: string) => this.#onCancel(text));
+    // Every worker's governor leases from buckets in Redis: together they keep to the account's
+    // limits (docs/SCALE-OUT.md).
     this.#governor =
-      options.governor?.enabled === false ? undefined : new Governor(options.governor);
+      options.governor?.enabled === false
+        ? undefined
+        : new Governor(
+            options.governor,
+            options.sharedLimits === false ? {} : { store: new RedisBuckets(this.#redis, prefix) },
+          );
     this.#pool = new ChildPool(options, { governor: this.#governor });
     const capacity = this.#pool.threads * (options.agentsPerThread ?? DEFAULT_AGENTS_PER_THREAD);
     const maxDeliveries = options.maxDeliveries ?? DEFAULT_MAX_DELIVERIES;
