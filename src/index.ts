@@ -11,8 +11,13 @@ export {
   type EngineOptions,
 } from './main/engine.js';
 export type { EngineCheck } from './main/engine-check.js';
-export { type MapOptions, mapAgents } from './main/map-agents.js';
+export { type MapContext, type MapOptions, mapAgents } from './main/map-agents.js';
 export type { ChildHandle, ChildStatus, PoolStats } from './main/runners/local/pool.js';
+export type { QueueOptions } from './main/runners/queue/options.js';
+export {
+  QueueWorker,
+  type QueueWorkerOptions,
+} from './main/runners/queue/worker.js';
 export {
   DEFAULT_ROOT_SYSTEM,
   ROOT_ID,

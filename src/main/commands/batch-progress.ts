@@ -217,6 +217,8 @@ export class BatchProgress {
       `cohort batch: done — ${this.#tally.settled} ran${outcomes ? ` (${outcomes})` : ''}, ${skipped} skipped, ${badLines} bad line(s); results in ${safeLabel(out)}`,
     );
     note(`cohort batch: spent ${describeSpend(this.#tally.spent, this.#tally.settled)}`);
+    const workers = this.#tally.describeWorkers(false);
+    if (workers !== '') note(`cohort batch: ${safeLabel(workers)}`);
   }
 
   #payload(): {

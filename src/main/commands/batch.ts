@@ -40,6 +40,11 @@ Every request passes the rate-limit governor (see --rpm, --governor). When the p
 quota is spent (a spend-limit 429), the batch stops admitting tasks for that model and says
 why; rerun the same command once the limit is raised.
 
+With --queue REDIS, every task is a job on that Redis queue, run by \`cohort worker\` processes on
+any machine (docs/SCALE-OUT.md). A task's job id comes from RESULTS.jsonl's path and its id, so
+a rerun after a kill re-adds only what is missing and still writes one line per task; the
+progress counts the workers and each one's rate, and each line names its \`host\` and \`worker\`.
+
 Ctrl-C, SIGTERM or SIGHUP stops admitting tasks, cancels the running ones, writes their
 cancelled results and prints how to resume; a second signal stops at once. If stdout or stderr
 closes, the batch keeps going and keeps writing RESULTS.jsonl.
@@ -126,6 +131,14 @@ export async function batchCommand(argv: string[]): Promise<number> {
       interrupted: stopped !== undefined,
       ...(quota.models.size > 0
         ? { quotaExhausted: Object.fromEntries(quota.models), notStarted: quota.notStarted }
+        : {}),
+      // On a queue: how many results each worker (`HOST/PID`) answered.
+      ...(tally.workers.size > 0
+        ? {
+            workers: Object.fromEntries(
+              [...tally.workers].map(([name, { results }]) => [name, results]),
+            ),
+          }
         : {}),
       out: results.path,
     };

@@ -79,6 +79,11 @@ export async function startEngine(
     ...(options.mockLoad ? { mockLoad: options.mockLoad } : {}),
   });
   onCleanup(() => provider.close());
+  if (prepared.options.queue && provider.kind === 'mock') {
+    note(
+      "cohort: note: with --queue, workers reach the built-in model at this machine's loopback address: only workers on this machine can. For a fleet, run `cohort mock --host 0.0.0.0 --port N` and pass --base-url",
+    );
+  }
   const engine = await Engine.start({
     ...prepared.options,
     provider: { ...prepared.options.provider, ...provider.config },

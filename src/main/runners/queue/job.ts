@@ -1,10 +1,14 @@
 import { createHash } from 'node:crypto';
+import os from 'node:os';
 import type { ChildSpec } from '../../../shared/child-spec.js';
-import { FAILURE_CODES } from '../../../shared/failure.js';
+import { FAILURE_CODES, type Failure } from '../../../shared/failure.js';
 import type { AgentResult, CancelReason } from '../../../shared/result.js';
 import { CANCEL_REASONS } from '../../../shared/result.js';
 
-/** The one job name cohort uses: a queue may carry other names, which a cohort worker leaves be. */
+/**
+ * The one job name cohort uses. A queue is cohort's alone: a cohort worker fails a job of any
+ * other name, saying so, rather than leave it waiting forever.
+ */
 export const JOB_NAME = 'cohort-agent';
 
 /** Bumped when the job's shape changes: a worker refuses a job it cannot read, plainly. */
@@ -114,7 +118,11 @@ const MAX_READABLE_TASK_ID = 80;
  * id (its key separator) and ids that are all digits; the `b` prefix and the encoding avoid both.
  */
 export function batchJobId(resultsPath: string, taskId: string): string {
-  const batch = createHash('sha256').update(resultsPath).digest('hex').slice(0, 16);
+  // The machine too: two producers with the same path on two machines are two batches.
+  const batch = createHash('sha256')
+    .update(`${os.hostname()}\n${resultsPath}`)
+    .digest('hex')
+    .slice(0, 16);
   const encoded = encodeURIComponent(taskId);
   const task =
     encoded.length <= MAX_READABLE_TASK_ID
@@ -130,4 +138,17 @@ export function batchJobId(resultsPath: string, taskId: string): string {
 export function remoteSpec(spec: ChildSpec): ChildSpec {
   const { traced: _traced, inTree: _inTree, ...rest } = spec;
   return { ...rest, liveEvents: false, streamText: false };
+}
+
+/**
+ * The failure of a job BullMQ failed: one whose workers kept dying under it (stalled past
+ * `maxStalledCount`, a poison task), or one a worker refused.
+ */
+export function failureOfJob(failedReason: string): Failure {
+  return /stalled more than/i.test(failedReason)
+    ? {
+        code: 'worker_crashed',
+        message: `every worker that took it died (stalled more often than the queue allows): ${failedReason}`,
+      }
+    : { code: 'internal', message: `its worker failed the job: ${failedReason}` };
 }

@@ -1,8 +1,6 @@
 import { type ConnectionOptions, type Job, Queue, QueueEvents } from 'bullmq';
 import { Redis } from 'ioredis';
 import type { ChildSpec } from '../../../shared/child-spec.js';
-import { CohortError } from '../../../shared/errors.js';
-import type { Failure } from '../../../shared/failure.js';
 import { redactSecrets } from '../../../shared/redact.js';
 import type { AgentResult, CancelReason } from '../../../shared/result.js';
 import { type ChildHandle, PoolHandle } from '../local/child-handle.js';
@@ -14,12 +12,14 @@ import {
   type AgentJobData,
   CANCEL_TTL_S,
   type CancelNotice,
+  failureOfJob,
   JOB_NAME,
   JOB_VERSION,
   QueueKeys,
   readJobResult,
   remoteSpec,
 } from './job.js';
+import { letGo, reachRedis } from './let-go.js';
 import {
   DEFAULT_CONNECT_TIMEOUT_MS,
   DEFAULT_QUEUE_NAME,
@@ -29,6 +29,8 @@ import {
 } from './options.js';
 import { Sweeper } from './sweeper.js';
 
+/** How long a close waits for Redis before it cuts the connections. */
+const CLOSE_GRACE_MS = 5000;
 /** Jobs one reconcile round reads at once. */
 const SWEEP_CHUNK = 200;
 /**
@@ -66,7 +68,8 @@ export class QueueRunner implements ChildRunner {
   readonly #keys: QueueKeys;
   readonly #redis: Redis;
   readonly #queue: Queue<AgentJobData>;
-  readonly #events: QueueEvents;
+  /** Made by `warm` once Redis answers. */
+  #events: QueueEvents | undefined;
   readonly #pending = new Map<string, QueuedChild>();
   readonly #stats: PoolStats = {
     workerResults: 0,
@@ -77,6 +80,8 @@ export class QueueRunner implements ChildRunner {
   };
   readonly #sweeper: Sweeper<QueuedChild>;
   #readyOnce = false;
+  /** Redis answered once: a close may wait for it a little. */
+  #warm = false;
   #lastError: string | undefined;
   #closed = false;
   /** Called with every settled result. */
@@ -107,24 +112,33 @@ export class QueueRunner implements ChildRunner {
     });
     this.#queue = new Queue<AgentJobData>(name, { connection: this.#redis, prefix });
     this.#queue.on('error', (error: Error) => this.#noteError(error));
-    this.#events = new QueueEvents(name, {
-      connection: connection as ConnectionOptions,
-      prefix,
-    });
-    this.#events.on('error', (error: Error) => this.#noteError(error));
-    this.#events.on('active', ({ jobId }) => {
+  }
+
+  /**
+   * The events stream's reader, made once Redis has answered: it opens a connection of its own,
+   * which a reader made while Redis is away would hold open, waiting, beyond any close.
+   */
+  #listen(): QueueEvents {
+    const name = this.#options.name ?? DEFAULT_QUEUE_NAME;
+    const prefix = this.#options.prefix ?? DEFAULT_QUEUE_PREFIX;
+    const connection = redisOptionsOf(this.#options.url) as ConnectionOptions;
+    const events = new QueueEvents(name, { connection, prefix });
+    this.#events = events;
+    events.on('error', (error: Error) => this.#noteError(error));
+    events.on('active', ({ jobId }) => {
       const child = this.#pending.get(jobId);
       if (child && child.handle.status === 'queued') child.handle.status = 'running';
     });
-    this.#events.on('completed', ({ jobId, returnvalue }) =>
+    events.on('completed', ({ jobId, returnvalue }) =>
       this.#completed(jobId, returnvalue as unknown),
     );
-    this.#events.on('failed', ({ jobId, failedReason }) => this.#failed(jobId, failedReason));
+    events.on('failed', ({ jobId, failedReason }) => this.#failed(jobId, failedReason));
     // A job id already in Redis: a rerun's add. Its state is read at once, not at the next round.
-    this.#events.on('duplicated', ({ jobId }) => {
+    events.on('duplicated', ({ jobId }) => {
       const child = this.#pending.get(jobId);
       if (child) void this.#reconcile([child]);
     });
+    return events;
   }
 
   get liveCount(): number {
@@ -137,31 +151,16 @@ export class QueueRunner implements ChildRunner {
 
   /** Resolves once Redis answers and the events stream is read; rejects after the timeout. */
   async warm(): Promise<void> {
-    const timeoutMs = this.#options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => {
-        const why = this.#lastError ? `: ${this.#lastError}` : '';
-        reject(
-          new CohortError(
-            'queue_unreachable',
-            `Could not reach Redis at ${describeRedis(this.#options.url)} within ${timeoutMs} ms${why}`,
-          ),
-        );
-      }, timeoutMs);
-    });
-    try {
-      await Promise.race([
-        Promise.all([
-          this.#redis.ping(),
-          this.#queue.waitUntilReady(),
-          this.#events.waitUntilReady(),
-        ]),
-        timeout,
-      ]);
-    } finally {
-      clearTimeout(timer);
-    }
+    await reachRedis(
+      (async () => {
+        await Promise.all([this.#redis.ping(), this.#queue.waitUntilReady()]);
+        await this.#listen().waitUntilReady();
+      })(),
+      describeRedis(this.#options.url),
+      this.#options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
+      () => this.#lastError,
+    );
+    this.#warm = true;
     const rate = this.#options.rateLimit;
     if (rate) await this.#queue.setGlobalRateLimit(rate.max, rate.durationMs);
     this.#sweeper.start();
@@ -214,7 +213,6 @@ export class QueueRunner implements ChildRunner {
   #completed(jobId: string, value: unknown): void {
     const child = this.#pending.get(jobId);
     if (!child) return;
-    this.#stats.workerResults++;
     const result = readJobResult(value);
     if (typeof result === 'string') {
       this.#deliverFromMain(child, {
@@ -229,6 +227,8 @@ export class QueueRunner implements ChildRunner {
     if (result.outcome === 'cancelled' && child.cancelReason === undefined && !this.#closed) {
       if (this.#readd(child)) return;
     }
+    // Counted as it is delivered (or found a duplicate): garbage and re-adds are not results.
+    this.#stats.workerResults++;
     this.#deliver(child, result);
     this.#forget(jobId);
   }
@@ -236,19 +236,12 @@ export class QueueRunner implements ChildRunner {
   #failed(jobId: string, failedReason: string): void {
     const child = this.#pending.get(jobId);
     if (!child) return;
-    this.#stats.workerResults++;
-    const stalled = /stalled more than/i.test(failedReason);
-    const failure: Failure = stalled
-      ? {
-          code: 'worker_crashed',
-          message: `every worker that took it died (stalled more often than the queue allows): ${failedReason}`,
-        }
-      : { code: 'internal', message: `its worker failed the job: ${failedReason}` };
-    if (child.cancelReason !== undefined) {
-      this.#deliverFromMain(child, { outcome: 'cancelled', reason: child.cancelReason });
-    } else {
-      this.#deliverFromMain(child, { outcome: 'failed', failure });
-    }
+    this.#deliverFromMain(
+      child,
+      child.cancelReason !== undefined
+        ? { outcome: 'cancelled', reason: child.cancelReason }
+        : { outcome: 'failed', failure: failureOfJob(failedReason) },
+    );
     this.#forget(jobId);
   }
 
@@ -292,9 +285,14 @@ export class QueueRunner implements ChildRunner {
     void this.#removeJob(jobId);
   }
 
+  /**
+   * Removes the job, and with it its checkpoint and any cancel kept for it. A job a worker still
+   * holds cannot be removed: its cancel then stays (until it expires) for that worker or the one
+   * it is redelivered to, so it never runs again for nobody.
+   */
   async #removeJob(jobId: string): Promise<void> {
     try {
-      await this.#queue.remove(jobId);
+      if ((await this.#queue.remove(jobId)) !== 1 && (await this.#queue.getJob(jobId))) return;
       await this.#redis.del(this.#keys.checkpoint(jobId), this.#keys.cancel(jobId));
     } catch (error) {
       this.#noteError(error);
@@ -385,8 +383,9 @@ export class QueueRunner implements ChildRunner {
     const children = [...this.#pending.values()];
     for (const child of children) child.handle.cancel(reason);
     await Promise.all(children.map((child) => child.handle.result));
-    await Promise.allSettled([this.#events.close(), this.#queue.close()]);
-    this.#redis.disconnect();
+    // Never warm (Redis never answered): nothing to close gracefully.
+    const parts = this.#events ? [this.#events, this.#queue] : [this.#queue];
+    await letGo(parts, [this.#redis], this.#warm ? CLOSE_GRACE_MS : 0);
   }
 }
 

@@ -2,9 +2,8 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { type ConnectionOptions, type Job, UnrecoverableError, WaitingError, Worker } from 'bullmq';
-import { Redis } from 'ioredis';
+import { Redis, type RedisOptions } from 'ioredis';
 import type { LogPolicy } from '../../../shared/agent-log.js';
-import { CohortError } from '../../../shared/errors.js';
 import { Governor } from '../../../shared/governor/governor.js';
 import type { GovernorOptions } from '../../../shared/governor/types.js';
 import { redactSecrets } from '../../../shared/redact.js';
@@ -22,6 +21,7 @@ import {
   readCancelNotice,
   readJobData,
 } from './job.js';
+import { letGo, reachRedis } from './let-go.js';
 import { DEFAULT_CONNECT_TIMEOUT_MS, DEFAULT_QUEUE_NAME, DEFAULT_QUEUE_PREFIX } from './options.js';
 import { RedisBuckets } from './redis-buckets.js';
 
@@ -55,6 +55,10 @@ export interface QueueWorkerOptions extends PoolOptions {
 
 export const DEFAULT_MAX_DELIVERIES = 3;
 const MAX_DEFAULT_CONCURRENCY = 1000;
+/** A checkpoint outlives its job's last write by a week at most (a producer that never returns). */
+const CHECKPOINT_TTL_MS = 7 * 24 * 3600 * 1000;
+/** How long a drained worker waits for Redis to take its last answers before it cuts loose. */
+const DRAIN_CLOSE_GRACE_MS = 10_000;
 
 /** One job this worker runs right now. */
 interface Running {
@@ -65,6 +69,10 @@ interface Running {
   handingBack: boolean;
   /** The child's checkpoint writes, in order. */
   checkpoints: Promise<void>;
+  /** A checkpoint write failed: appends stop until a replace. */
+  checkpointBroken?: boolean;
+  /** This worker lost the job's lock: it may run elsewhere now, and nothing of this run counts. */
+  lost?: boolean;
 }
 
 /**
@@ -82,7 +90,8 @@ export class QueueWorker {
   readonly #subscriber: Redis;
   readonly #pool: ChildPool;
   readonly #governor: Governor | undefined;
-  readonly #worker: Worker<AgentJobData, AgentResult>;
+  /** Made by `start` once Redis answers. */
+  #worker!: Worker<AgentJobData, AgentResult>;
   readonly #running = new Map<string, Running>();
   #draining = false;
   #lastError: string | undefined;
@@ -114,9 +123,21 @@ export class QueueWorker {
             options.sharedLimits === false ? {} : { store: new RedisBuckets(this.#redis, prefix) },
           );
     this.#pool = new ChildPool(options, { governor: this.#governor });
+  }
+
+  /**
+   * The BullMQ worker, made once Redis has answered: one made while Redis is away waits for it
+   * in its own connections, which nothing could then cut.
+   */
+  #makeWorker(
+    connection: RedisOptions,
+    name: string,
+    prefix: string,
+  ): Worker<AgentJobData, AgentResult> {
+    const options = this.#options;
     const capacity = this.#pool.threads * (options.agentsPerThread ?? DEFAULT_AGENTS_PER_THREAD);
     const maxDeliveries = options.maxDeliveries ?? DEFAULT_MAX_DELIVERIES;
-    this.#worker = new Worker<AgentJobData, AgentResult>(
+    const worker = new Worker<AgentJobData, AgentResult>(
       name,
       (job, token, signal) => this.#process(job, token, signal),
       {
@@ -132,48 +153,57 @@ export class QueueWorker {
         ...(options.lockDurationMs === undefined ? {} : { lockDuration: options.lockDurationMs }),
       },
     );
-    this.#worker.on('error', noteError);
+    worker.on('error', (error: Error) => {
+      this.#lastError = redactSecrets(error.message);
+    });
+    // Its lock lapsed (this process was too busy, or Redis restarted): the job may already run
+    // on another worker. This run stops, and writes no more checkpoints over that one's.
+    worker.on('lockRenewalFailed', (jobIds: string[]) => {
+      for (const jobId of jobIds) {
+        const run = this.#running.get(jobId);
+        if (!run) continue;
+        run.lost = true;
+        run.handle?.cancel('shutdown');
+      }
+    });
+    return worker;
   }
 
   /** Connects, warms the pool, subscribes to cancels, then starts taking jobs. */
   static async start(options: QueueWorkerOptions): Promise<QueueWorker> {
     const worker = new QueueWorker(options);
-    const timeoutMs = options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
-    let timer: NodeJS.Timeout | undefined;
     try {
-      await Promise.race([
+      await reachRedis(
         Promise.all([
           worker.#pool.warm(),
           worker.#redis.ping(),
           worker.#subscriber.subscribe(worker.#keys.cancelChannel),
-          worker.#worker.waitUntilReady(),
         ]),
-        new Promise<never>((_, reject) => {
-          timer = setTimeout(() => {
-            reject(
-              new CohortError(
-                'queue_unreachable',
-                `Could not reach Redis at ${describeRedis(options.url)} within ${timeoutMs} ms${worker.#lastError ? `: ${worker.#lastError}` : ''}`,
-              ),
-            );
-          }, timeoutMs);
-        }),
-      ]);
+        describeRedis(options.url),
+        options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
+        () => worker.#lastError,
+      );
     } catch (error) {
       await worker.#shut();
       throw error;
-    } finally {
-      clearTimeout(timer);
     }
+    const connection = redisOptionsOf(options.url);
+    worker.#worker = worker.#makeWorker(
+      connection,
+      options.name ?? DEFAULT_QUEUE_NAME,
+      options.prefix ?? DEFAULT_QUEUE_PREFIX,
+    );
+    await worker.#worker.waitUntilReady();
     void worker.#worker.run().catch(() => {});
     return worker;
   }
 
   /** Lets go of everything at once (a start that failed). */
   async #shut(): Promise<void> {
-    await Promise.allSettled([this.#worker.close(true), this.#pool.close('shutdown')]);
-    this.#redis.disconnect();
-    this.#subscriber.disconnect();
+    await Promise.allSettled([
+      letGo([], [this.#redis, this.#subscriber], 0),
+      this.#pool.close('shutdown'),
+    ]);
   }
 
   /** Jobs running here now. */
@@ -214,6 +244,8 @@ export class QueueWorker {
         const kept = cancelled === null ? undefined : cancelReasonFrom(cancelled);
         return this.#stamp(cancelledHere(spec, run.cancel ?? kept ?? 'user'));
       }
+      // A drain began while its state was read: it goes back before it starts.
+      if (run.handingBack || this.#draining) return this.#handBack(job, token);
       // Steps another worker committed before it died: this one resumes after them.
       const resume = checkpoint.length > 0;
       if (resume) {
@@ -225,13 +257,16 @@ export class QueueWorker {
           ...spec,
           checkpoint: true,
           resume,
-          ...(this.#governor && spec.governed
-            ? { governed: { patienceMs: this.#governor.patienceMs } }
-            : {}),
+          // This worker's governor admits every request of its children, whatever the
+          // producer's own setting: the producer has none in queue mode.
+          ...(this.#governor ? { governed: { patienceMs: this.#governor.patienceMs } } : {}),
         },
         {
           onCheckpoint: (write) => {
-            run.checkpoints = run.checkpoints.then(() => this.#saveCheckpoint(jobId, write));
+            // Once handed back or lost, what the stopped child commits (its cut-short step)
+            // must not become the checkpoint another worker resumes from.
+            if (run.handingBack || run.lost) return;
+            run.checkpoints = run.checkpoints.then(() => this.#saveCheckpoint(run, jobId, write));
           },
         },
       );
@@ -242,7 +277,9 @@ export class QueueWorker {
       const result = await handle.result;
       signal?.removeEventListener('abort', onAbort);
       await run.checkpoints;
-      if (run.handingBack && result.outcome === 'cancelled') return this.#handBack(job, token);
+      if (run.handingBack && run.cancel === undefined && result.outcome === 'cancelled') {
+        return this.#handBack(job, token);
+      }
       return this.#stamp(result);
     } finally {
       this.#running.delete(jobId);
@@ -262,13 +299,26 @@ export class QueueWorker {
     throw new WaitingError();
   }
 
-  async #saveCheckpoint(jobId: string, write: { replace: boolean; lines: string }): Promise<void> {
+  /**
+   * Copies one transcript write to the job's checkpoint list. After a write that failed, appends
+   * stop until the next replace: the list must stay a prefix of the transcript (a resume from it
+   * redoes the steps after), never a transcript with a hole.
+   */
+  async #saveCheckpoint(
+    run: Running,
+    jobId: string,
+    write: { replace: boolean; lines: string },
+  ): Promise<void> {
+    if (run.checkpointBroken && !write.replace) return;
     const key = this.#keys.checkpoint(jobId);
     try {
-      if (write.replace) await this.#redis.multi().del(key).rpush(key, write.lines).exec();
-      else await this.#redis.rpush(key, write.lines);
+      const batch = this.#redis.multi();
+      if (write.replace) batch.del(key);
+      const replies = await batch.rpush(key, write.lines).pexpire(key, CHECKPOINT_TTL_MS).exec();
+      run.checkpointBroken = replies?.some(([error]) => error) ?? true;
     } catch {
       // Redis away: the step is still committed here; a resume elsewhere redoes it.
+      run.checkpointBroken = true;
     }
   }
 
@@ -308,9 +358,13 @@ export class QueueWorker {
       await new Promise((resolve) => setTimeout(resolve, 50));
     }
     this.handBackNow();
-    await this.#worker.close().catch(() => {});
+    // Every child is handed back or finished: the processors return, and the close is quick
+    // unless Redis is away, when the connections are cut after a grace.
+    await letGo([this.#worker], [], DRAIN_CLOSE_GRACE_MS);
     await this.#pool.close('shutdown');
     await Promise.allSettled([this.#subscriber.quit(), this.#redis.quit()]);
+    this.#subscriber.disconnect();
+    this.#redis.disconnect();
   }
 }
 
