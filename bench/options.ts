@@ -19,6 +19,8 @@ export interface BenchOptions {
   steps: number;
   /** Concurrency levels to sweep. */
   concurrency: number[];
+  /** Worker processes of the `scale` part's queue cases (the first is compared with local). */
+  workers: number[];
   ttftMs: number;
   tps: number;
   cpuMs: number;
@@ -65,8 +67,8 @@ export interface BenchOptions {
 }
 
 export const BENCH_USAGE = `Usage: cohort bench [part...] [options]     (npm run bench -- [part...] [options])
-Parts: model, transport, concurrency, spawn, governor (default: all). Defaults are a quick
-sweep, except for transport and governor, which run their full scenarios by default.
+Parts: model, transport, concurrency, spawn, governor, scale (default: all). Defaults are a
+quick sweep, except for transport, governor and scale, which run their full scenarios.
 
 concurrency — cohort vs in-process vs thread-per-child vs sdk-loop on one scripted model:
   --agents N            agents per case (default 100)
@@ -103,6 +105,11 @@ input-token limit; its own defaults: --agents 1000 --steps 3 --concurrency 200 -
   --itpm N              model input tokens per minute (default: set from a probe agent's
                         input so the limit binds for about 30 s)
   --rpm N               model requests per minute (default: 1.5 × the request rate --itpm allows)
+scale — queue mode (a private redis-server, \`cohort worker\` processes) against the local
+engine, then 1, 2 and 3 worker processes; needs redis-server. Its own defaults: --agents 2000
+--concurrency 200 --ttft-ms 200 --cpu-ms 0; --steps, --threads, --transport, --governor apply:
+  --workers A,B,…       worker processes of the queue cases (default 1,2,3); the case with 1
+                        is the one compared with the local engine
 all parts:
   --runs N              repetitions; figures are medians (default 1)
   --out FILE            JSON report (default bench-results/bench-<timestamp>.json)
@@ -114,6 +121,7 @@ const FLAGS = {
   agents: { type: 'string' },
   steps: { type: 'string' },
   concurrency: { type: 'string' },
+  workers: { type: 'string' },
   'ttft-ms': { type: 'string' },
   tps: { type: 'string' },
   'cpu-ms': { type: 'string' },
@@ -172,6 +180,7 @@ export function parseBenchArgs(
     agents: intFlag(values, 'agents', 1, 1_000_000) ?? 100,
     steps: intFlag(values, 'steps', 1, 1000) ?? 3,
     concurrency: listFlag(values, 'concurrency', 1, 1_000_000) ?? [5, 15, 30],
+    workers: listFlag(values, 'workers', 1, 16) ?? [1, 2, 3],
     ttftMs: intFlag(values, 'ttft-ms', 0, 600_000) ?? 50,
     tps: intFlag(values, 'tps', 0, 1_000_000) ?? 0,
     cpuMs: intFlag(values, 'cpu-ms', 0, 60_000) ?? 2,

@@ -15,6 +15,7 @@ import { governorPart } from './governor.js';
 import { modelCapacity } from './model-capacity.js';
 import { BENCH_USAGE, type BenchOptions, parseBenchArgs } from './options.js';
 import type { BenchPart, PartReport } from './part.js';
+import { scalePart } from './scale.js';
 import { spawnPart } from './spawn.js';
 import { formatTable } from './table.js';
 import { transportPart } from './transport.js';
@@ -29,6 +30,7 @@ export const PARTS: BenchPart[] = [
   concurrencyPart,
   spawnPart,
   governorPart,
+  scalePart,
 ];
 
 /** Where `runBench` writes; tests pass their own. */

@@ -27,6 +27,7 @@ import {
 } from '../src/testing/index.js';
 import { runCli } from './cli-helpers.js';
 import { scripted, tempDir } from './helpers.js';
+import { redisMissing } from './redis.js';
 
 const ENGINES = ['cohort', 'in-process', 'thread-per-child', 'sdk-loop'];
 const LEVELS = [2, 5];
@@ -214,7 +215,7 @@ describe('bench flags', () => {
     ],
     [
       ['nonsense'],
-      /Expected a bench part \(model, transport, concurrency, spawn, governor\), got `nonsense`/,
+      /Expected a bench part \(model, transport, concurrency, spawn, governor, scale\), got `nonsense`/,
     ],
     [['governor', '--itpm', '-5'], /`--itpm` to be a whole number from 0 to .*, got `-5`/],
     [['--bogus'], /bogus/],
@@ -690,3 +691,98 @@ describe('profile-summary: categories of a known profile', () => {
     expect(printed.text()).toMatch(/Expected a directory or file with \.cpuprofile files, got `/);
   });
 });
+
+const SCALE_AGENTS = 12;
+const SCALE_STEPS = 2;
+// One worker process: the comparison with local is the part's point; 2 and 3 only add time here.
+const SCALE_CASES = ['local', 'queue ×1'];
+
+describe.skipIf(redisMissing)(
+  redisMissing
+    ? `npm run bench scale (skipped: ${redisMissing})`
+    : 'npm run bench scale: the local engine and the queue with one worker, a tiny run',
+  () => {
+    const dir = tempDir('cohort-bench-scale-');
+    const out = path.join(dir, 'report.json');
+    const stdout = collector();
+    const stderr = collector();
+    let code: number;
+    // biome-ignore lint/suspicious/noExplicitAny: the report is JSON read back from disk.
+    let data: any;
+
+    beforeAll(async () => {
+      code = await runBench(
+        [
+          'scale',
+          '--agents',
+          String(SCALE_AGENTS),
+          '--steps',
+          String(SCALE_STEPS),
+          '--concurrency',
+          '4',
+          '--ttft-ms',
+          '5',
+          '--threads',
+          '1',
+          '--workers',
+          '1',
+          '--out',
+          out,
+        ],
+        { stdout, stderr },
+      );
+      data = JSON.parse(readFileSync(out, 'utf8')).parts.scale.data;
+    }, 120_000);
+
+    it('exits 0 and prints every case, the targets and the queue / local rows', () => {
+      expect(code, stderr.text()).toBe(0);
+      const table = stdout.text();
+      for (const name of SCALE_CASES) expect(table).toMatch(new RegExp(`^${name} +12/12 `, 'm'));
+      expect(table).toMatch(/agents\/s, queue \/ local +\d+\.\d\d +× +target ≥ 0\.9: (met|missed)/);
+      expect(table).toMatch(/cpu ms\/task, queue − local \(producer \+ worker\) .*target ≤ 1 ms/);
+      expect(data.summary.map((item: { case: string }) => item.case)).toEqual(SCALE_CASES);
+    });
+
+    it('runs every agent of every case through its steps, the queue ones on the workers started for it', () => {
+      expect(data.measurements).toHaveLength(SCALE_CASES.length);
+      for (const item of data.measurements) {
+        expect(item.outcomes.complete, item.failureReasons.join(' | ')).toBe(SCALE_AGENTS);
+        expect(item.providerCalls).toBe(SCALE_AGENTS * SCALE_STEPS);
+        const workers = Object.keys(item.perWorker);
+        if (item.mode === 'local') {
+          expect(workers).toEqual([]);
+          continue;
+        }
+        // Which worker takes which job is BullMQ's affair; none beyond those started for the case.
+        expect(workers.length).toBeGreaterThanOrEqual(1);
+        expect(workers.length).toBeLessThanOrEqual(item.workers);
+        const taken = Object.values(item.perWorker) as number[];
+        expect(taken.reduce((sum, count) => sum + count, 0)).toBe(SCALE_AGENTS);
+      }
+    });
+
+    it('measures the queue cases from both ends: workers, clients and Redis, and none of it locally', () => {
+      for (const item of data.measurements) {
+        for (const [where, value] of numbersIn(item)) {
+          expect(
+            Number.isFinite(value) && value >= 0,
+            `${item.mode} ${item.workers}: ${where} = ${value}`,
+          ).toBe(true);
+        }
+        if (item.mode === 'local') {
+          expect(item.workerCpuMs).toBeNull();
+          expect(item.redisCommands).toBeNull();
+          expect(item.producerCommands).toBeNull();
+          continue;
+        }
+        expect(item.workerCpuMs).toBeGreaterThan(0);
+        expect(item.producerCommands.commands).toBeGreaterThan(0);
+        expect(item.workerCommands.commands).toBeGreaterThan(0);
+        // Every job went through BullMQ's scripts on Redis: at least an add and a finish each
+        // (EVAL the first time a script runs on this server, EVALSHA after).
+        const scripts = (item.redisCommands.evalsha ?? 0) + (item.redisCommands.eval ?? 0);
+        expect(scripts).toBeGreaterThanOrEqual(2 * SCALE_AGENTS);
+      }
+    });
+  },
+);
