@@ -15,10 +15,6 @@ export { type MapContext, type MapOptions, mapAgents } from './main/map-agents.j
 export type { ChildHandle, ChildStatus, PoolStats } from './main/runners/local/pool.js';
 export type { QueueOptions } from './main/runners/queue/options.js';
 export {
-  QueueWorker,
-  type QueueWorkerOptions,
-} from './main/runners/queue/worker.js';
-export {
   DEFAULT_ROOT_SYSTEM,
   ROOT_ID,
   Session,

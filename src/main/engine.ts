@@ -29,7 +29,6 @@ import { HostBridge } from './host-bridge.js';
 import { defaultLogRoot, runFolderName } from './log-prune.js';
 import { checkDurationMs, checkString } from './options.js';
 import { type ChildHandle, ChildPool, type PoolStats } from './runners/local/pool.js';
-import { QueueRunner } from './runners/queue/producer.js';
 import type { ChildRunner } from './runners/types.js';
 import { AgentScope } from './scope.js';
 import { type ChildTrace, traceChild } from './tracing/agent-trace.js';
@@ -94,8 +93,12 @@ export class Engine {
       options.governor?.enabled === false || options.queue
         ? undefined
         : new Governor(options.governor);
+    // BullMQ and ioredis are loaded only for a queue: a quarter of a second on every start
+    // that does not need them.
     const pool: ChildRunner = options.queue
-      ? new QueueRunner(options.queue, { cancelGraceMs: options.cancelGraceMs })
+      ? new (await import('./runners/queue/producer.js')).QueueRunner(options.queue, {
+          cancelGraceMs: options.cancelGraceMs,
+        })
       : new ChildPool(options, { governor });
     const engine = new Engine(options, pool, check, governor);
     try {
