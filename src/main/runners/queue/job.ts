@@ -2,8 +2,11 @@ import { createHash } from 'node:crypto';
 import os from 'node:os';
 import type { ChildSpec } from '../../../shared/child-spec.js';
 import { FAILURE_CODES, type Failure } from '../../../shared/failure.js';
+import { redactSecrets } from '../../../shared/redact.js';
 import type { AgentResult, CancelReason } from '../../../shared/result.js';
-import { CANCEL_REASONS } from '../../../shared/result.js';
+import { CANCEL_REASONS, emptyUsage } from '../../../shared/result.js';
+import type { PoolHandle } from '../local/child-handle.js';
+import type { SpawnExtras } from '../local/pool-entry.js';
 
 /**
  * The one job name cohort uses. A queue is cohort's alone: a cohort worker fails a job of any
@@ -32,9 +35,16 @@ export interface CancelNotice {
  */
 export class QueueKeys {
   readonly #base: string;
+  readonly #queue: string;
 
   constructor(prefix: string, name: string) {
+    this.#queue = `${prefix}:${name}`;
     this.#base = `${prefix}:${name}:cohort`;
+  }
+
+  /** BullMQ's lock of a job: the token of the worker run that holds it. */
+  lock(jobId: string): string {
+    return `${this.#queue}:${jobId}:lock`;
   }
 
   /** A list of transcript writes: the child's last committed step, for a resume elsewhere. */
@@ -151,4 +161,37 @@ export function failureOfJob(failedReason: string): Failure {
         message: `every worker that took it died (stalled more often than the queue allows): ${failedReason}`,
       }
     : { code: 'internal', message: `its worker failed the job: ${failedReason}` };
+}
+
+/** The result of a job whose cancel was waiting for it: it never ran. */
+export function cancelledHere(spec: AgentJobData['spec'], reason: CancelReason): AgentResult {
+  return {
+    id: spec.id,
+    title: redactSecrets(spec.title),
+    outcome: 'cancelled',
+    reason,
+    text: '',
+    truncated: false,
+    elapsedMs: 0,
+    generation: spec.generation,
+    usage: emptyUsage(),
+  };
+}
+
+/** An error's message for people and logs, with any secret taken out. */
+export function plainError(error: unknown): string {
+  return redactSecrets(error instanceof Error ? error.message : String(error));
+}
+
+/** What the producer keeps of one job, from spawn until its result is delivered. */
+export interface QueuedChild {
+  jobId: string;
+  spec: ChildSpec;
+  handle: PoolHandle;
+  extras: SpawnExtras;
+  /** Resolves once the job is in Redis (or its add failed and the child settled). */
+  added: Promise<void>;
+  cancelReason?: CancelReason;
+  graceTimer?: NodeJS.Timeout;
+  readds: number;
 }

@@ -13,9 +13,12 @@ interface Closable {
  */
 export async function letGo(parts: Closable[], clients: Redis[], graceMs: number): Promise<void> {
   let timer: NodeJS.Timeout | undefined;
+  // A part still connecting is stopped by its close (not by a disconnect, which waits for the
+  // connection first): always asked, awaited only for the grace.
+  const closing = Promise.allSettled(parts.map((part) => part.close()));
   if (graceMs > 0) {
     await Promise.race([
-      Promise.allSettled(parts.map((part) => part.close())),
+      closing,
       new Promise((resolve) => {
         timer = setTimeout(resolve, graceMs);
       }),
@@ -56,4 +59,17 @@ export async function reachRedis(
   } finally {
     clearTimeout(timer);
   }
+}
+
+/** Quits a client politely within `graceMs`, else cuts it: a quit waits behind queued commands. */
+export async function quitWithin(client: Redis, graceMs: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([
+    client.quit().catch(() => {}),
+    new Promise((resolve) => {
+      timer = setTimeout(resolve, graceMs);
+    }),
+  ]);
+  clearTimeout(timer);
+  client.disconnect();
 }

@@ -1,5 +1,9 @@
+import type { LogPolicy } from '../../../shared/agent-log.js';
 import { expected, UsageError } from '../../../shared/errors.js';
+import type { GovernorOptions } from '../../../shared/governor/types.js';
+import type { AgentResult } from '../../../shared/result.js';
 import { checkDurationMs } from '../../options.js';
+import type { PoolOptions } from '../local/pool-entry.js';
 import { checkQueueName, checkQueueUrl } from './connection.js';
 
 /** Where an engine's children go in queue mode (`Engine.start({ queue })`, docs/SCALE-OUT.md). */
@@ -75,4 +79,33 @@ export function checkQueueMode(options: { hostTools?: unknown[]; maxDepth?: numb
       `Expected \`maxDepth\` 1 with \`queue\` (children on workers do not spawn agents of their own yet), got ${options.maxDepth}`,
     );
   }
+}
+
+/** What `cohort worker` starts a queue worker with (`QueueWorker.start`). */
+export interface QueueWorkerOptions extends PoolOptions {
+  url: string;
+  name?: string;
+  prefix?: string;
+  /** Jobs taken at once (default: the pool's capacity, at most 1,000). */
+  concurrency?: number;
+  /** Root of this worker's log folders: one per agent, kept on this machine. */
+  logDir: string;
+  /** How often workers look for jobs whose worker died, in ms (BullMQ's `stalledInterval`). */
+  stalledIntervalMs?: number;
+  /** How long a job's lock lives without renewal, in ms (BullMQ's `lockDuration`). */
+  lockDurationMs?: number;
+  /** Deliveries of a job whose workers keep dying before it fails (default 3). */
+  maxDeliveries?: number;
+  governor?: GovernorOptions;
+  /**
+   * Whether this worker's governor also leases from the fleet's buckets in Redis (default true).
+   * Off, each worker paces as if it were alone: for comparisons, not for a fleet on one account.
+   */
+  sharedLimits?: boolean;
+  /** Which log folders are kept here, over each job's own policy. */
+  logs?: LogPolicy;
+  /** How long `start` waits to reach Redis, in ms (default 10,000). */
+  connectTimeoutMs?: number;
+  /** Called with each result this worker hands back to the queue. */
+  onResult?: (result: AgentResult) => void;
 }

@@ -1,7 +1,6 @@
 import { type ConnectionOptions, type Job, Queue, QueueEvents } from 'bullmq';
 import { Redis } from 'ioredis';
 import type { ChildSpec } from '../../../shared/child-spec.js';
-import { redactSecrets } from '../../../shared/redact.js';
 import type { AgentResult, CancelReason } from '../../../shared/result.js';
 import { type ChildHandle, PoolHandle } from '../local/child-handle.js';
 import { DEFAULT_CANCEL_GRACE_MS } from '../local/pool.js';
@@ -12,9 +11,11 @@ import {
   type AgentJobData,
   CANCEL_TTL_S,
   type CancelNotice,
+  plainError as errorText,
   failureOfJob,
   JOB_NAME,
   JOB_VERSION,
+  type QueuedChild,
   QueueKeys,
   readJobResult,
   remoteSpec,
@@ -39,21 +40,15 @@ const SWEEP_CHUNK = 200;
  */
 const MAX_READDS = 5;
 
+const NO_STATS: PoolStats = {
+  workerResults: 0,
+  mainResults: 0,
+  duplicateResults: 0,
+  delivered: 0,
+  crashRecords: 0,
+};
 /** How long a finished job waits in Redis for its producer, in seconds. */
 const KEEP_FINISHED_S = 7 * 24 * 3600;
-
-/** What the producer keeps of one job, from spawn until its result is delivered. */
-interface QueuedChild {
-  jobId: string;
-  spec: ChildSpec;
-  handle: PoolHandle;
-  extras: SpawnExtras;
-  /** Resolves once the job is in Redis (or its add failed and the child settled). */
-  added: Promise<void>;
-  cancelReason?: CancelReason;
-  graceTimer?: NodeJS.Timeout;
-  readds: number;
-}
 
 /**
  * The producer side of queue mode: every child is a BullMQ job that some `cohort worker` takes
@@ -71,13 +66,7 @@ export class QueueRunner implements ChildRunner {
   /** Made by `warm` once Redis answers. */
   #events: QueueEvents | undefined;
   readonly #pending = new Map<string, QueuedChild>();
-  readonly #stats: PoolStats = {
-    workerResults: 0,
-    mainResults: 0,
-    duplicateResults: 0,
-    delivered: 0,
-    crashRecords: 0,
-  };
+  readonly #stats: PoolStats = { ...NO_STATS };
   readonly #sweeper: Sweeper<QueuedChild>;
   #readyOnce = false;
   /** Redis answered once: a close may wait for it a little. */
@@ -219,7 +208,7 @@ export class QueueRunner implements ChildRunner {
         outcome: 'failed',
         failure: { code: 'internal', message: `its worker answered garbage: ${result}` },
       });
-      this.#forget(jobId);
+      this.#removeLater(jobId);
       return;
     }
     // A cancelled result nobody here asked for was left by an earlier run's cancel (a batch
@@ -230,7 +219,7 @@ export class QueueRunner implements ChildRunner {
     // Counted as it is delivered (or found a duplicate): garbage and re-adds are not results.
     this.#stats.workerResults++;
     this.#deliver(child, result);
-    this.#forget(jobId);
+    this.#removeLater(jobId);
   }
 
   #failed(jobId: string, failedReason: string): void {
@@ -242,7 +231,7 @@ export class QueueRunner implements ChildRunner {
         ? { outcome: 'cancelled', reason: child.cancelReason }
         : { outcome: 'failed', failure: failureOfJob(failedReason) },
     );
-    this.#forget(jobId);
+    this.#removeLater(jobId);
   }
 
   /** Adds the job again as new; false when the backstop says it has been added enough. */
@@ -265,7 +254,8 @@ export class QueueRunner implements ChildRunner {
     }
     this.#stats.delivered++;
     if (child.graceTimer) clearTimeout(child.graceTimer);
-    this.#pending.delete(child.jobId);
+    // Only its own entry: a spawn refused for a job id in use must not orphan the child using it.
+    if (this.#pending.get(child.jobId) === child) this.#pending.delete(child.jobId);
     this.onSettle?.(result);
     child.extras.onEvent?.({ type: 'agent-settle', agentId: result.id, result });
     return true;
@@ -280,8 +270,8 @@ export class QueueRunner implements ChildRunner {
     this.#deliver(child, result);
   }
 
-  /** The job is done with: its Redis state goes (job, checkpoint, cancel). */
-  #forget(jobId: string): void {
+  /** The job is done with: its Redis state goes (job, checkpoint, cancel), off the caller's path. */
+  #removeLater(jobId: string): void {
     void this.#removeJob(jobId);
   }
 
@@ -308,7 +298,7 @@ export class QueueRunner implements ChildRunner {
     // grace a local child gets has passed twice.
     child.graceTimer = setTimeout(() => {
       this.#deliverFromMain(child, { outcome: 'cancelled', reason });
-      this.#forget(child.jobId);
+      this.#removeLater(child.jobId);
     }, this.#graceMs * 2);
     child.graceTimer.unref();
     return true;
@@ -326,22 +316,28 @@ export class QueueRunner implements ChildRunner {
     try {
       await this.#redis.set(this.#keys.cancel(child.jobId), reason, 'EX', CANCEL_TTL_S);
       await this.#redis.publish(this.#keys.cancelChannel, JSON.stringify(notice));
+      // A job that finished just now keeps its result: its answer, not the cancel, is delivered.
+      const job = await this.#queue.getJob(child.jobId);
+      if (job?.finishedOn) {
+        if (job.failedReason) this.#failed(child.jobId, job.failedReason);
+        else this.#completed(child.jobId, job.returnvalue);
+        return;
+      }
       // 1 when it was waiting (or delayed) and is now gone; 0 when a worker holds its lock.
       const removed = await this.#queue.remove(child.jobId);
       if (removed === 1) {
         this.#deliverFromMain(child, { outcome: 'cancelled', reason });
-        this.#forget(child.jobId);
+        this.#removeLater(child.jobId);
       }
     } catch (error) {
       this.#noteError(error);
     }
   }
 
-  /** Tree budgets are held on main; their members run at depth 1 here and carry their own limits. */
-  budgetSpent(_handle: ChildHandle, _which: unknown): void {}
-
+  /** Nothing to tell: members of a tree run at depth 1 here and carry their own limits. */
+  budgetSpent(): void {}
   /** Nothing to read: a remote child's spans are not replayed (docs/SCALE-OUT.md). */
-  readUplinkOf(_handle: ChildHandle): void {}
+  readUplinkOf(): void {}
 
   /** Reads each job's state: a result the events missed is taken, a forgotten job added again. */
   async #reconcile(children: QueuedChild[]): Promise<void> {
@@ -392,8 +388,4 @@ export class QueueRunner implements ChildRunner {
 /** Read afresh each time: an await in between may have settled it. */
 function settled(child: QueuedChild): boolean {
   return child.handle.status === 'settled';
-}
-
-function errorText(error: unknown): string {
-  return redactSecrets(error instanceof Error ? error.message : String(error));
 }

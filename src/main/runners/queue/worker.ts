@@ -1,67 +1,52 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { type ConnectionOptions, type Job, UnrecoverableError, WaitingError, Worker } from 'bullmq';
+import {
+  type ConnectionOptions,
+  DelayedError,
+  type Job,
+  UnrecoverableError,
+  WaitingError,
+  Worker,
+} from 'bullmq';
 import { Redis, type RedisOptions } from 'ioredis';
-import type { LogPolicy } from '../../../shared/agent-log.js';
 import { Governor } from '../../../shared/governor/governor.js';
-import type { GovernorOptions } from '../../../shared/governor/types.js';
 import { redactSecrets } from '../../../shared/redact.js';
 import type { AgentResult, CancelReason } from '../../../shared/result.js';
-import { emptyUsage } from '../../../shared/result.js';
 import type { ChildHandle } from '../local/child-handle.js';
 import { ChildPool, DEFAULT_AGENTS_PER_THREAD } from '../local/pool.js';
-import type { PoolOptions } from '../local/pool-entry.js';
+import { type CheckpointRun, Checkpoints } from './checkpoints.js';
 import { describeRedis, redisOptionsOf } from './connection.js';
 import {
   type AgentJobData,
+  cancelledHere,
   cancelReasonFrom,
   JOB_NAME,
   QueueKeys,
   readCancelNotice,
   readJobData,
 } from './job.js';
-import { letGo, reachRedis } from './let-go.js';
-import { DEFAULT_CONNECT_TIMEOUT_MS, DEFAULT_QUEUE_NAME, DEFAULT_QUEUE_PREFIX } from './options.js';
+import { letGo, quitWithin, reachRedis } from './let-go.js';
+import {
+  DEFAULT_CONNECT_TIMEOUT_MS,
+  DEFAULT_QUEUE_NAME,
+  DEFAULT_QUEUE_PREFIX,
+  type QueueWorkerOptions,
+} from './options.js';
 import { RedisBuckets } from './redis-buckets.js';
-
-export interface QueueWorkerOptions extends PoolOptions {
-  url: string;
-  name?: string;
-  prefix?: string;
-  /** Jobs taken at once (default: the pool's capacity, at most 1,000). */
-  concurrency?: number;
-  /** Root of this worker's log folders: one per agent, kept on this machine. */
-  logDir: string;
-  /** How often workers look for jobs whose worker died, in ms (BullMQ's `stalledInterval`). */
-  stalledIntervalMs?: number;
-  /** How long a job's lock lives without renewal, in ms (BullMQ's `lockDuration`). */
-  lockDurationMs?: number;
-  /** Deliveries of a job whose workers keep dying before it fails (default 3). */
-  maxDeliveries?: number;
-  governor?: GovernorOptions;
-  /**
-   * Whether this worker's governor also leases from the fleet's buckets in Redis (default true).
-   * Off, each worker paces as if it were alone: for comparisons, not for a fleet on one account.
-   */
-  sharedLimits?: boolean;
-  /** Which log folders are kept here, over each job's own policy. */
-  logs?: LogPolicy;
-  /** How long `start` waits to reach Redis, in ms (default 10,000). */
-  connectTimeoutMs?: number;
-  /** Called with each result this worker hands back to the queue. */
-  onResult?: (result: AgentResult) => void;
-}
 
 export const DEFAULT_MAX_DELIVERIES = 3;
 const MAX_DEFAULT_CONCURRENCY = 1000;
-/** A checkpoint outlives its job's last write by a week at most (a producer that never returns). */
-const CHECKPOINT_TTL_MS = 7 * 24 * 3600 * 1000;
+/** How long a delivery waits for a stale run of the same job on this worker to stop. */
+const STALE_RUN_DELAY_MS = 1000;
+/** How long a drained worker's clients may take to quit before they are cut. */
+const QUIT_GRACE_MS = 1000;
+
 /** How long a drained worker waits for Redis to take its last answers before it cuts loose. */
 const DRAIN_CLOSE_GRACE_MS = 10_000;
 
 /** One job this worker runs right now. */
-interface Running {
+interface Running extends CheckpointRun {
   handle?: ChildHandle;
   /** A cancel that arrived (broadcast) before the child was spawned. */
   cancel?: CancelReason;
@@ -69,8 +54,6 @@ interface Running {
   handingBack: boolean;
   /** The child's checkpoint writes, in order. */
   checkpoints: Promise<void>;
-  /** A checkpoint write failed: appends stop until a replace. */
-  checkpointBroken?: boolean;
   /** This worker lost the job's lock: it may run elsewhere now, and nothing of this run counts. */
   lost?: boolean;
 }
@@ -93,6 +76,7 @@ export class QueueWorker {
   /** Made by `start` once Redis answers. */
   #worker!: Worker<AgentJobData, AgentResult>;
   readonly #running = new Map<string, Running>();
+  readonly #checkpoints: Checkpoints;
   #draining = false;
   #lastError: string | undefined;
   #closing: Promise<void> | undefined;
@@ -110,9 +94,12 @@ export class QueueWorker {
     };
     this.#redis = new Redis(connection);
     this.#redis.on('error', noteError);
+    this.#checkpoints = new Checkpoints(this.#redis, this.#keys);
     this.#subscriber = new Redis(connection);
     this.#subscriber.on('error', noteError);
     this.#subscriber.on('message', (_channel: string, text: string) => this.#onCancel(text));
+    // Broadcasts sent while the subscriber was away are lost: the kept cancels are read instead.
+    this.#subscriber.on('ready', () => void this.#rereadCancels());
     // Every worker's governor leases from buckets in Redis: together they keep to the account's
     // limits (docs/SCALE-OUT.md).
     this.#governor =
@@ -193,7 +180,17 @@ export class QueueWorker {
       options.name ?? DEFAULT_QUEUE_NAME,
       options.prefix ?? DEFAULT_QUEUE_PREFIX,
     );
-    await worker.#worker.waitUntilReady();
+    try {
+      await reachRedis(
+        worker.#worker.waitUntilReady(),
+        describeRedis(options.url),
+        options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
+        () => worker.#lastError,
+      );
+    } catch (error) {
+      await Promise.allSettled([letGo([worker.#worker], [], 0), worker.#shut()]);
+      throw error;
+    }
     void worker.#worker.run().catch(() => {});
     return worker;
   }
@@ -226,7 +223,16 @@ export class QueueWorker {
     if (typeof data === 'string') throw new UnrecoverableError(data);
     const jobId = job.id!;
     if (this.#draining) return this.#handBack(job, token);
-    const run: Running = { handingBack: false, checkpoints: Promise.resolve() };
+    const stale = this.#running.get(jobId);
+    if (stale) {
+      // Its earlier run here lost the job (a lapsed lock, a Redis that forgot it) and is still
+      // going: it stops, and this delivery waits until it has, so two runs never share the job.
+      stale.lost = true;
+      stale.handle?.cancel('shutdown');
+      await job.moveToDelayed(Date.now() + STALE_RUN_DELAY_MS, token);
+      throw new DelayedError();
+    }
+    const run: Running = { handingBack: false, checkpoints: Promise.resolve(), token };
     this.#running.set(jobId, run);
     try {
       // Registered first, read second: a cancel is either kept in Redis before this read or
@@ -272,6 +278,8 @@ export class QueueWorker {
       );
       run.handle = handle;
       if (run.cancel !== undefined) handle.cancel(run.cancel);
+      // A drain, or a lost lock, while its state was written back: it stops at once.
+      if (run.handingBack || run.lost) handle.cancel('shutdown');
       const onAbort = () => handle.cancel('shutdown');
       signal?.addEventListener('abort', onAbort, { once: true });
       const result = await handle.result;
@@ -282,7 +290,7 @@ export class QueueWorker {
       }
       return this.#stamp(result);
     } finally {
-      this.#running.delete(jobId);
+      if (this.#running.get(jobId) === run) this.#running.delete(jobId);
     }
   }
 
@@ -299,26 +307,21 @@ export class QueueWorker {
     throw new WaitingError();
   }
 
-  /**
-   * Copies one transcript write to the job's checkpoint list. After a write that failed, appends
-   * stop until the next replace: the list must stay a prefix of the transcript (a resume from it
-   * redoes the steps after), never a transcript with a hole.
-   */
   async #saveCheckpoint(
     run: Running,
     jobId: string,
     write: { replace: boolean; lines: string },
   ): Promise<void> {
-    if (run.checkpointBroken && !write.replace) return;
-    const key = this.#keys.checkpoint(jobId);
-    try {
-      const batch = this.#redis.multi();
-      if (write.replace) batch.del(key);
-      const replies = await batch.rpush(key, write.lines).pexpire(key, CHECKPOINT_TTL_MS).exec();
-      run.checkpointBroken = replies?.some(([error]) => error) ?? true;
-    } catch {
-      // Redis away: the step is still committed here; a resume elsewhere redoes it.
-      run.checkpointBroken = true;
+    if ((await this.#checkpoints.save(run, jobId, write)) !== 'lost') return;
+    // The lock is another run's now: this one stops and writes no more.
+    run.lost = true;
+    run.handle?.cancel('shutdown');
+  }
+
+  async #rereadCancels(): Promise<void> {
+    for (const jobId of [...this.#running.keys()]) {
+      const reason = await this.#redis.get(this.#keys.cancel(jobId)).catch(() => null);
+      if (reason !== null) this.#onCancel(JSON.stringify({ jobId, reason }));
     }
   }
 
@@ -362,23 +365,11 @@ export class QueueWorker {
     // unless Redis is away, when the connections are cut after a grace.
     await letGo([this.#worker], [], DRAIN_CLOSE_GRACE_MS);
     await this.#pool.close('shutdown');
-    await Promise.allSettled([this.#subscriber.quit(), this.#redis.quit()]);
-    this.#subscriber.disconnect();
-    this.#redis.disconnect();
+    await Promise.allSettled([
+      quitWithin(this.#subscriber, QUIT_GRACE_MS),
+      quitWithin(this.#redis, QUIT_GRACE_MS),
+    ]);
   }
 }
 
-/** The result of a job whose cancel was waiting for it: it never ran. */
-function cancelledHere(spec: AgentJobData['spec'], reason: CancelReason): AgentResult {
-  return {
-    id: spec.id,
-    title: redactSecrets(spec.title),
-    outcome: 'cancelled',
-    reason,
-    text: '',
-    truncated: false,
-    elapsedMs: 0,
-    generation: spec.generation,
-    usage: emptyUsage(),
-  };
-}
+export type { QueueWorkerOptions } from './options.js';
