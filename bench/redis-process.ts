@@ -79,7 +79,8 @@ export function benchClient(socket: string): Redis {
   return new Redis({ path: socket, maxRetriesPerRequest: 0, retryStrategy: () => null });
 }
 
-async function answersPing(socket: string): Promise<boolean> {
+/** One PING through a short-lived client that neither retries nor queues (test/redis.ts too). */
+export async function answersPing(socket: string): Promise<boolean> {
   const probe = new Redis({
     path: socket,
     lazyConnect: true,

@@ -22,6 +22,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Redis } from 'ioredis';
+import { answersPing } from '../bench/redis-process.js';
 
 /** A running private redis-server. */
 export interface RedisRig {
@@ -180,27 +181,6 @@ async function launch(args: string[], socket: string): Promise<ChildProcess> {
       throw failure(`did not come up within ${READY_WITHIN_MS / 1000} s`);
     }
     await new Promise((done) => setTimeout(done, POLL_MS));
-  }
-}
-
-/** One PING through a short-lived client that neither retries nor queues. */
-async function answersPing(socket: string): Promise<boolean> {
-  const probe = new Redis({
-    path: socket,
-    lazyConnect: true,
-    enableOfflineQueue: false,
-    maxRetriesPerRequest: 0,
-    retryStrategy: () => null,
-  });
-  // A refused connection is the expected answer until the server listens.
-  probe.on('error', () => {});
-  try {
-    await probe.connect();
-    return (await probe.ping()) === 'PONG';
-  } catch {
-    return false;
-  } finally {
-    probe.disconnect();
   }
 }
 
