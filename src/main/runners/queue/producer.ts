@@ -376,7 +376,10 @@ export class QueueRunner implements ChildRunner {
   async close(reason: CancelReason = 'shutdown'): Promise<void> {
     this.#closed = true;
     this.#sweeper.stop();
-    const children = [...this.#pending.values()];
+    // Waiting ones first: taken out before a slot freed by a running one's cancel could start them.
+    const children = [...this.#pending.values()].sort(
+      (a, b) => Number(b.handle.status === 'queued') - Number(a.handle.status === 'queued'),
+    );
     for (const child of children) child.handle.cancel(reason);
     await Promise.all(children.map((child) => child.handle.result));
     // Never warm (Redis never answered): nothing to close gracefully.
