@@ -72,10 +72,12 @@ export class AgentLog {
     });
   }
 
-  /** Queues whole messages, one JSON line each, to be appended in one write. */
-  appendTranscript(messages: readonly MessageParam[]): void {
-    if (messages.length === 0) return;
-    this.#lane.push({ kind: 'append', file: 'transcript.jsonl', data: transcriptLines(messages) });
+  /** Queues whole messages, one JSON line each, to be appended in one write; returns the lines. */
+  appendTranscript(messages: readonly MessageParam[]): string {
+    if (messages.length === 0) return '';
+    const lines = transcriptLines(messages);
+    this.#lane.push({ kind: 'append', file: 'transcript.jsonl', data: lines });
+    return lines;
   }
 
   /** The transcript as written so far, or undefined when there is none. */
@@ -91,10 +93,13 @@ export class AgentLog {
    * Queues the transcript's replacement at once (temporary file + rename), for a resumed child.
    * The rename also fences off its dead worker: a write of that worker still in flight went
    * through a descriptor opened before the worker died, so it lands in the old file, never in
-   * the new one (the worker's next step, an open, cannot start once it is dead).
+   * the new one (the worker's next step, an open, cannot start once it is dead). Returns the
+   * lines, for a checkpoint elsewhere.
    */
-  rewriteTranscript(messages: readonly MessageParam[]): void {
-    this.#lane.push({ kind: 'replace', file: 'transcript.jsonl', data: transcriptLines(messages) });
+  rewriteTranscript(messages: readonly MessageParam[]): string {
+    const lines = transcriptLines(messages);
+    this.#lane.push({ kind: 'replace', file: 'transcript.jsonl', data: lines });
+    return lines;
   }
 
   /** Queues the full reply payload and returns its path; `finish` drops it if it failed. */

@@ -1,4 +1,4 @@
-import { AgentLog, keepsLog, transcriptLines } from './agent-log.js';
+import { AgentLog, keepsLog } from './agent-log.js';
 import type { BudgetGuard } from './budget.js';
 import { type ChildSpec, MAX_BAD_REPLIES } from './child-spec.js';
 import type { AgentEvent } from './events.js';
@@ -173,11 +173,11 @@ function writeTranscript(
   messages: readonly MessageParam[],
   replace: boolean,
 ): void {
-  if (replace) log.rewriteTranscript(messages);
-  else log.appendTranscript(messages);
+  // The lines written are the lines copied: made (and redacted) once.
+  const lines = replace ? log.rewriteTranscript(messages) : log.appendTranscript(messages);
   // An empty append writes nothing, so there is nothing to copy either.
   if (!deps.checkpoint || (!replace && messages.length === 0)) return;
-  deps.checkpoint({ replace, lines: transcriptLines(messages) });
+  deps.checkpoint({ replace, lines });
 }
 
 /** Where a child's loop reports: its log, its events (none without a listener but text). */

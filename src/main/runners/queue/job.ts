@@ -47,6 +47,11 @@ export class QueueKeys {
     return `${this.#queue}:${jobId}:lock`;
   }
 
+  /** BullMQ's events stream of the queue (what `QueueEvents` reads). */
+  get events(): string {
+    return `${this.#queue}:events`;
+  }
+
   /** A list of transcript writes: the child's last committed step, for a resume elsewhere. */
   checkpoint(jobId: string): string {
     return `${this.#base}:ckpt:${jobId}`;
@@ -65,6 +70,33 @@ export class QueueKeys {
 
 /** How long a cancel is kept for a worker that takes its job late: longer than any stall. */
 export const CANCEL_TTL_S = 24 * 3600;
+
+/** How long a cancel heard for a job not running on a worker is kept, and how many at most. */
+const HEARD_FOR_MS = 60_000;
+const MAX_HEARD = 100_000;
+
+/**
+ * Cancels a worker heard broadcast for jobs not running there, kept a while: it may be taking
+ * one right now, in the instant between the broadcast and the job's start.
+ */
+export class HeardCancels {
+  readonly #heard = new Map<string, { reason: CancelReason; at: number }>();
+
+  hear(jobId: string, reason: CancelReason): void {
+    const now = Date.now();
+    this.#heard.delete(jobId);
+    this.#heard.set(jobId, { reason, at: now });
+    // Oldest first (a Map keeps its order of insertion): the stale ones go.
+    for (const [id, { at }] of this.#heard) {
+      if (now - at < HEARD_FOR_MS && this.#heard.size <= MAX_HEARD) break;
+      this.#heard.delete(id);
+    }
+  }
+
+  get(jobId: string): CancelReason | undefined {
+    return this.#heard.get(jobId)?.reason;
+  }
+}
 
 /** The job's data, checked: a worker refuses what it cannot run with a plain reason. */
 export function readJobData(data: unknown): AgentJobData | string {
@@ -194,4 +226,8 @@ export interface QueuedChild {
   cancelReason?: CancelReason;
   graceTimer?: NodeJS.Timeout;
   readds: number;
+  /** When it was spawned (ms since the epoch): a reconcile round reads only older jobs. */
+  spawnedAt: number;
+  /** A cancel an earlier run of this job id may have left must go before it is added. */
+  clearCancel: boolean;
 }

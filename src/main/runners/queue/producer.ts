@@ -1,4 +1,4 @@
-import { type ConnectionOptions, type Job, Queue, QueueEvents } from 'bullmq';
+import { type Job, Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import type { ChildSpec } from '../../../shared/child-spec.js';
 import type { AgentResult, CancelReason } from '../../../shared/result.js';
@@ -7,19 +7,18 @@ import { DEFAULT_CANCEL_GRACE_MS } from '../local/pool.js';
 import { type Ending, type PoolStats, type SpawnExtras, synthetic } from '../local/pool-entry.js';
 import type { ChildRunner } from '../types.js';
 import { describeRedis, redisOptionsOf } from './connection.js';
+import { EventsReader, parseReturnValue } from './events-reader.js';
 import {
   type AgentJobData,
   CANCEL_TTL_S,
   type CancelNotice,
   plainError as errorText,
   failureOfJob,
-  JOB_NAME,
-  JOB_VERSION,
   type QueuedChild,
   QueueKeys,
   readJobResult,
-  remoteSpec,
 } from './job.js';
+import { JobWrites } from './job-writes.js';
 import { letGo, reachRedis } from './let-go.js';
 import {
   DEFAULT_CONNECT_TIMEOUT_MS,
@@ -47,13 +46,14 @@ const NO_STATS: PoolStats = {
   delivered: 0,
   crashRecords: 0,
 };
-/** How long a finished job waits in Redis for its producer, in seconds. */
-const KEEP_FINISHED_S = 7 * 24 * 3600;
+/** How the events stream is read: a window to gather in after each read that found events. */
+const EVENTS = { gatherMs: 25, blockMs: 10_000, count: 1000 };
 
 /**
  * The producer side of queue mode: every child is a BullMQ job that some `cohort worker` takes
- * and runs on its own pool. Completions arrive as queue events; a periodic reconcile reads the
- * jobs still pending from Redis, for whatever the events missed. The handle settles exactly once
+ * and runs on its own pool. Completions arrive as queue events, read a window at a time; a
+ * periodic reconcile reads the jobs still pending from Redis, for whatever the events missed.
+ * Adds and removals go out a window at a time too (`Batch`). The handle settles exactly once
  * (`PoolHandle.settle` is the guard); a result that arrives after it is counted as a duplicate.
  */
 export class QueueRunner implements ChildRunner {
@@ -63,12 +63,15 @@ export class QueueRunner implements ChildRunner {
   readonly #keys: QueueKeys;
   readonly #redis: Redis;
   readonly #queue: Queue<AgentJobData>;
-  /** Made by `warm` once Redis answers. */
-  #events: QueueEvents | undefined;
+  /** The events stream's reader and its connection, made by `warm` once Redis answers. */
+  #events: { reader: EventsReader; client: Redis } | undefined;
+  readonly #writes: JobWrites;
   readonly #pending = new Map<string, QueuedChild>();
   readonly #stats: PoolStats = { ...NO_STATS };
   readonly #sweeper: Sweeper<QueuedChild>;
   #readyOnce = false;
+  /** The next reconcile round reads every pending job, however young (a reconnect). */
+  #sweepAll = false;
   /** Redis answered once: a close may wait for it a little. */
   #warm = false;
   #lastError: string | undefined;
@@ -85,10 +88,17 @@ export class QueueRunner implements ChildRunner {
     const name = options.name ?? DEFAULT_QUEUE_NAME;
     const prefix = options.prefix ?? DEFAULT_QUEUE_PREFIX;
     this.#keys = new QueueKeys(prefix, name);
+    const reconcileMs = options.reconcileMs ?? DEFAULT_RECONCILE_MS;
     this.#sweeper = new Sweeper({
-      items: () => [...this.#pending.values()],
+      // A job younger than a round is left to its events: a round reads only what they may
+      // have missed for a while. After a reconnect, every job is read.
+      items: () => {
+        const since = this.#sweepAll ? Infinity : Date.now() - reconcileMs;
+        this.#sweepAll = false;
+        return [...this.#pending.values()].filter((child) => child.spawnedAt <= since);
+      },
       visit: (chunk) => this.#reconcile(chunk),
-      everyMs: options.reconcileMs ?? DEFAULT_RECONCILE_MS,
+      everyMs: reconcileMs,
       chunk: SWEEP_CHUNK,
     });
     const connection = redisOptionsOf(options.url);
@@ -96,38 +106,51 @@ export class QueueRunner implements ChildRunner {
     this.#redis.on('error', (error: Error) => this.#noteError(error));
     // A reconnect after Redis went away: what it forgot (or the events missed) is read back soon.
     this.#redis.on('ready', () => {
-      if (this.#readyOnce) this.#sweeper.soon(500);
+      if (this.#readyOnce) {
+        this.#sweepAll = true;
+        this.#sweeper.soon(500);
+      }
       this.#readyOnce = true;
     });
     this.#queue = new Queue<AgentJobData>(name, { connection: this.#redis, prefix });
     this.#queue.on('error', (error: Error) => this.#noteError(error));
+    this.#writes = new JobWrites(this.#queue, this.#redis, this.#keys, {
+      refuse: (child, ending) => this.#deliverFromMain(child, ending),
+      noteError: (error) => this.#noteError(error),
+    });
   }
 
   /**
-   * The events stream's reader, made once Redis has answered: it opens a connection of its own,
-   * which a reader made while Redis is away would hold open, waiting, beyond any close.
+   * The events stream's reader, made once Redis has answered: its connection, made while Redis
+   * is away, would hold a close open, waiting.
    */
-  #listen(): QueueEvents {
-    const name = this.#options.name ?? DEFAULT_QUEUE_NAME;
-    const prefix = this.#options.prefix ?? DEFAULT_QUEUE_PREFIX;
-    const connection = redisOptionsOf(this.#options.url) as ConnectionOptions;
-    const events = new QueueEvents(name, { connection, prefix });
-    this.#events = events;
-    events.on('error', (error: Error) => this.#noteError(error));
-    events.on('active', ({ jobId }) => {
-      const child = this.#pending.get(jobId);
-      if (child && child.handle.status === 'queued') child.handle.status = 'running';
-    });
-    events.on('completed', ({ jobId, returnvalue }) =>
-      this.#completed(jobId, returnvalue as unknown),
+  async #listen(): Promise<void> {
+    const client = new Redis(redisOptionsOf(this.#options.url));
+    client.on('error', (error: Error) => this.#noteError(error));
+    const reader = new EventsReader(
+      client,
+      this.#keys.events,
+      {
+        active: (jobId) => {
+          const child = this.#pending.get(jobId);
+          if (child && child.handle.status === 'queued') child.handle.status = 'running';
+        },
+        completed: (jobId, text) => {
+          if (!this.#pending.has(jobId)) return;
+          this.#completed(jobId, parseReturnValue(text));
+        },
+        failed: (jobId, failedReason) => this.#failed(jobId, failedReason),
+        // A job id already in Redis: a rerun's add. Its state is read at once, not at the next
+        // round.
+        duplicated: (jobId) => {
+          const child = this.#pending.get(jobId);
+          if (child) void this.#reconcile([child]);
+        },
+      },
+      EVENTS,
     );
-    events.on('failed', ({ jobId, failedReason }) => this.#failed(jobId, failedReason));
-    // A job id already in Redis: a rerun's add. Its state is read at once, not at the next round.
-    events.on('duplicated', ({ jobId }) => {
-      const child = this.#pending.get(jobId);
-      if (child) void this.#reconcile([child]);
-    });
-    return events;
+    this.#events = { reader, client };
+    await reader.start();
   }
 
   get liveCount(): number {
@@ -143,7 +166,7 @@ export class QueueRunner implements ChildRunner {
     await reachRedis(
       (async () => {
         await Promise.all([this.#redis.ping(), this.#queue.waitUntilReady()]);
-        await this.#listen().waitUntilReady();
+        await this.#listen();
       })(),
       describeRedis(this.#options.url),
       this.#options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
@@ -162,6 +185,8 @@ export class QueueRunner implements ChildRunner {
       spec,
       extras,
       readds: 0,
+      spawnedAt: Date.now(),
+      clearCancel: extras.jobId !== undefined,
       added: Promise.resolve(),
       handle: new PoolHandle(spec, (reason) => this.#cancel(child, reason)),
     };
@@ -172,31 +197,8 @@ export class QueueRunner implements ChildRunner {
       return child.handle;
     }
     this.#pending.set(jobId, child);
-    child.added = this.#add(child);
+    child.added = this.#writes.add(child);
     return child.handle;
-  }
-
-  /** Puts the child's job in Redis; a cancel left by an earlier run of the same id goes first. */
-  async #add(child: QueuedChild): Promise<void> {
-    const data: AgentJobData = { v: JOB_VERSION, spec: remoteSpec(child.spec) };
-    try {
-      await this.#redis.del(this.#keys.cancel(child.jobId));
-      await this.#queue.add(JOB_NAME, data, {
-        jobId: child.jobId,
-        // Kept until this producer has read it (then removed); a week for a producer that never
-        // comes back.
-        removeOnComplete: { age: KEEP_FINISHED_S },
-        removeOnFail: { age: KEEP_FINISHED_S },
-      });
-    } catch (error) {
-      this.#deliverFromMain(child, {
-        outcome: 'failed',
-        failure: {
-          code: 'internal',
-          message: `could not add its job to the queue: ${errorText(error)}`,
-        },
-      });
-    }
   }
 
   #completed(jobId: string, value: unknown): void {
@@ -208,7 +210,7 @@ export class QueueRunner implements ChildRunner {
         outcome: 'failed',
         failure: { code: 'internal', message: `its worker answered garbage: ${result}` },
       });
-      this.#removeLater(jobId);
+      this.#writes.remove(jobId);
       return;
     }
     // A cancelled result nobody here asked for was left by an earlier run's cancel (a batch
@@ -219,7 +221,7 @@ export class QueueRunner implements ChildRunner {
     // Counted as it is delivered (or found a duplicate): garbage and re-adds are not results.
     this.#stats.workerResults++;
     this.#deliver(child, result);
-    this.#removeLater(jobId);
+    this.#writes.remove(jobId);
   }
 
   #failed(jobId: string, failedReason: string): void {
@@ -231,7 +233,7 @@ export class QueueRunner implements ChildRunner {
         ? { outcome: 'cancelled', reason: child.cancelReason }
         : { outcome: 'failed', failure: failureOfJob(failedReason) },
     );
-    this.#removeLater(jobId);
+    this.#writes.remove(jobId);
   }
 
   /** Adds the job again as new; false when the backstop says it has been added enough. */
@@ -240,9 +242,11 @@ export class QueueRunner implements ChildRunner {
     child.readds++;
     const { jobId } = child;
     child.added = (async () => {
-      await this.#removeJob(jobId);
+      await this.#writes.removeNow([jobId]);
       if (settled(child)) return;
-      await this.#add(child);
+      // A cancelled answer left by an earlier run brought it here: that cancel goes too.
+      child.clearCancel = true;
+      await this.#writes.add(child);
     })();
     return true;
   }
@@ -270,25 +274,6 @@ export class QueueRunner implements ChildRunner {
     this.#deliver(child, result);
   }
 
-  /** The job is done with: its Redis state goes (job, checkpoint, cancel), off the caller's path. */
-  #removeLater(jobId: string): void {
-    void this.#removeJob(jobId);
-  }
-
-  /**
-   * Removes the job, and with it its checkpoint and any cancel kept for it. A job a worker still
-   * holds cannot be removed: its cancel then stays (until it expires) for that worker or the one
-   * it is redelivered to, so it never runs again for nobody.
-   */
-  async #removeJob(jobId: string): Promise<void> {
-    try {
-      if ((await this.#queue.remove(jobId)) !== 1 && (await this.#queue.getJob(jobId))) return;
-      await this.#redis.del(this.#keys.checkpoint(jobId), this.#keys.cancel(jobId));
-    } catch (error) {
-      this.#noteError(error);
-    }
-  }
-
   #cancel(child: QueuedChild, reason: CancelReason): boolean {
     if (settled(child)) return false;
     if (child.cancelReason !== undefined) return true;
@@ -298,7 +283,7 @@ export class QueueRunner implements ChildRunner {
     // grace a local child gets has passed twice.
     child.graceTimer = setTimeout(() => {
       this.#deliverFromMain(child, { outcome: 'cancelled', reason });
-      this.#removeLater(child.jobId);
+      this.#writes.remove(child.jobId);
     }, this.#graceMs * 2);
     child.graceTimer.unref();
     return true;
@@ -327,7 +312,7 @@ export class QueueRunner implements ChildRunner {
       const removed = await this.#queue.remove(child.jobId);
       if (removed === 1) {
         this.#deliverFromMain(child, { outcome: 'cancelled', reason });
-        this.#removeLater(child.jobId);
+        this.#writes.remove(child.jobId);
       }
     } catch (error) {
       this.#noteError(error);
@@ -383,9 +368,17 @@ export class QueueRunner implements ChildRunner {
     for (const child of children) child.handle.cancel(reason);
     await Promise.all(children.map((child) => child.handle.result));
     // Never warm (Redis never answered): nothing to close gracefully.
-    const parts = this.#events ? [this.#events, this.#queue] : [this.#queue];
-    await letGo(parts, [this.#redis], this.#warm ? CLOSE_GRACE_MS : 0);
+    const graceMs = this.#warm ? CLOSE_GRACE_MS : 0;
+    this.#events?.reader.stop();
+    this.#events?.client.disconnect();
+    // The last removals go out now, for as long as Redis answers within the grace.
+    await Promise.race([this.#writes.flushRemovals(), delay(graceMs)]);
+    await letGo([this.#queue], [this.#redis], graceMs);
   }
+}
+
+function delay(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms).unref());
 }
 
 /** Read afresh each time: an await in between may have settled it. */

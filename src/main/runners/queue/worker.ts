@@ -21,6 +21,7 @@ import {
   type AgentJobData,
   cancelledHere,
   cancelReasonFrom,
+  HeardCancels,
   JOB_NAME,
   QueueKeys,
   readCancelNotice,
@@ -52,8 +53,6 @@ interface Running extends CheckpointRun {
   cancel?: CancelReason;
   /** The worker is draining: the child was stopped to go back to the queue, not cancelled. */
   handingBack: boolean;
-  /** The child's checkpoint writes, in order. */
-  checkpoints: Promise<void>;
   /** This worker lost the job's lock: it may run elsewhere now, and nothing of this run counts. */
   lost?: boolean;
 }
@@ -76,7 +75,9 @@ export class QueueWorker {
   /** Made by `start` once Redis answers. */
   #worker!: Worker<AgentJobData, AgentResult>;
   readonly #running = new Map<string, Running>();
-  readonly #checkpoints: Checkpoints;
+  /** Cancels broadcast for jobs that were not running here. */
+  readonly #heard = new HeardCancels();
+  readonly #checkpoints: Checkpoints<Running>;
   #draining = false;
   #lastError: string | undefined;
   #closing: Promise<void> | undefined;
@@ -94,7 +95,11 @@ export class QueueWorker {
     };
     this.#redis = new Redis(connection);
     this.#redis.on('error', noteError);
-    this.#checkpoints = new Checkpoints(this.#redis, this.#keys);
+    // A write refused: the lock is another run's now, and this one stops and writes no more.
+    this.#checkpoints = new Checkpoints<Running>(this.#redis, this.#keys, (lost) => {
+      lost.lost = true;
+      lost.handle?.cancel('shutdown');
+    });
     this.#subscriber = new Redis(connection);
     this.#subscriber.on('error', noteError);
     this.#subscriber.on('message', (_channel: string, text: string) => this.#onCancel(text));
@@ -126,7 +131,9 @@ export class QueueWorker {
     const maxDeliveries = options.maxDeliveries ?? DEFAULT_MAX_DELIVERIES;
     const worker = new Worker<AgentJobData, AgentResult>(
       name,
-      (job, token, signal) => this.#process(job, token, signal),
+      // Two parameters: BullMQ then makes no AbortController per job; a cancel comes from the
+      // producer's broadcast, and a lost lock from `lockRenewalFailed`.
+      (job, token) => this.#process(job, token),
       {
         connection: connection as ConnectionOptions,
         prefix,
@@ -216,7 +223,6 @@ export class QueueWorker {
   async #process(
     job: Job<AgentJobData, AgentResult>,
     token: string | undefined,
-    signal: AbortSignal | undefined,
   ): Promise<AgentResult> {
     if (job.name !== JOB_NAME) throw new UnrecoverableError(`not a cohort job: ${job.name}`);
     const data = readJobData(job.data);
@@ -232,15 +238,12 @@ export class QueueWorker {
       await job.moveToDelayed(Date.now() + STALE_RUN_DELAY_MS, token);
       throw new DelayedError();
     }
-    const run: Running = { handingBack: false, checkpoints: Promise.resolve(), token };
+    const run: Running = { handingBack: false, token };
     this.#running.set(jobId, run);
     try {
       // Registered first, read second: a cancel is either kept in Redis before this read or
       // broadcast after the registration, never lost in between.
-      const [cancelled, checkpoint] = await Promise.all([
-        this.#redis.get(this.#keys.cancel(jobId)),
-        this.#redis.lrange(this.#keys.checkpoint(jobId), 0, -1),
-      ]);
+      const [cancelled, checkpoint] = await this.#startState(job);
       const spec = {
         ...data.spec,
         logDir: path.join(this.#options.logDir, data.spec.id),
@@ -272,7 +275,7 @@ export class QueueWorker {
             // Once handed back or lost, what the stopped child commits (its cut-short step)
             // must not become the checkpoint another worker resumes from.
             if (run.handingBack || run.lost) return;
-            run.checkpoints = run.checkpoints.then(() => this.#saveCheckpoint(run, jobId, write));
+            this.#checkpoints.save(run, jobId, write);
           },
         },
       );
@@ -280,18 +283,33 @@ export class QueueWorker {
       if (run.cancel !== undefined) handle.cancel(run.cancel);
       // A drain, or a lost lock, while its state was written back: it stops at once.
       if (run.handingBack || run.lost) handle.cancel('shutdown');
-      const onAbort = () => handle.cancel('shutdown');
-      signal?.addEventListener('abort', onAbort, { once: true });
       const result = await handle.result;
-      signal?.removeEventListener('abort', onAbort);
-      await run.checkpoints;
       if (run.handingBack && run.cancel === undefined && result.outcome === 'cancelled') {
+        // Its steps are copied before the job goes back: another worker resumes from them.
+        await this.#checkpoints.written(run);
         return this.#handBack(job, token);
       }
+      // It has its result: steps still waiting to be copied are no use to anyone.
+      this.#checkpoints.forget(run);
       return this.#stamp(result);
     } finally {
       if (this.#running.get(jobId) === run) this.#running.delete(jobId);
     }
+  }
+
+  /**
+   * A job's kept cancel and checkpoint. On its first delivery it has no checkpoint, and any
+   * cancel for it was broadcast while this worker listened (heard, kept here a while): nothing is
+   * read, which spares a round trip per task. A job delivered again (a worker died under it, it
+   * was handed back or delayed) reads both from Redis.
+   */
+  async #startState(job: Job<AgentJobData, AgentResult>): Promise<[string | null, string[]]> {
+    const jobId = job.id!;
+    if (job.attemptsStarted <= 1) return [this.#heard.get(jobId) ?? null, []];
+    return Promise.all([
+      this.#redis.get(this.#keys.cancel(jobId)),
+      this.#redis.lrange(this.#keys.checkpoint(jobId), 0, -1),
+    ]);
   }
 
   #stamp(result: AgentResult): AgentResult {
@@ -307,17 +325,6 @@ export class QueueWorker {
     throw new WaitingError();
   }
 
-  async #saveCheckpoint(
-    run: Running,
-    jobId: string,
-    write: { replace: boolean; lines: string },
-  ): Promise<void> {
-    if ((await this.#checkpoints.save(run, jobId, write)) !== 'lost') return;
-    // The lock is another run's now: this one stops and writes no more.
-    run.lost = true;
-    run.handle?.cancel('shutdown');
-  }
-
   async #rereadCancels(): Promise<void> {
     for (const jobId of [...this.#running.keys()]) {
       const reason = await this.#redis.get(this.#keys.cancel(jobId)).catch(() => null);
@@ -329,7 +336,10 @@ export class QueueWorker {
     const notice = readCancelNotice(text);
     if (!notice) return;
     const run = this.#running.get(notice.jobId);
-    if (!run) return;
+    if (!run) {
+      this.#heard.hear(notice.jobId, notice.reason);
+      return;
+    }
     run.cancel ??= notice.reason;
     run.handle?.cancel(notice.reason);
   }

@@ -1,0 +1,139 @@
+import type { Queue } from 'bullmq';
+import type { Redis } from 'ioredis';
+import type { Ending } from '../local/pool-entry.js';
+import { Batch } from './batch.js';
+import {
+  type AgentJobData,
+  plainError as errorText,
+  JOB_NAME,
+  JOB_VERSION,
+  type QueuedChild,
+  type QueueKeys,
+  remoteSpec,
+} from './job.js';
+
+/** How long a finished job waits in Redis for its producer, in seconds. */
+const KEEP_FINISHED_S = 7 * 24 * 3600;
+/** Spawns of one turn of the event loop are added in one round trip. */
+const ADD_WINDOW_MS = 0;
+/** Finished jobs within this window are removed together; nobody waits on a removal. */
+const REMOVE_WINDOW_MS = 100;
+
+/** What the producer hears back from its writes. */
+export interface WriteHooks {
+  /** A child whose job never went to Redis (cancelled first, or the add failed) ends so. */
+  refuse(child: QueuedChild, ending: Ending): void;
+  noteError(error: unknown): void;
+}
+
+/**
+ * The producer's writes to Redis: the jobs it adds and the finished ones it removes, each a
+ * window at a time (`Batch`), so a burst of spawns or results costs one round trip, not one each.
+ */
+export class JobWrites {
+  readonly #queue: Queue<AgentJobData>;
+  readonly #redis: Redis;
+  readonly #keys: QueueKeys;
+  readonly #hooks: WriteHooks;
+  readonly #adds = new Batch<QueuedChild>((children) => this.#addAll(children), ADD_WINDOW_MS);
+  readonly #removals = new Batch<string>((jobIds) => this.removeNow(jobIds), REMOVE_WINDOW_MS);
+
+  constructor(queue: Queue<AgentJobData>, redis: Redis, keys: QueueKeys, hooks: WriteHooks) {
+    this.#queue = queue;
+    this.#redis = redis;
+    this.#keys = keys;
+    this.#hooks = hooks;
+  }
+
+  /** Adds the child's job with its window; resolves once it is in Redis or the child has ended. */
+  add(child: QueuedChild): Promise<void> {
+    return this.#adds.push(child);
+  }
+
+  /**
+   * Puts a window's jobs in Redis in one round trip. A cancel an earlier run of the same id may
+   * have left goes first: sent before the add on the same connection, Redis runs it first. A
+   * job id known fresh (an agent id) has none to clear.
+   */
+  async #addAll(children: QueuedChild[]): Promise<void> {
+    const adding: QueuedChild[] = [];
+    for (const child of children) {
+      // Cancelled while it waited for its window: it never goes to Redis.
+      if (settled(child)) continue;
+      if (child.cancelReason === undefined) adding.push(child);
+      else this.#hooks.refuse(child, { outcome: 'cancelled', reason: child.cancelReason });
+    }
+    if (adding.length === 0) return;
+    const stale = adding.filter((child) => child.clearCancel);
+    try {
+      const clearing = stale.length
+        ? this.#redis.del(...stale.map((child) => this.#keys.cancel(child.jobId)))
+        : undefined;
+      const jobs = adding.map((child) => ({
+        name: JOB_NAME,
+        data: { v: JOB_VERSION, spec: remoteSpec(child.spec) } satisfies AgentJobData,
+        opts: {
+          jobId: child.jobId,
+          // Kept until this producer has read it (then removed); a week for a producer that
+          // never comes back.
+          removeOnComplete: { age: KEEP_FINISHED_S },
+          removeOnFail: { age: KEEP_FINISHED_S },
+        },
+      }));
+      // One job alone goes as itself: a bulk add is a transaction, which costs more to build.
+      const [job] = jobs;
+      await Promise.all([
+        clearing,
+        jobs.length === 1 && job
+          ? this.#queue.add(job.name, job.data, job.opts)
+          : this.#queue.addBulk(jobs),
+      ]);
+    } catch (error) {
+      for (const child of adding.filter((one) => !settled(one))) {
+        this.#hooks.refuse(child, {
+          outcome: 'failed',
+          failure: {
+            code: 'internal',
+            message: `could not add its job to the queue: ${errorText(error)}`,
+          },
+        });
+      }
+    }
+  }
+
+  /** The job is done with: its Redis state goes (job, checkpoint, cancel), off the caller's path. */
+  remove(jobId: string): void {
+    void this.#removals.push(jobId);
+  }
+
+  /** Sends the removals waiting for their window now. */
+  flushRemovals(): Promise<void> {
+    return this.#removals.flush();
+  }
+
+  /**
+   * Removes the jobs, and with each its checkpoint and any cancel kept for it. A job a worker
+   * still holds cannot be removed: its cancel then stays (until it expires) for that worker or the
+   * one it is redelivered to, so it never runs again for nobody.
+   */
+  async removeNow(jobIds: string[]): Promise<void> {
+    try {
+      const removed = await Promise.all(jobIds.map((jobId) => this.#queue.remove(jobId)));
+      const held = await Promise.all(
+        jobIds.map((jobId, at) => (removed[at] === 1 ? undefined : this.#queue.getJob(jobId))),
+      );
+      const gone = jobIds.filter((_, at) => !held[at]);
+      if (gone.length === 0) return;
+      await this.#redis.del(
+        ...gone.flatMap((jobId) => [this.#keys.checkpoint(jobId), this.#keys.cancel(jobId)]),
+      );
+    } catch (error) {
+      this.#hooks.noteError(error);
+    }
+  }
+}
+
+/** Read afresh each time: an await in between may have settled it. */
+function settled(child: QueuedChild): boolean {
+  return child.handle.status === 'settled';
+}

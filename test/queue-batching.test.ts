@@ -1,0 +1,232 @@
+import type { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Batch } from '../src/main/runners/queue/batch.js';
+import { type CheckpointRun, Checkpoints } from '../src/main/runners/queue/checkpoints.js';
+import { EventsReader, parseReturnValue } from '../src/main/runners/queue/events-reader.js';
+import { HeardCancels, QueueKeys } from '../src/main/runners/queue/job.js';
+import { type RedisRig, redisMissing, startRedis } from './redis.js';
+
+// The queue's batched round trips: the window itself, the events reader and the checkpoint
+// writes, on a real redis-server. What a window sends, and that nothing is lost or reordered by
+// sending many at once.
+
+describe('Batch', () => {
+  it('sends what one window gathered together, once, and resolves every push with it', async () => {
+    const sent: number[][] = [];
+    const batch = new Batch<number>(async (items) => {
+      sent.push(items);
+    }, 20);
+    const pushes = [batch.push(1), batch.push(2), batch.push(3)];
+    expect(batch.waiting).toBe(3);
+    expect(sent).toEqual([]);
+    await Promise.all(pushes);
+    expect(sent).toEqual([[1, 2, 3]]);
+    // The next push opens a new window.
+    await batch.push(4);
+    expect(sent).toEqual([[1, 2, 3], [4]]);
+  });
+
+  it('a window of 0 ms gathers one turn of the event loop', async () => {
+    const sent: string[][] = [];
+    const batch = new Batch<string>(async (items) => {
+      sent.push(items);
+    }, 0);
+    const first = [batch.push('a'), batch.push('b')];
+    await Promise.all(first);
+    await batch.push('c');
+    expect(sent).toEqual([['a', 'b'], ['c']]);
+  });
+
+  it('flush sends at once, and discard takes items out before their window', async () => {
+    const sent: number[][] = [];
+    const batch = new Batch<number>(async (items) => {
+      sent.push(items);
+    }, 60_000);
+    const pushed = [batch.push(1), batch.push(2), batch.push(3)];
+    batch.discard((item) => item === 2);
+    await batch.flush();
+    await Promise.all(pushed);
+    expect(sent).toEqual([[1, 3]]);
+    // Nothing waiting: a flush sends nothing.
+    await batch.flush();
+    expect(sent).toHaveLength(1);
+  });
+});
+
+describe('HeardCancels', () => {
+  it('keeps the reason of a cancel heard for a job, the last one heard winning', () => {
+    const heard = new HeardCancels();
+    expect(heard.get('j1')).toBeUndefined();
+    heard.hear('j1', 'user');
+    heard.hear('j2', 'ceiling');
+    heard.hear('j1', 'shutdown');
+    expect(heard.get('j1')).toBe('shutdown');
+    expect(heard.get('j2')).toBe('ceiling');
+  });
+});
+
+describe('parseReturnValue', () => {
+  it('reads the JSON a worker answered, and hands back text that is not JSON as it is', () => {
+    expect(parseReturnValue('{"id":"a","outcome":"complete"}')).toEqual({
+      id: 'a',
+      outcome: 'complete',
+    });
+    expect(parseReturnValue('not json')).toBe('not json');
+    expect(parseReturnValue(undefined)).toBeUndefined();
+  });
+});
+
+describe.skipIf(redisMissing)(
+  redisMissing ? `batched queue I/O (skipped: ${redisMissing})` : 'batched queue I/O',
+  () => {
+    let rig: RedisRig;
+    const clients: Redis[] = [];
+    const client = () => {
+      const made = rig.client();
+      clients.push(made);
+      return made;
+    };
+    beforeAll(async () => {
+      rig = await startRedis();
+    });
+    afterAll(async () => {
+      for (const made of clients) made.disconnect();
+      await rig?.stop();
+    });
+
+    /** Waits until `check` holds, polling; fails the test after `withinMs`. */
+    async function until(check: () => boolean, withinMs = 5000): Promise<void> {
+      const deadline = Date.now() + withinMs;
+      while (!check()) {
+        if (Date.now() > deadline) throw new Error('condition not met in time');
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+    }
+
+    function recorder() {
+      const seen: string[] = [];
+      return {
+        seen,
+        handlers: {
+          active: (jobId: string) => seen.push(`active ${jobId}`),
+          completed: (jobId: string, value: string | undefined) =>
+            seen.push(`completed ${jobId} ${value}`),
+          failed: (jobId: string, reason: string) => seen.push(`failed ${jobId} ${reason}`),
+          duplicated: (jobId: string) => seen.push(`duplicated ${jobId}`),
+        },
+      };
+    }
+
+    it('the events reader starts after the last entry, reads the four events in order and skips the rest', async () => {
+      const writer = client();
+      const key = 'bull:reader-order:events';
+      await writer.xadd(key, '*', 'event', 'completed', 'jobId', 'before', 'returnvalue', '1');
+      const { seen, handlers } = recorder();
+      const reader = new EventsReader(client(), key, handlers, {
+        gatherMs: 5,
+        blockMs: 1000,
+        count: 100,
+      });
+      await reader.start();
+      await writer.xadd(key, '*', 'event', 'added', 'jobId', 'a', 'name', 'x');
+      await writer.xadd(key, '*', 'event', 'active', 'jobId', 'a', 'prev', 'waiting');
+      await writer.xadd(key, '*', 'event', 'completed', 'jobId', 'a', 'returnvalue', '{"n":1}');
+      await writer.xadd(key, '*', 'event', 'failed', 'jobId', 'b', 'failedReason', 'boom');
+      await writer.xadd(key, '*', 'event', 'duplicated', 'jobId', 'c');
+      await writer.xadd(key, '*', 'event', 'removed', 'jobId', 'a', 'prev', 'completed');
+      await until(() => seen.length >= 4);
+      reader.stop();
+      expect(seen).toEqual(['active a', 'completed a {"n":1}', 'failed b boom', 'duplicated c']);
+    });
+
+    it('reads more entries than one read takes, and goes on from the last after its connection is cut', async () => {
+      const writer = client();
+      const key = 'bull:reader-cut:events';
+      const readerClient = client();
+      const { seen, handlers } = recorder();
+      const reader = new EventsReader(readerClient, key, handlers, {
+        gatherMs: 5,
+        blockMs: 500,
+        count: 7,
+      });
+      await reader.start();
+      const many = writer.pipeline();
+      for (let n = 0; n < 50; n++) many.xadd(key, '*', 'event', 'active', 'jobId', `j${n}`);
+      await many.exec();
+      await until(() => seen.length === 50);
+      // The reader's connection goes away and comes back (ioredis reconnects on its own).
+      readerClient.disconnect(true);
+      for (let n = 50; n < 60; n++)
+        await writer.xadd(key, '*', 'event', 'active', 'jobId', `j${n}`);
+      await until(() => seen.length === 60, 10_000);
+      reader.stop();
+      expect(seen).toEqual(Array.from({ length: 60 }, (_, n) => `active j${n}`));
+    });
+
+    it("checkpoint writes of many runs go as one call; each lands only while its run's token holds the lock", async () => {
+      const redis = client();
+      const keys = new QueueKeys('bull', 'ckpt-batch');
+      const lost: CheckpointRun[] = [];
+      const checkpoints = new Checkpoints<CheckpointRun>(redis, keys, (run) => lost.push(run));
+      const runs = ['a', 'b', 'c'].map((jobId) => ({ jobId, run: { token: `t-${jobId}` } }));
+      // a and b hold their locks; c's lock is another run's.
+      await redis.set(keys.lock('a'), 't-a');
+      await redis.set(keys.lock('b'), 't-b');
+      await redis.set(keys.lock('c'), 'someone-else');
+      const before = await scriptCalls(redis);
+      for (const { jobId, run } of runs) {
+        checkpoints.save(run, jobId, { replace: true, lines: `${jobId}0\n` });
+        checkpoints.save(run, jobId, { replace: false, lines: `${jobId}1\n` });
+        checkpoints.save(run, jobId, { replace: false, lines: `${jobId}2\n` });
+      }
+      await Promise.all(runs.map(({ run }) => checkpoints.written(run)));
+      expect((await scriptCalls(redis)) - before).toBe(1);
+      expect((await redis.lrange(keys.checkpoint('a'), 0, -1)).join('')).toBe('a0\na1\na2\n');
+      expect((await redis.lrange(keys.checkpoint('b'), 0, -1)).join('')).toBe('b0\nb1\nb2\n');
+      expect(await redis.exists(keys.checkpoint('c'))).toBe(0);
+      expect(lost).toEqual([runs[2]!.run]);
+      // A replace starts the list over; appends after it follow it.
+      const [a] = runs;
+      checkpoints.save(a!.run, 'a', { replace: false, lines: 'a3\n' });
+      checkpoints.save(a!.run, 'a', { replace: true, lines: 'A\n' });
+      checkpoints.save(a!.run, 'a', { replace: false, lines: 'A1\n' });
+      await checkpoints.written(a!.run);
+      expect((await redis.lrange(keys.checkpoint('a'), 0, -1)).join('')).toBe('A\nA1\n');
+    });
+
+    it('a forgotten run writes nothing of what waited; a failed write stops appends until a replace', async () => {
+      const redis = client();
+      const keys = new QueueKeys('bull', 'ckpt-forget');
+      const checkpoints = new Checkpoints<CheckpointRun>(redis, keys, () => {});
+      const run: CheckpointRun = { token: 't' };
+      await redis.set(keys.lock('j'), 't');
+      checkpoints.save(run, 'j', { replace: true, lines: 'x\n' });
+      checkpoints.forget(run);
+      await checkpoints.written(run);
+      expect(await redis.exists(keys.checkpoint('j'))).toBe(0);
+      // A list of another type makes the script fail: the write fails, as with Redis refusing.
+      await redis.set(keys.checkpoint('j'), 'not a list');
+      checkpoints.save(run, 'j', { replace: false, lines: 'y\n' });
+      await checkpoints.written(run);
+      expect(run.checkpointBroken).toBe(true);
+      await redis.del(keys.checkpoint('j'));
+      checkpoints.save(run, 'j', { replace: false, lines: 'hole\n' });
+      await checkpoints.written(run);
+      expect(await redis.exists(keys.checkpoint('j'))).toBe(0);
+      checkpoints.save(run, 'j', { replace: true, lines: 'whole\n' });
+      await checkpoints.written(run);
+      expect(run.checkpointBroken).toBe(false);
+      expect(await redis.lrange(keys.checkpoint('j'), 0, -1)).toEqual(['whole\n']);
+    });
+  },
+);
+
+/** Script calls Redis has run (EVALSHA and EVAL), from its own command counts. */
+async function scriptCalls(redis: Redis): Promise<number> {
+  const stats = await redis.info('commandstats');
+  let calls = 0;
+  for (const match of stats.matchAll(/^cmdstat_(evalsha|eval):calls=(\d+)/gm)) {
+    calls += Number(match[2]);
+  }
+  return calls;
+}
