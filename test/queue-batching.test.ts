@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Batch } from '../src/main/runners/queue/batch.js';
 import { type CheckpointRun, Checkpoints } from '../src/main/runners/queue/checkpoints.js';
 import { EventsReader, parseReturnValue } from '../src/main/runners/queue/events-reader.js';
-import { HeardCancels, QueueKeys } from '../src/main/runners/queue/job.js';
+import { QueueKeys } from '../src/main/runners/queue/job.js';
 import { type RedisRig, redisMissing, startRedis } from './redis.js';
 
 // The queue's batched round trips: the window itself, the events reader and the checkpoint
@@ -50,18 +50,6 @@ describe('Batch', () => {
     // Nothing waiting: a flush sends nothing.
     await batch.flush();
     expect(sent).toHaveLength(1);
-  });
-});
-
-describe('HeardCancels', () => {
-  it('keeps the reason of a cancel heard for a job, the last one heard winning', () => {
-    const heard = new HeardCancels();
-    expect(heard.get('j1')).toBeUndefined();
-    heard.hear('j1', 'user');
-    heard.hear('j2', 'ceiling');
-    heard.hear('j1', 'shutdown');
-    expect(heard.get('j1')).toBe('shutdown');
-    expect(heard.get('j2')).toBe('ceiling');
   });
 });
 

@@ -203,6 +203,17 @@ describe.skipIf(redisMissing)(
       expect(handles[0]!.cancel()).toBe(false);
     });
 
+    it('a job id spawned again right after its result runs again: the new child gets its own answer', async () => {
+      for (const round of [1, 2, 3]) {
+        const handle = engine!.spawn(
+          { title: `again ${round}`, prompt: scripted([{ reply: `round ${round}` }]) },
+          { jobId: 'same-id-again' },
+        );
+        // The finished job's removal waits for its window; the next add must not find it.
+        expect(await handle.result).toMatchObject({ outcome: 'complete', text: `round ${round}` });
+      }
+    });
+
     it('a session’s async children run on the workers; their results reach the root’s inbox with the current generation', async () => {
       const { fleet } = current!;
       const session = new Session(engine!, { autoWake: false });

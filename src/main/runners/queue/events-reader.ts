@@ -37,6 +37,7 @@ export class EventsReader {
   readonly #options: EventsReaderOptions;
   #lastId = '0-0';
   #stopped = false;
+  /** Ends the wait the loop is in: a pause, or a read. */
   #wake: (() => void) | undefined;
 
   constructor(
@@ -61,7 +62,7 @@ export class EventsReader {
     void this.#run();
   }
 
-  /** Ends the reads. A read in flight ends when its connection is cut (the caller's close). */
+  /** Ends the reads, a read in flight too (its answer, if it ever comes, is ignored). */
   stop(): void {
     this.#stopped = true;
     this.#wake?.();
@@ -85,6 +86,7 @@ export class EventsReader {
           blockMs + READ_MARGIN_MS,
         );
       } catch {
+        if (this.#stopped) return;
         // Redis away: the client reconnects on its own; the read is made again after a pause.
         await this.#pause(RETRY_MS);
         continue;
@@ -119,7 +121,7 @@ export class EventsReader {
     else this.#handlers.duplicated(jobId);
   }
 
-  /** `read`, or a rejection once `ms` have passed without its answer. */
+  /** `read`, or a rejection once `ms` have passed without its answer, or the reader stops. */
   async #within<T>(read: Promise<T>, ms: number): Promise<T> {
     let timer: NodeJS.Timeout | undefined;
     // A read given up may still answer or fail later: nobody is listening then.
@@ -128,7 +130,11 @@ export class EventsReader {
       return await Promise.race([
         read,
         new Promise<never>((_, reject) => {
-          timer = setTimeout(() => reject(new Error('no answer to XREAD')), ms);
+          const giveUp = () => reject(new Error('no answer to XREAD'));
+          timer = setTimeout(giveUp, ms);
+          // Nothing here keeps a process alive: a close must not wait for a read's answer.
+          timer.unref();
+          this.#wake = giveUp;
         }),
       ]);
     } finally {
@@ -140,6 +146,7 @@ export class EventsReader {
   #pause(ms: number): Promise<void> {
     return new Promise((resolve) => {
       const timer = setTimeout(done, ms);
+      timer.unref();
       function done() {
         clearTimeout(timer);
         resolve();

@@ -37,6 +37,8 @@ export class JobWrites {
   readonly #hooks: WriteHooks;
   readonly #adds = new Batch<QueuedChild>((children) => this.#addAll(children), ADD_WINDOW_MS);
   readonly #removals = new Batch<string>((jobIds) => this.removeNow(jobIds), REMOVE_WINDOW_MS);
+  /** Job ids whose removal waits for its window or is under way, and when it is done. */
+  readonly #removing = new Map<string, Promise<void>>();
 
   constructor(queue: Queue<AgentJobData>, redis: Redis, keys: QueueKeys, hooks: WriteHooks) {
     this.#queue = queue;
@@ -64,6 +66,13 @@ export class JobWrites {
       else this.#hooks.refuse(child, { outcome: 'cancelled', reason: child.cancelReason });
     }
     if (adding.length === 0) return;
+    // A job id spawned again while its last job's removal waits: that removal goes first, or
+    // the add would find the finished job and hand over its old result.
+    const removing = adding.flatMap((child) => this.#removing.get(child.jobId) ?? []);
+    if (removing.length > 0) {
+      void this.#removals.flush();
+      await Promise.all(removing);
+    }
     const stale = adding.filter((child) => child.clearCancel);
     try {
       const clearing = stale.length
@@ -80,7 +89,7 @@ export class JobWrites {
           removeOnFail: { age: KEEP_FINISHED_S },
         },
       }));
-      // One job alone goes as itself: a bulk add is a transaction, which costs more to build.
+      // One job alone goes as itself: a bulk add is a pipeline, which costs more to build.
       const [job] = jobs;
       await Promise.all([
         clearing,
@@ -89,21 +98,32 @@ export class JobWrites {
           : this.#queue.addBulk(jobs),
       ]);
     } catch (error) {
-      for (const child of adding.filter((one) => !settled(one))) {
-        this.#hooks.refuse(child, {
-          outcome: 'failed',
-          failure: {
-            code: 'internal',
-            message: `could not add its job to the queue: ${errorText(error)}`,
-          },
-        });
-      }
+      await this.#refuseUnadded(adding, error);
     }
+  }
+
+  /**
+   * After an add that failed: a bulk add is no transaction, so some of its jobs may be in Redis
+   * all the same. Those stay pending (their events answer); the others fail, saying why.
+   */
+  async #refuseUnadded(adding: QueuedChild[], error: unknown): Promise<void> {
+    const found = await Promise.allSettled(adding.map((child) => this.#queue.getJob(child.jobId)));
+    adding.forEach((child, at) => {
+      const look = found[at];
+      if (settled(child) || (look?.status === 'fulfilled' && look.value)) return;
+      this.#hooks.refuse(child, {
+        outcome: 'failed',
+        failure: {
+          code: 'internal',
+          message: `could not add its job to the queue: ${errorText(error)}`,
+        },
+      });
+    });
   }
 
   /** The job is done with: its Redis state goes (job, checkpoint, cancel), off the caller's path. */
   remove(jobId: string): void {
-    void this.#removals.push(jobId);
+    this.#removing.set(jobId, this.#removals.push(jobId));
   }
 
   /** Sends the removals waiting for their window now. */
@@ -117,18 +137,28 @@ export class JobWrites {
    * one it is redelivered to, so it never runs again for nobody.
    */
   async removeNow(jobIds: string[]): Promise<void> {
+    // Each job on its own: one that fails to go must not keep the others' keys.
+    const gone = await Promise.all(jobIds.map((jobId) => this.#removeJob(jobId)));
+    const keys = jobIds
+      .filter((_, at) => gone[at])
+      .flatMap((jobId) => [this.#keys.checkpoint(jobId), this.#keys.cancel(jobId)]);
     try {
-      const removed = await Promise.all(jobIds.map((jobId) => this.#queue.remove(jobId)));
-      const held = await Promise.all(
-        jobIds.map((jobId, at) => (removed[at] === 1 ? undefined : this.#queue.getJob(jobId))),
-      );
-      const gone = jobIds.filter((_, at) => !held[at]);
-      if (gone.length === 0) return;
-      await this.#redis.del(
-        ...gone.flatMap((jobId) => [this.#keys.checkpoint(jobId), this.#keys.cancel(jobId)]),
-      );
+      if (keys.length > 0) await this.#redis.del(...keys);
     } catch (error) {
       this.#hooks.noteError(error);
+    } finally {
+      for (const jobId of jobIds) this.#removing.delete(jobId);
+    }
+  }
+
+  /** True once the job is gone; false while a worker holds it, or when Redis refused. */
+  async #removeJob(jobId: string): Promise<boolean> {
+    try {
+      if ((await this.#queue.remove(jobId)) === 1) return true;
+      return (await this.#queue.getJob(jobId)) === undefined;
+    } catch (error) {
+      this.#hooks.noteError(error);
+      return false;
     }
   }
 }

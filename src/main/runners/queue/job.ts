@@ -71,33 +71,6 @@ export class QueueKeys {
 /** How long a cancel is kept for a worker that takes its job late: longer than any stall. */
 export const CANCEL_TTL_S = 24 * 3600;
 
-/** How long a cancel heard for a job not running on a worker is kept, and how many at most. */
-const HEARD_FOR_MS = 60_000;
-const MAX_HEARD = 100_000;
-
-/**
- * Cancels a worker heard broadcast for jobs not running there, kept a while: it may be taking
- * one right now, in the instant between the broadcast and the job's start.
- */
-export class HeardCancels {
-  readonly #heard = new Map<string, { reason: CancelReason; at: number }>();
-
-  hear(jobId: string, reason: CancelReason): void {
-    const now = Date.now();
-    this.#heard.delete(jobId);
-    this.#heard.set(jobId, { reason, at: now });
-    // Oldest first (a Map keeps its order of insertion): the stale ones go.
-    for (const [id, { at }] of this.#heard) {
-      if (now - at < HEARD_FOR_MS && this.#heard.size <= MAX_HEARD) break;
-      this.#heard.delete(id);
-    }
-  }
-
-  get(jobId: string): CancelReason | undefined {
-    return this.#heard.get(jobId)?.reason;
-  }
-}
-
 /** The job's data, checked: a worker refuses what it cannot run with a plain reason. */
 export function readJobData(data: unknown): AgentJobData | string {
   if (typeof data !== 'object' || data === null) return 'the job carries no data object';

@@ -368,17 +368,17 @@ export class QueueRunner implements ChildRunner {
     for (const child of children) child.handle.cancel(reason);
     await Promise.all(children.map((child) => child.handle.result));
     // Never warm (Redis never answered): nothing to close gracefully.
-    const graceMs = this.#warm ? CLOSE_GRACE_MS : 0;
+    const deadline = Date.now() + (this.#warm ? CLOSE_GRACE_MS : 0);
     this.#events?.reader.stop();
     this.#events?.client.disconnect();
-    // The last removals go out now, for as long as Redis answers within the grace.
-    await Promise.race([this.#writes.flushRemovals(), delay(graceMs)]);
-    await letGo([this.#queue], [this.#redis], graceMs);
+    // The last removals go out now, then the queue closes: both within the one grace.
+    await Promise.race([this.#writes.flushRemovals(), delay(deadline - Date.now())]);
+    await letGo([this.#queue], [this.#redis], Math.max(0, deadline - Date.now()));
   }
 }
 
 function delay(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms).unref());
+  return new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)).unref());
 }
 
 /** Read afresh each time: an await in between may have settled it. */

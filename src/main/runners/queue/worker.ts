@@ -21,7 +21,6 @@ import {
   type AgentJobData,
   cancelledHere,
   cancelReasonFrom,
-  HeardCancels,
   JOB_NAME,
   QueueKeys,
   readCancelNotice,
@@ -75,8 +74,6 @@ export class QueueWorker {
   /** Made by `start` once Redis answers. */
   #worker!: Worker<AgentJobData, AgentResult>;
   readonly #running = new Map<string, Running>();
-  /** Cancels broadcast for jobs that were not running here. */
-  readonly #heard = new HeardCancels();
   readonly #checkpoints: Checkpoints<Running>;
   #draining = false;
   #lastError: string | undefined;
@@ -243,7 +240,10 @@ export class QueueWorker {
     try {
       // Registered first, read second: a cancel is either kept in Redis before this read or
       // broadcast after the registration, never lost in between.
-      const [cancelled, checkpoint] = await this.#startState(job);
+      const [cancelled, checkpoint] = await Promise.all([
+        this.#redis.get(this.#keys.cancel(jobId)),
+        this.#redis.lrange(this.#keys.checkpoint(jobId), 0, -1),
+      ]);
       const spec = {
         ...data.spec,
         logDir: path.join(this.#options.logDir, data.spec.id),
@@ -297,21 +297,6 @@ export class QueueWorker {
     }
   }
 
-  /**
-   * A job's kept cancel and checkpoint. On its first delivery it has no checkpoint, and any
-   * cancel for it was broadcast while this worker listened (heard, kept here a while): nothing is
-   * read, which spares a round trip per task. A job delivered again (a worker died under it, it
-   * was handed back or delayed) reads both from Redis.
-   */
-  async #startState(job: Job<AgentJobData, AgentResult>): Promise<[string | null, string[]]> {
-    const jobId = job.id!;
-    if (job.attemptsStarted <= 1) return [this.#heard.get(jobId) ?? null, []];
-    return Promise.all([
-      this.#redis.get(this.#keys.cancel(jobId)),
-      this.#redis.lrange(this.#keys.checkpoint(jobId), 0, -1),
-    ]);
-  }
-
   #stamp(result: AgentResult): AgentResult {
     this.#done++;
     const stamped = { ...result, host: this.host, worker: this.name };
@@ -336,10 +321,7 @@ export class QueueWorker {
     const notice = readCancelNotice(text);
     if (!notice) return;
     const run = this.#running.get(notice.jobId);
-    if (!run) {
-      this.#heard.hear(notice.jobId, notice.reason);
-      return;
-    }
+    if (!run) return;
     run.cancel ??= notice.reason;
     run.handle?.cancel(notice.reason);
   }
