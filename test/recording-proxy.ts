@@ -38,7 +38,16 @@ export async function recordingProxy(target: string): Promise<RecordingProxy> {
         url,
         { method: request.method, headers: request.headers, agent: false },
         (answer) => {
-          response.writeHead(answer.statusCode ?? 502, answer.headers);
+          // Hop-by-hop headers describe the proxy's own connection upstream (opened per
+          // request, so `connection: close`), not the client's: passed on, they would end the
+          // client's kept-alive connection under it, racing its next request.
+          const {
+            connection: _c,
+            'keep-alive': _k,
+            'transfer-encoding': _t,
+            ...headers
+          } = answer.headers;
+          response.writeHead(answer.statusCode ?? 502, headers);
           answer.pipe(response);
         },
       );
