@@ -106,6 +106,11 @@ async function poolEngine(
     ...(options.setup.governor === undefined ? {} : { governor: options.setup.governor }),
     ...(options.setup.tracing ? { tracerProvider: await countingTracerProvider() } : {}),
   });
+  return benchEngineOf(name, engine);
+}
+
+/** A started `Engine` behind the bench's engine interface. */
+export function benchEngineOf(name: EngineName, engine: Engine): BenchEngine {
   return {
     name,
     threads: engine.threads,

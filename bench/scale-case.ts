@@ -13,7 +13,7 @@ import { Engine } from '../src/main/engine.js';
 import type { ProviderConfig } from '../src/shared/provider/config.js';
 import { type AgentOutcome, type AgentResult, emptyOutcomeCounts } from '../src/shared/result.js';
 import { isEntryScript } from '../src/testing/entry-script.js';
-import { type BenchEngine, startEngine } from './engines.js';
+import { type BenchEngine, benchEngineOf, startEngine } from './engines.js';
 import { runLimited } from './limiter.js';
 import { processCpuMs } from './model-process.js';
 import { builtPath } from './paths.js';
@@ -121,18 +121,7 @@ async function startScaleEngine(job: ScaleJob, logDir: string): Promise<BenchEng
     toolModules,
     queue: { url: queue.socket, name: queue.name },
   });
-  return {
-    name: 'cohort',
-    threads: 0,
-    run: (request) =>
-      engine.run({
-        prompt: request.prompt,
-        title: request.title,
-        maxSteps: request.maxSteps,
-        streamText: false,
-      }),
-    close: () => engine.close(),
-  };
+  return benchEngineOf('cohort', engine);
 }
 
 export async function measureScale(job: ScaleJob): Promise<ScaleMeasurement> {
