@@ -1,6 +1,8 @@
+import type { Socket } from 'node:net';
+import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Batch } from '../src/main/runners/queue/batch.js';
+import { Batch, inOneWrite } from '../src/main/runners/queue/batch.js';
 import { type CheckpointRun, Checkpoints } from '../src/main/runners/queue/checkpoints.js';
 import { EventsReader, parseReturnValue } from '../src/main/runners/queue/events-reader.js';
 import { QueueKeys } from '../src/main/runners/queue/job.js';
@@ -180,6 +182,40 @@ describe.skipIf(redisMissing)(
       checkpoints.save(a!.run, 'a', { replace: false, lines: 'A1\n' });
       await checkpoints.written(a!.run);
       expect((await redis.lrange(keys.checkpoint('a'), 0, -1)).join('')).toBe('A\nA1\n');
+    });
+
+    it('inOneWrite sends the commands it starts, BullMQ adds among them, in one socket write', async () => {
+      const redis = client();
+      const queue = new Queue('one-write', { connection: redis });
+      // The add script loaded first: a first call may go again as EVAL, a write of its own.
+      await queue.add('warm', {}, { jobId: 'warm' });
+      const socket = redis.stream as Socket;
+      let writes = 0;
+      const counted = socket as unknown as Record<
+        '_write' | '_writev',
+        (...args: unknown[]) => void
+      >;
+      for (const name of ['_write', '_writev'] as const) {
+        const original = counted[name]!.bind(socket);
+        counted[name] = (...args: unknown[]) => {
+          writes++;
+          original(...args);
+        };
+      }
+      const answers = await Promise.all(
+        inOneWrite(redis, () => [
+          queue.add('a', { n: 1 }, { jobId: 'a' }).then((job) => job.id),
+          queue.add('b', { n: 2 }, { jobId: 'b' }).then((job) => job.id),
+          redis.set('one-write', 'v'),
+          redis.get('one-write'),
+        ]),
+      );
+      expect(answers).toEqual(['a', 'b', 'OK', 'v']);
+      expect(writes).toBe(1);
+      // Both jobs are in Redis, whole.
+      const jobs = await Promise.all([queue.getJob('a'), queue.getJob('b')]);
+      expect(jobs.map((job) => job?.data)).toEqual([{ n: 1 }, { n: 2 }]);
+      await queue.close();
     });
 
     it('a forgotten run writes nothing of what waited; a failed write stops appends until a replace', async () => {

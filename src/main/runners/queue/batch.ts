@@ -5,6 +5,26 @@
  * per-task writes (adds, removals, checkpoints) go out as one round trip per window rather than
  * one per task (docs/BENCHMARKS.md).
  */
+import type { Socket } from 'node:net';
+import type { Redis } from 'ioredis';
+
+/**
+ * Runs `send` with the client's socket corked until the commands it starts are written, so they
+ * leave in one write and their answers come back in one read: one wake-up for Redis and one for
+ * this process, where a write each costs both a wake-up each. BullMQ's calls reach the socket a
+ * few promise turns after they are made, and an immediate runs after those.
+ */
+export function inOneWrite<T>(redis: Redis, send: () => T): T {
+  // No socket yet (still connecting): the commands wait in ioredis's queue instead.
+  const socket = redis.stream as Socket | undefined;
+  socket?.cork();
+  try {
+    return send();
+  } finally {
+    if (socket) setImmediate(() => socket.uncork());
+  }
+}
+
 export class Batch<Item> {
   readonly #send: (items: Item[]) => Promise<void>;
   readonly #windowMs: number;

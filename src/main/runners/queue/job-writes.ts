@@ -1,7 +1,7 @@
 import type { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Ending } from '../local/pool-entry.js';
-import { Batch } from './batch.js';
+import { Batch, inOneWrite } from './batch.js';
 import {
   type AgentJobData,
   plainError as errorText,
@@ -89,13 +89,13 @@ export class JobWrites {
           removeOnFail: { age: KEEP_FINISHED_S },
         },
       }));
-      // One job alone goes as itself: a bulk add is a pipeline, which costs more to build.
-      const [job] = jobs;
+      // Each job goes as its own script call, all in one socket write (`inOneWrite`): a bulk add is a
+      // MULTI, whose pipeline copies every BullMQ script onto itself before it sends anything.
       await Promise.all([
         clearing,
-        jobs.length === 1 && job
-          ? this.#queue.add(job.name, job.data, job.opts)
-          : this.#queue.addBulk(jobs),
+        ...inOneWrite(this.#redis, () =>
+          jobs.map((job) => this.#queue.add(job.name, job.data, job.opts)),
+        ),
       ]);
     } catch (error) {
       await this.#refuseUnadded(adding, error);
@@ -138,7 +138,9 @@ export class JobWrites {
    */
   async removeNow(jobIds: string[]): Promise<void> {
     // Each job on its own: one that fails to go must not keep the others' keys.
-    const gone = await Promise.all(jobIds.map((jobId) => this.#removeJob(jobId)));
+    const gone = await Promise.all(
+      inOneWrite(this.#redis, () => jobIds.map((jobId) => this.#removeJob(jobId))),
+    );
     const keys = jobIds
       .filter((_, at) => gone[at])
       .flatMap((jobId) => [this.#keys.checkpoint(jobId), this.#keys.cancel(jobId)]);

@@ -15,6 +15,7 @@ import { redactSecrets } from '../../../shared/redact.js';
 import type { AgentResult, CancelReason } from '../../../shared/result.js';
 import type { ChildHandle } from '../local/child-handle.js';
 import { ChildPool, DEFAULT_AGENTS_PER_THREAD } from '../local/pool.js';
+import { inOneWrite } from './batch.js';
 import { type CheckpointRun, Checkpoints } from './checkpoints.js';
 import { describeRedis, redisOptionsOf } from './connection.js';
 import {
@@ -240,10 +241,12 @@ export class QueueWorker {
     try {
       // Registered first, read second: a cancel is either kept in Redis before this read or
       // broadcast after the registration, never lost in between.
-      const [cancelled, checkpoint] = await Promise.all([
-        this.#redis.get(this.#keys.cancel(jobId)),
-        this.#redis.lrange(this.#keys.checkpoint(jobId), 0, -1),
-      ]);
+      const [cancelled, checkpoint] = await Promise.all(
+        inOneWrite(this.#redis, () => [
+          this.#redis.get(this.#keys.cancel(jobId)),
+          this.#redis.lrange(this.#keys.checkpoint(jobId), 0, -1),
+        ]),
+      );
       const spec = {
         ...data.spec,
         logDir: path.join(this.#options.logDir, data.spec.id),
