@@ -35,7 +35,10 @@ export interface ScaleJob {
   /** `local`: a local Engine; `queue`: the queue, with `workers` worker processes. */
   mode: 'local' | 'queue';
   workers: number;
+  /** Agents running at once: local's engine concurrency, the queue workers' summed. */
   concurrency: number;
+  /** Runs the producer keeps in flight: `concurrency`, and for the queue a backlog on top. */
+  inFlight: number;
   scenario: Scenario;
   provider: Partial<ProviderConfig>;
   /** Worker threads of the local Engine, and of each worker process. */
@@ -182,7 +185,7 @@ export async function measureScale(job: ScaleJob): Promise<ScaleMeasurement> {
     probe.start();
     const countBefore = commandCount();
     const cpuBefore = process.cpuUsage();
-    const run = await runLimited(scenario.agents, concurrency, (index) =>
+    const run = await runLimited(scenario.agents, job.inFlight, (index) =>
       engine.run({
         prompt: prompts[index]!,
         title: `bench ${index}`,

@@ -47,6 +47,8 @@ export interface FleetSetup {
   socket: string;
   queueName: string;
   threads: number;
+  /** Jobs each worker takes at once (`--concurrency`). */
+  concurrency: number;
   governorOff: boolean;
   env: NodeJS.ProcessEnv;
   /** Names the profile folders. */
@@ -80,6 +82,8 @@ export async function startWorkers(setup: FleetSetup): Promise<WorkerFleet> {
             setup.queueName,
             '--threads',
             String(setup.threads),
+            '--concurrency',
+            String(setup.concurrency),
             '--log-dir',
             path.join(root, `logs-${index + 1}`),
             ...(setup.governorOff ? ['--governor', 'off'] : []),
