@@ -22,11 +22,12 @@ function refusal(run: () => unknown): UsageError {
   throw new Error('expected a UsageError, nothing was thrown');
 }
 
-/** The options without the two that every form shares (checked on their own below). */
+/** The options without the three that every form shares (checked on their own below). */
 function addressOf(url: string): Record<string, unknown> {
   const {
     maxRetriesPerRequest: _retries,
     retryStrategy: _strategy,
+    disconnectTimeout: _disconnect,
     ...address
   } = redisOptionsOf(url);
   return address;
@@ -71,6 +72,8 @@ describe('redisOptionsOf', () => {
         options.retryStrategy?.(attempt),
       );
       expect(delays).toEqual([200, 400, 1000, 2000, 2000, 2000, 2000]);
+      // A disconnect destroys a socket that has not closed within 200 ms, rather than 2 s.
+      expect(options.disconnectTimeout).toBe(200);
     }
   });
 

@@ -287,18 +287,31 @@ describe.skipIf(redisMissing)(
       const missing = path.join(tempDir(), 'no-such.sock');
       const bad = runCli(['worker', '--queue', missing, '--threads', 'zero']);
       const unknown = runCli(['worker', '--queue', missing, '--bogus']);
-      const unreachable = runCli(['worker', '--queue', missing, '--threads', '1']);
-      producers.push(bad, unknown, unreachable);
+      const zero = runCli(['worker', '--queue', missing, '--connect-timeout', '0']);
+      const spawned = Date.now();
+      const unreachable = runCli([
+        'worker',
+        '--queue',
+        missing,
+        '--threads',
+        '1',
+        '--connect-timeout',
+        '1s',
+      ]);
+      producers.push(bad, unknown, zero, unreachable);
       expect((await bad.exit).code).toBe(2);
       expect(bad.stderr()).toMatch(
         /Expected `--threads` to be a whole number from 1 to 256, got `zero`/,
       );
       expect((await unknown.exit).code).toBe(2);
       expect(unknown.stderr()).toMatch(/Expected a known option, got `--bogus`/);
-      // The worker gives up after its 10 s connect timeout; this test's own timeout bounds it.
+      expect((await zero.exit).code).toBe(2);
+      expect(zero.stderr()).toMatch(/Expected `--connect-timeout` to be at least 1ms, got `0`/);
+      // The worker gives up after its connect timeout: 1 s here, where the default would wait 10 s.
       expect((await unreachable.exit).code).toBe(1);
+      expect(Date.now() - spawned).toBeLessThan(9500);
       expect(unreachable.stderr()).toContain(`Could not reach Redis at ${missing}`);
       expect(unreachable.stderr()).not.toMatch(/taking jobs/);
-    }, 60_000);
+    }, 30_000);
   },
 );

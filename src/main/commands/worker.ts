@@ -36,6 +36,7 @@ Options:
                               under the OS temp dir)
   --logs all|failed|none      overrides each job's own policy for the folders kept here
   --drain-timeout DURATION    on a stop signal, how long running jobs may finish (default 10s)
+  --connect-timeout DURATION  how long to wait for Redis at start before giving up (default 10s)
   --stalled-interval DURATION how often workers look for jobs of dead workers (default 30s)
   --lock-duration DURATION    how long a job's lock lasts unrenewed (default 30s): a worker
                               silent that long is taken for dead and its jobs are redelivered
@@ -62,6 +63,7 @@ const OPTIONS = {
   'log-dir': { type: 'string' },
   logs: { type: 'string' },
   'drain-timeout': { type: 'string' },
+  'connect-timeout': { type: 'string' },
   'stalled-interval': { type: 'string' },
   'lock-duration': { type: 'string' },
   'max-deliveries': { type: 'string' },
@@ -99,6 +101,7 @@ export async function workerCommand(argv: string[]): Promise<number> {
   const concurrency = intFlag(values, 'concurrency', 1, 100_000);
   const logs = checkLogPolicy('--logs', values.logs);
   const drainMs = durationFlag(values, 'drain-timeout') ?? 10_000;
+  const connectTimeoutMs = positive(values, 'connect-timeout');
   const stalledIntervalMs = positive(values, 'stalled-interval');
   const lockDurationMs = positive(values, 'lock-duration');
   const maxDeliveries = intFlag(values, 'max-deliveries', 1, 100);
@@ -128,6 +131,7 @@ export async function workerCommand(argv: string[]): Promise<number> {
     ...(agentsPerThread === undefined ? {} : { agentsPerThread }),
     ...(concurrency === undefined ? {} : { concurrency }),
     ...(logs === undefined ? {} : { logs }),
+    ...(connectTimeoutMs === undefined ? {} : { connectTimeoutMs }),
     ...(stalledIntervalMs === undefined ? {} : { stalledIntervalMs }),
     ...(lockDurationMs === undefined ? {} : { lockDurationMs }),
     ...(maxDeliveries === undefined ? {} : { maxDeliveries }),

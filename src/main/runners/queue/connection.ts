@@ -14,6 +14,9 @@ const QUEUE_URL = 'a redis:// or rediss:// URL or a unix socket path';
 /** Redis's own default port, set explicitly so the options say where they point. */
 const DEFAULT_PORT = 6379;
 
+/** How long a disconnect lets a socket close by itself (ioredis: `disconnectTimeout`). */
+const DISCONNECT_WAIT_MS = 200;
+
 /** The longest wait between two reconnection attempts. */
 const MAX_RETRY_DELAY_MS = 2000;
 
@@ -92,6 +95,10 @@ function withRetries(address: RedisOptions): RedisOptions {
     maxRetriesPerRequest: null,
     // Redis restarting must never end a worker: back off, then keep trying every 2 s forever.
     retryStrategy: (attempt: number) => Math.min(200 * attempt, MAX_RETRY_DELAY_MS),
+    // How long a disconnect waits for the socket to close before it destroys it. The wait is a
+    // timer that only the socket's close clears, so a socket that had already failed (Redis never
+    // reached) held the process open for ioredis's default 2 s after everything else was done.
+    disconnectTimeout: DISCONNECT_WAIT_MS,
   };
 }
 
