@@ -153,6 +153,49 @@ describe.skipIf(redisMissing)(
       expect(seen).toEqual(Array.from({ length: 60 }, (_, n) => `active j${n}`));
     });
 
+    it('readPast resolves once every entry written before it has reached the handlers', async () => {
+      const writer = client();
+      const key = 'bull:reader-past:events';
+      const { seen, handlers } = recorder();
+      // A long gather: without readPast's wait, the later entries would not be read for a minute.
+      const reader = new EventsReader(client(), key, handlers, {
+        gatherMs: 60_000,
+        blockMs: 1000,
+        count: 100,
+      });
+      await reader.start();
+      // Nothing in the stream yet: nothing to wait for.
+      await reader.readPast();
+      await writer.xadd(key, '*', 'event', 'active', 'jobId', 'a');
+      await until(() => seen.length === 1);
+      // The reader now sits in its gather pause; these land behind it.
+      await writer.xadd(key, '*', 'event', 'completed', 'jobId', 'a', 'returnvalue', '"x"');
+      await writer.xadd(key, '*', 'event', 'removed', 'jobId', 'a', 'prev', 'completed');
+      const past = reader.readPast();
+      let resolved = false;
+      void past.then(() => {
+        resolved = true;
+      });
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      expect(resolved).toBe(false);
+      // A stop lets every waiter go, read or not.
+      reader.stop();
+      await past;
+      expect(seen).toEqual(['active a']);
+      // A reader that keeps reading releases the waiter itself, after handling what came before.
+      const { seen: seen2, handlers: handlers2 } = recorder();
+      const reader2 = new EventsReader(client(), key, handlers2, {
+        gatherMs: 5,
+        blockMs: 1000,
+        count: 100,
+      });
+      await reader2.start();
+      await writer.xadd(key, '*', 'event', 'completed', 'jobId', 'b', 'returnvalue', '"y"');
+      await reader2.readPast();
+      expect(seen2).toEqual(['completed b "y"']);
+      reader2.stop();
+    });
+
     it("checkpoint writes of many runs go as one call; each lands only while its run's token holds the lock", async () => {
       const redis = client();
       const keys = new QueueKeys('bull', 'ckpt-batch');

@@ -460,7 +460,9 @@ describe.skipIf(redisMissing)(
       await closing.close();
       expect(running.status).toBe('settled');
       expect(waiting.status).toBe('settled');
-      expect(await running.result).toMatchObject({
+      const runningResult = await running.result;
+      // The whole result in the message: a mismatch shows which part differs.
+      expect(runningResult, JSON.stringify(runningResult)).toMatchObject({
         outcome: 'cancelled',
         reason: 'shutdown',
         worker: fleet.names[0],

@@ -37,6 +37,8 @@ export class EventsReader {
   readonly #options: EventsReaderOptions;
   #lastId = '0-0';
   #stopped = false;
+  /** Callers of `readPast`, each waiting for the reader to pass an entry. */
+  #waiters: { id: string; done: () => void }[] = [];
   /** Ends the wait the loop is in: a pause, or a read. */
   #wake: (() => void) | undefined;
 
@@ -66,6 +68,32 @@ export class EventsReader {
   stop(): void {
     this.#stopped = true;
     this.#wake?.();
+    this.#release(true);
+  }
+
+  /**
+   * Resolves once every entry up to the stream's last one now has been read and handled (at
+   * once when the stream is empty or the reader has stopped): whatever happened before this call
+   * has reached the handlers by then.
+   */
+  async readPast(): Promise<void> {
+    const last = (await this.#redis.xrevrange(this.#key, '+', '-', 'COUNT', 1)) as [
+      string,
+      string[],
+    ][];
+    const id = last[0]?.[0];
+    if (id === undefined || this.#stopped || compareIds(id, this.#lastId) <= 0) return;
+    await new Promise<void>((done) => this.#waiters.push({ id, done }));
+  }
+
+  /** Lets go of the waiters the reader has passed; of all of them when `all`. */
+  #release(all: boolean): void {
+    if (this.#waiters.length === 0) return;
+    this.#waiters = this.#waiters.filter((waiter) => {
+      if (!all && compareIds(waiter.id, this.#lastId) > 0) return true;
+      waiter.done();
+      return false;
+    });
   }
 
   async #run(): Promise<void> {
@@ -97,6 +125,7 @@ export class EventsReader {
         this.#lastId = id;
         this.#dispatch(fields);
       }
+      this.#release(false);
       // A full read means more is waiting: read on at once. Otherwise let the next ones gather.
       if (entries.length < count) await this.#pause(gatherMs);
     }
@@ -160,6 +189,13 @@ export class EventsReader {
 const READ_MARGIN_MS = 5000;
 /** The pause before a read is made again after one failed. */
 const RETRY_MS = 250;
+
+/** Orders two stream entry ids (`MS-SEQ`). */
+function compareIds(a: string, b: string): number {
+  const [aMs = 0, aSeq = 0] = a.split('-').map(Number);
+  const [bMs = 0, bSeq = 0] = b.split('-').map(Number);
+  return aMs - bMs || aSeq - bSeq;
+}
 
 function field(fields: string[], name: string): string | undefined {
   for (let at = 0; at + 1 < fields.length; at += 2) {
