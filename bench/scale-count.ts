@@ -5,11 +5,13 @@
  * CPU time to a file, so the measuring process reads both at the edges of its window without
  * any change to the CLI.
  *
- * Every call of `Redis.prototype.sendCommand` is one command; a write is one command sent on its
- * own or one pipeline (MULTI/EXEC included), however many commands it holds: the client's round
- * trips. The count costs an increment per command, which the worker's CPU figure includes.
+ * Every call of `Redis.prototype.sendCommand` is one command; a write is one write to a counted
+ * client's socket, however many commands it carries (a pipeline, a MULTI, or the commands of one
+ * `inOneWrite`): the client's round trips. The count costs an increment per command and per
+ * write, which the worker's CPU figure includes.
  */
 import { readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { Socket } from 'node:net';
 import path from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { isMainThread } from 'node:worker_threads';
@@ -85,25 +87,30 @@ export async function installCounter(snapshotDir?: string): Promise<void> {
   const { Redis } = await import('ioredis');
   const prototype = Redis.prototype as unknown as Sendable;
   const original = prototype.sendCommand;
-  const pipelines = new WeakSet<object>();
+  // The sockets of counted clients: their writes are counted where they reach the socket.
+  const sockets = new WeakSet<object>();
   prototype.sendCommand = function (this: object, command, stream, ...rest) {
     if (!uncounted.has(this)) {
       count.commands++;
       const name = (command as { name?: string }).name ?? '?';
       count.byName[name] = (count.byName[name] ?? 0) + 1;
-      // A pipeline passes the same stream object for each of its commands, and writes once.
-      const pipeline =
-        typeof stream === 'object' && stream !== null && 'isPipeline' in stream
-          ? stream
-          : undefined;
-      if (pipeline === undefined) count.writes++;
-      else if (!pipelines.has(pipeline)) {
-        pipelines.add(pipeline);
-        count.writes++;
-      }
+      const socket = (this as { stream?: object }).stream;
+      if (socket) sockets.add(socket);
     }
     return original.call(this, command, stream, ...rest);
   };
+  // One call of either is one write of what the socket had: a chunk, or all it gathered corked.
+  const socketPrototype = Socket.prototype as unknown as Record<
+    '_write' | '_writev',
+    (...args: unknown[]) => unknown
+  >;
+  for (const name of ['_write', '_writev'] as const) {
+    const write = socketPrototype[name]!;
+    socketPrototype[name] = function (this: object, ...args: unknown[]) {
+      if (sockets.has(this)) count.writes++;
+      return write.apply(this, args);
+    };
+  }
   if (!snapshotDir) return;
   let taken = 0;
   const file = path.join(snapshotDir, `${process.pid}.json`);

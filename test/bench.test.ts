@@ -778,6 +778,11 @@ describe.skipIf(redisMissing)(
         expect(item.workerCpuMs).toBeGreaterThan(0);
         expect(item.producerCommands.commands).toBeGreaterThan(0);
         expect(item.workerCommands.commands).toBeGreaterThan(0);
+        // Writes are counted at the socket: some, and never more than the commands they carry.
+        for (const side of [item.producerCommands, item.workerCommands]) {
+          expect(side.writes).toBeGreaterThan(0);
+          expect(side.writes).toBeLessThanOrEqual(side.commands);
+        }
         // Every job went through BullMQ's scripts on Redis: at least an add and a finish each
         // (EVAL the first time a script runs on this server, EVALSHA after).
         const scripts = (item.redisCommands.evalsha ?? 0) + (item.redisCommands.eval ?? 0);
