@@ -165,13 +165,13 @@ describe.skipIf(redisMissing)(
       });
       await reader.start();
       // Nothing in the stream yet: nothing to wait for.
-      await reader.readPast();
+      await reader.readPast(writer);
       await writer.xadd(key, '*', 'event', 'active', 'jobId', 'a');
       await until(() => seen.length === 1);
       // The reader now sits in its gather pause; these land behind it.
       await writer.xadd(key, '*', 'event', 'completed', 'jobId', 'a', 'returnvalue', '"x"');
       await writer.xadd(key, '*', 'event', 'removed', 'jobId', 'a', 'prev', 'completed');
-      const past = reader.readPast();
+      const past = reader.readPast(writer);
       let resolved = false;
       void past.then(() => {
         resolved = true;
@@ -191,7 +191,7 @@ describe.skipIf(redisMissing)(
       });
       await reader2.start();
       await writer.xadd(key, '*', 'event', 'completed', 'jobId', 'b', 'returnvalue', '"y"');
-      await reader2.readPast();
+      await reader2.readPast(writer);
       expect(seen2).toEqual(['completed b "y"']);
       reader2.stop();
     });

@@ -98,6 +98,8 @@ function withRetries(address: RedisOptions): RedisOptions {
     // How long a disconnect waits for the socket to close before it destroys it. The wait is a
     // timer that only the socket's close clears, so a socket that had already failed (Redis never
     // reached) held the process open for ioredis's default 2 s after everything else was done.
+    // Every disconnect here comes after a QUIT was answered or its grace ran out, so what a slow
+    // link still buffers then is given up on sooner: a best-effort end either way.
     disconnectTimeout: DISCONNECT_WAIT_MS,
   };
 }

@@ -74,13 +74,11 @@ export class EventsReader {
   /**
    * Resolves once every entry up to the stream's last one now has been read and handled (at
    * once when the stream is empty or the reader has stopped): whatever happened before this call
-   * has reached the handlers by then.
+   * has reached the handlers by then. The stream's end is asked for on `client`, not on the
+   * reader's own connection, which is mostly parked in a blocking read.
    */
-  async readPast(): Promise<void> {
-    const last = (await this.#redis.xrevrange(this.#key, '+', '-', 'COUNT', 1)) as [
-      string,
-      string[],
-    ][];
+  async readPast(client: Redis): Promise<void> {
+    const last = (await client.xrevrange(this.#key, '+', '-', 'COUNT', 1)) as [string, string[]][];
     const id = last[0]?.[0];
     if (id === undefined || this.#stopped || compareIds(id, this.#lastId) <= 0) return;
     await new Promise<void>((done) => this.#waiters.push({ id, done }));

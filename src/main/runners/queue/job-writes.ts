@@ -75,9 +75,6 @@ export class JobWrites {
     }
     const stale = adding.filter((child) => child.clearCancel);
     try {
-      const clearing = stale.length
-        ? this.#redis.del(...stale.map((child) => this.#keys.cancel(child.jobId)))
-        : undefined;
       const jobs = adding.map((child) => ({
         name: JOB_NAME,
         data: { v: JOB_VERSION, spec: remoteSpec(child.spec) } satisfies AgentJobData,
@@ -89,21 +86,24 @@ export class JobWrites {
           removeOnFail: { age: KEEP_FINISHED_S },
         },
       }));
-      // Each job goes as its own script call, all in one socket write (`inOneWrite`): a bulk add is a
-      // MULTI, whose pipeline copies every BullMQ script onto itself before it sends anything.
-      await Promise.all([
-        clearing,
-        ...inOneWrite(this.#redis, () =>
-          jobs.map((job) => this.#queue.add(job.name, job.data, job.opts)),
-        ),
-      ]);
+      // Each job goes as its own script call, all in one socket write (`inOneWrite`), behind the
+      // clearing of stale cancels: BullMQ's bulk add builds an ioredis pipeline, which copies
+      // every BullMQ script onto itself before it sends anything.
+      await Promise.all(
+        inOneWrite(this.#redis, () => [
+          stale.length
+            ? this.#redis.del(...stale.map((child) => this.#keys.cancel(child.jobId)))
+            : undefined,
+          ...jobs.map((job) => this.#queue.add(job.name, job.data, job.opts)),
+        ]),
+      );
     } catch (error) {
       await this.#refuseUnadded(adding, error);
     }
   }
 
   /**
-   * After an add that failed: a bulk add is no transaction, so some of its jobs may be in Redis
+   * After an add that failed: the adds of one write are no transaction, so some may be in Redis
    * all the same. Those stay pending (their events answer); the others fail, saying why.
    */
   async #refuseUnadded(adding: QueuedChild[], error: unknown): Promise<void> {

@@ -311,12 +311,17 @@ export class QueueRunner implements ChildRunner {
       // 1 when it was waiting (or delayed) and is now gone; 0 when a worker holds its lock.
       const removed = await this.#queue.remove(child.jobId);
       if (removed === 1) {
-        // A job that had started may have finished between the read and the removal (its lock
-        // goes with its finish): its answer is then in the events stream, ahead of the removal's
-        // own entry. Read up to there first, so the worker's result (its usage, its host) wins.
-        if (job?.processedOn !== undefined) await this.#events?.reader.readPast();
-        if (!settled(child)) this.#deliverFromMain(child, { outcome: 'cancelled', reason });
-        this.#writes.remove(child.jobId);
+        try {
+          // A job that had started may have finished between the read and the removal (its lock
+          // goes with its finish): its answer is then in the events stream, ahead of the
+          // removal's own entry. Read up to there first, so the worker's result (its usage, its
+          // host) wins.
+          if (job?.processedOn !== undefined) await this.#events?.reader.readPast(this.#redis);
+          if (!settled(child)) this.#deliverFromMain(child, { outcome: 'cancelled', reason });
+        } finally {
+          // The job is gone either way: its checkpoint and cancel keys go too.
+          this.#writes.remove(child.jobId);
+        }
       }
     } catch (error) {
       this.#noteError(error);
