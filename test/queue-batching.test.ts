@@ -4,7 +4,11 @@ import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Batch, inOneWrite } from '../src/main/runners/queue/batch.js';
 import { type CheckpointRun, Checkpoints } from '../src/main/runners/queue/checkpoints.js';
-import { EventsReader, parseReturnValue } from '../src/main/runners/queue/events-reader.js';
+import {
+  EventsReader,
+  parseReturnValue,
+  type QueueEventHandlers,
+} from '../src/main/runners/queue/events-reader.js';
 import { QueueKeys } from '../src/main/runners/queue/job.js';
 import { type RedisRig, redisMissing, startRedis } from './redis.js';
 
@@ -93,6 +97,20 @@ describe.skipIf(redisMissing)(
       }
     }
 
+    /** A started reader on `key`: a read blocks `blockMs`, takes at most `count` entries. */
+    async function startedReader(
+      redis: Redis,
+      key: string,
+      handlers: QueueEventHandlers,
+      gatherMs: number,
+      blockMs = 1000,
+      count = 100,
+    ): Promise<EventsReader> {
+      const reader = new EventsReader(redis, key, handlers, { gatherMs, blockMs, count });
+      await reader.start();
+      return reader;
+    }
+
     function recorder() {
       const seen: string[] = [];
       return {
@@ -112,12 +130,7 @@ describe.skipIf(redisMissing)(
       const key = 'bull:reader-order:events';
       await writer.xadd(key, '*', 'event', 'completed', 'jobId', 'before', 'returnvalue', '1');
       const { seen, handlers } = recorder();
-      const reader = new EventsReader(client(), key, handlers, {
-        gatherMs: 5,
-        blockMs: 1000,
-        count: 100,
-      });
-      await reader.start();
+      const reader = await startedReader(client(), key, handlers, 5);
       await writer.xadd(key, '*', 'event', 'added', 'jobId', 'a', 'name', 'x');
       await writer.xadd(key, '*', 'event', 'active', 'jobId', 'a', 'prev', 'waiting');
       await writer.xadd(key, '*', 'event', 'completed', 'jobId', 'a', 'returnvalue', '{"n":1}');
@@ -134,12 +147,7 @@ describe.skipIf(redisMissing)(
       const key = 'bull:reader-cut:events';
       const readerClient = client();
       const { seen, handlers } = recorder();
-      const reader = new EventsReader(readerClient, key, handlers, {
-        gatherMs: 5,
-        blockMs: 500,
-        count: 7,
-      });
-      await reader.start();
+      const reader = await startedReader(readerClient, key, handlers, 5, 500, 7);
       const many = writer.pipeline();
       for (let n = 0; n < 50; n++) many.xadd(key, '*', 'event', 'active', 'jobId', `j${n}`);
       await many.exec();
@@ -158,12 +166,7 @@ describe.skipIf(redisMissing)(
       const key = 'bull:reader-past:events';
       const { seen, handlers } = recorder();
       // A long gather: without readPast's wait, the later entries would not be read for a minute.
-      const reader = new EventsReader(client(), key, handlers, {
-        gatherMs: 60_000,
-        blockMs: 1000,
-        count: 100,
-      });
-      await reader.start();
+      const reader = await startedReader(client(), key, handlers, 60_000);
       // Nothing in the stream yet: nothing to wait for.
       await reader.readPast(writer);
       await writer.xadd(key, '*', 'event', 'active', 'jobId', 'a');
@@ -184,12 +187,7 @@ describe.skipIf(redisMissing)(
       expect(seen).toEqual(['active a']);
       // A reader that keeps reading releases the waiter itself, after handling what came before.
       const { seen: seen2, handlers: handlers2 } = recorder();
-      const reader2 = new EventsReader(client(), key, handlers2, {
-        gatherMs: 5,
-        blockMs: 1000,
-        count: 100,
-      });
-      await reader2.start();
+      const reader2 = await startedReader(client(), key, handlers2, 5);
       await writer.xadd(key, '*', 'event', 'completed', 'jobId', 'b', 'returnvalue', '"y"');
       await reader2.readPast(writer);
       expect(seen2).toEqual(['completed b "y"']);

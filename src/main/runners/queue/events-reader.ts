@@ -56,11 +56,7 @@ export class EventsReader {
 
   /** Starts after the stream's last entry now: only what happens from here on is read. */
   async start(): Promise<void> {
-    const last = (await this.#redis.xrevrange(this.#key, '+', '-', 'COUNT', 1)) as [
-      string,
-      string[],
-    ][];
-    this.#lastId = last[0]?.[0] ?? '0-0';
+    this.#lastId = (await lastEntryId(this.#redis, this.#key)) ?? '0-0';
     void this.#run();
   }
 
@@ -78,8 +74,7 @@ export class EventsReader {
    * reader's own connection, which is mostly parked in a blocking read.
    */
   async readPast(client: Redis): Promise<void> {
-    const last = (await client.xrevrange(this.#key, '+', '-', 'COUNT', 1)) as [string, string[]][];
-    const id = last[0]?.[0];
+    const id = await lastEntryId(client, this.#key);
     if (id === undefined || this.#stopped || compareIds(id, this.#lastId) <= 0) return;
     await new Promise<void>((done) => this.#waiters.push({ id, done }));
   }
@@ -187,6 +182,12 @@ export class EventsReader {
 const READ_MARGIN_MS = 5000;
 /** The pause before a read is made again after one failed. */
 const RETRY_MS = 250;
+
+/** The id of the stream's last entry, or undefined when it has none. */
+async function lastEntryId(client: Redis, key: string): Promise<string | undefined> {
+  const last = (await client.xrevrange(key, '+', '-', 'COUNT', 1)) as [string, string[]][];
+  return last[0]?.[0];
+}
 
 /** Orders two stream entry ids (`MS-SEQ`). */
 function compareIds(a: string, b: string): number {
