@@ -16,7 +16,7 @@
  *   admission (acquire call → acquired), and its CPU when every admission wakes the threads up.
  */
 import os from 'node:os';
-import { intFlag, parseCommand } from '../src/main/cli-options.js';
+import { intFlag, parseCommand } from '../src/cli/flags.js';
 import { UsageError } from '../src/shared/errors.js';
 import { isEntryScript } from '../src/testing/entry-script.js';
 import {

@@ -19,7 +19,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { intFlag, parseCommand, stringFlag } from '../src/main/cli-options.js';
+import { intFlag, parseCommand, stringFlag } from '../src/cli/flags.js';
 import { UsageError } from '../src/shared/errors.js';
 import type { MessageParam } from '../src/shared/provider/types.js';
 import type { AgentResult } from '../src/shared/result.js';

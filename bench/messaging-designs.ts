@@ -31,7 +31,7 @@ import {
   Worker,
   workerData,
 } from 'node:worker_threads';
-import { intFlag, parseCommand } from '../src/main/cli-options.js';
+import { intFlag, parseCommand } from '../src/cli/flags.js';
 import { isEntryScript } from '../src/testing/entry-script.js';
 import { median } from './stats.js';
 import { formatGrid, formatValue } from './table.js';

@@ -3,7 +3,7 @@
  * A bad flag is a UsageError that names it, says what was expected and what arrived.
  */
 import path from 'node:path';
-import { intFlag, type ParsedValues, parseCommand, stringFlag } from '../src/main/cli-options.js';
+import { intFlag, type ParsedValues, parseCommand, stringFlag } from '../src/cli/flags.js';
 import { UsageError } from '../src/shared/errors.js';
 import {
   DEFAULT_TRANSPORT,

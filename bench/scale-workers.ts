@@ -74,7 +74,7 @@ export async function startWorkers(setup: FleetSetup): Promise<WorkerFleet> {
             ...profileArgs(setup.env, `${setup.slug}-worker-${index + 1}`),
             '--import',
             pathToFileURL(builtPath('bench/scale-count-preload.js')).href,
-            builtPath('src/main/cli.js'),
+            builtPath('src/cli/cli.js'),
             'worker',
             '--queue',
             setup.socket,

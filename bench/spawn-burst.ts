@@ -22,7 +22,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
-import { intFlag, parseCommand } from '../src/main/cli-options.js';
+import { intFlag, parseCommand } from '../src/cli/flags.js';
 import { Engine } from '../src/main/engine.js';
 import type { AgentEvent } from '../src/shared/events.js';
 import type { AgentResult } from '../src/shared/result.js';

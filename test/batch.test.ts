@@ -1,9 +1,9 @@
 import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { checkTaskLine, parseTasks } from '../src/main/batch-tasks.js';
+import { openResults } from '../src/cli/results/file.js';
+import { checkTaskLine, parseTasks } from '../src/cli/task-lines.js';
 import { mapAgents } from '../src/main/map-agents.js';
-import { openResults } from '../src/main/results-file.js';
 import { DEFAULT_INITIAL_CONCURRENCY } from '../src/shared/governor/governor.js';
 import { type ScriptedModel, startScriptedModel } from '../src/testing/index.js';
 import { readResultLines, requests, runCli, writeTasks } from './cli-helpers.js';

@@ -18,7 +18,7 @@ import {
 } from '../bench/profile-summary.js';
 import { runBench } from '../bench/run.js';
 import { agentPrompt } from '../bench/scenario.js';
-import { benchCommand } from '../src/main/commands/bench.js';
+import { benchCommand } from '../src/cli/commands/bench.js';
 import type { AgentEvent } from '../src/shared/events.js';
 import {
   type ScriptedModel,

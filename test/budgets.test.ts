@@ -1,7 +1,7 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { parseTasks, taskAgentOptions } from '../src/main/batch-tasks.js';
+import { parseTasks, taskAgentOptions } from '../src/cli/task-lines.js';
 import { checkEngine, type Engine } from '../src/main/engine.js';
 import type { Budget, BudgetKind, ModelPrice } from '../src/shared/budget.js';
 import { budgetNotice } from '../src/shared/budget-meter.js';

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { ScriptedModel } from '../src/testing/index.js';
 
-export const CLI = fileURLToPath(new URL('../dist/src/main/cli.js', import.meta.url));
+export const CLI = fileURLToPath(new URL('../dist/src/cli/cli.js', import.meta.url));
 
 export interface CliRun {
   child: ChildProcess;

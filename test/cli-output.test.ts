@@ -1,6 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
-import { safeLabel, safeText, shellQuote } from '../src/main/cli-output.js';
+import { safeLabel, safeText, shellQuote } from '../src/cli/output.js';
 
 // What the CLI prints of outside text, and how it quotes the resume command. The quoting is
 // checked against a real bash: a quoted word must paste back as exactly the word.

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { type BatchTask, checkTaskLine, parseTasks } from '../src/main/batch-tasks.js';
+import { type BatchTask, checkTaskLine, parseTasks } from '../src/cli/task-lines.js';
 import { MAX_DURATION_MS, parseDuration } from '../src/shared/duration.js';
 import { UsageError } from '../src/shared/errors.js';
 import { isMainMessage, isWorkerMessage } from '../src/shared/protocol.js';

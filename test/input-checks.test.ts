@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { checkTasks, parseTasks, taskAgentOptions } from '../src/main/batch-tasks.js';
+import { checkTasks, parseTasks, taskAgentOptions } from '../src/cli/task-lines.js';
 import { checkEngine, Engine, type EngineOptions } from '../src/main/engine.js';
 import { flagMessage } from '../src/main/options.js';
 import { Session } from '../src/main/session.js';

@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { Queue } from 'bullmq';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { BatchResultLine } from '../src/main/results-file.js';
+import type { BatchResultLine } from '../src/cli/results/file.js';
 import { type ScriptedModel, startScriptedModel } from '../src/testing/index.js';
 import { type CliRun, runCli, writeTasks } from './cli-helpers.js';
 import { scripted, TEST_TOOLS, tempDir } from './helpers.js';

@@ -69,7 +69,7 @@ process.once('exit', () => {
 const READY = /cohort worker (\S+): taking jobs/;
 
 /**
- * Spawns `n` real `node dist/src/main/cli.js worker --queue RIG.url …flags` processes and
+ * Spawns `n` real `node dist/src/cli/cli.js worker --queue RIG.url …flags` processes and
  * resolves once each has printed its "taking jobs" line. When one exits first, the others are
  * stopped and this rejects with that one's exit and stderr.
  */

@@ -18,14 +18,14 @@ import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { type BatchResultLine, openResults } from '../src/main/results-file.js';
+import { type BatchResultLine, openResults } from '../src/cli/results/file.js';
 import { UsageError } from '../src/shared/errors.js';
 import { emptyUsage } from '../src/shared/result.js';
 import { tempDir } from './helpers.js';
 
 /** The built module: the lock's other holder is a separate node process importing it. */
 const BUILT = pathToFileURL(
-  fileURLToPath(new URL('../dist/src/main/results-file.js', import.meta.url)),
+  fileURLToPath(new URL('../dist/src/cli/results/file.js', import.meta.url)),
 ).href;
 
 // biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is the point

@@ -20,9 +20,9 @@ import {
   TracerProvider,
 } from '@opentelemetry/sdk-trace';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { startCliTracing } from '../src/main/tracing/cli-tracing.js';
+import { FileSpanExporter } from '../src/cli/tracing/trace-file.js';
+import { startCliTracing } from '../src/cli/tracing/tracing.js';
 import { cohortTracer, OtelSpans, openAgentSpan } from '../src/main/tracing/otel-spans.js';
-import { FileSpanExporter } from '../src/main/tracing/trace-file.js';
 import { type AgentResult, emptyUsage } from '../src/shared/result.js';
 import { TraceRecorder } from '../src/shared/trace/recorder.js';
 import type { TraceOp, TraceSink } from '../src/shared/trace/types.js';

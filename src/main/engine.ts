@@ -26,8 +26,8 @@ import {
 } from './engine-check.js';
 import type { AgentOptions, EngineOptions, SpawnContext } from './engine-options.js';
 import { HostBridge } from './host-bridge.js';
-import { defaultLogRoot, runFolderName } from './log-prune.js';
 import { checkDurationMs, checkString } from './options.js';
+import { defaultLogRoot, runFolderName } from './run-folder.js';
 import { type ChildHandle, ChildPool, type PoolStats } from './runners/local/pool.js';
 import type { ChildRunner } from './runners/types.js';
 import { AgentScope } from './scope.js';

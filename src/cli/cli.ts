@@ -2,13 +2,13 @@
 import { readFileSync } from 'node:fs';
 import { CohortError, UsageError } from '../shared/errors.js';
 import { redactSecrets } from '../shared/redact.js';
-import { guardOutput, note, safeText, stdout } from './cli-output.js';
+import { guardOutput, note, safeText, stdout } from './output.js';
 import {
   handleInterrupts,
   installSignalHandlers,
   restoreTerminal,
   runCleanups,
-} from './cli-process.js';
+} from './process.js';
 
 const USAGE = `Usage: cohort COMMAND [options]
 
@@ -91,7 +91,7 @@ async function commandNamed(name: string): Promise<Command> {
 }
 
 function version(): string {
-  // dist/src/main/cli.js → the package's package.json
+  // dist/src/cli/cli.js → the package's package.json
   const file = new URL('../../../package.json', import.meta.url);
   return (JSON.parse(readFileSync(file, 'utf8')) as { version: string }).version;
 }

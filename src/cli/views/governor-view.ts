@@ -1,4 +1,4 @@
-import type { GovernorState, LimitState } from '../shared/governor/types.js';
+import type { GovernorState, LimitState } from '../../shared/governor/types.js';
 
 const thousands = new Intl.NumberFormat('en-US');
 

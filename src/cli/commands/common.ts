@@ -1,4 +1,7 @@
 import { readFileSync } from 'node:fs';
+import { budgetFromData } from '../../main/agents/load.js';
+import type { EngineOptions } from '../../main/engine.js';
+import type { QueueOptions } from '../../main/runners/queue/options.js';
 import { checkLogPolicy } from '../../shared/agent-log.js';
 import type { Budget, PriceTable } from '../../shared/budget.js';
 import { parseDuration } from '../../shared/duration.js';
@@ -7,10 +10,7 @@ import type { GovernorOptions } from '../../shared/governor/types.js';
 import { checkPriceTable } from '../../shared/prices.js';
 import type { ProviderConfig } from '../../shared/provider/config.js';
 import { TRANSPORT_NAMES, type TransportName } from '../../shared/provider/transport/types.js';
-import { budgetFromData } from '../agents/load.js';
-import { durationFlag, intFlag, type ParsedValues, stringFlag } from '../cli-options.js';
-import type { EngineOptions } from '../engine.js';
-import type { QueueOptions } from '../runners/queue/options.js';
+import { durationFlag, intFlag, type ParsedValues, stringFlag } from '../flags.js';
 
 /** Engine options from the common flags. */
 export function engineOptionsFrom(

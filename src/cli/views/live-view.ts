@@ -1,7 +1,7 @@
-import type { AgentResult } from '../shared/result.js';
-import { safeLabel, safeText } from './cli-output.js';
+import { ROOT_ID, type SessionEvent } from '../../main/session.js';
+import type { AgentResult } from '../../shared/result.js';
+import { safeLabel, safeText } from '../output.js';
 import { describeGovernor } from './governor-view.js';
-import { ROOT_ID, type SessionEvent } from './session.js';
 
 interface Out {
   write(text: string): unknown;

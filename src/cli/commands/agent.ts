@@ -1,10 +1,10 @@
+import { MAX_STEPS_LIMIT } from '../../main/options.js';
 import { UsageError } from '../../shared/errors.js';
-import { readPrompt } from '../cli-input.js';
-import { intFlag, parseCommand, stringFlag } from '../cli-options.js';
-import { stdout } from '../cli-output.js';
-import { handleInterrupts, signalExitCode, stopSignal } from '../cli-process.js';
-import { MAX_STEPS_LIMIT } from '../options.js';
-import { formatResult } from '../render-result.js';
+import { intFlag, parseCommand, stringFlag } from '../flags.js';
+import { readPrompt } from '../input.js';
+import { stdout } from '../output.js';
+import { handleInterrupts, signalExitCode, stopSignal } from '../process.js';
+import { formatResult } from '../views/render-result.js';
 import { COMMON_HELP, commandOptions, EXIT_CODES_HELP } from './help.js';
 import { prepareEngine, startEngine } from './start.js';
 

@@ -1,7 +1,7 @@
 import { closeSync, fsyncSync, openSync, readFileSync, unlinkSync, writeSync } from 'node:fs';
 import { hostname } from 'node:os';
-import { UsageError } from '../shared/errors.js';
-import { safeLabel, safeText } from './cli-output.js';
+import { UsageError } from '../../shared/errors.js';
+import { safeLabel, safeText } from '../output.js';
 
 /**
  * The exclusive lock on a batch results file: a file beside it (`<out>.lock`) created with

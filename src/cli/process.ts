@@ -1,4 +1,4 @@
-import { note, stderr } from './cli-output.js';
+import { note, stderr } from './output.js';
 
 /**
  * The CLI process's life: what must be closed before it exits, and what a signal does.

@@ -1,20 +1,20 @@
 import os from 'node:os';
+import { AgentFileError } from '../../main/agents/definition.js';
+import { checkEngine, Engine, type EngineOptions } from '../../main/engine.js';
+import type { EngineCheck } from '../../main/engine-check.js';
+import { flagMessage } from '../../main/options.js';
 import { UsageError } from '../../shared/errors.js';
 import type { ScriptedModelOptions } from '../../testing/index.js';
-import { AgentFileError } from '../agents/definition.js';
-import { type ParsedValues, stringFlag } from '../cli-options.js';
-import { note } from '../cli-output.js';
-import { onCleanup } from '../cli-process.js';
-import { checkEngine, Engine, type EngineOptions } from '../engine.js';
-import type { EngineCheck } from '../engine-check.js';
-import { flagMessage } from '../options.js';
+import { type ParsedValues, stringFlag } from '../flags.js';
+import { note } from '../output.js';
+import { onCleanup } from '../process.js';
 import {
   chooseProvider,
   type ProviderChoice,
   type SelectedProvider,
   startProvider,
 } from '../provider-select.js';
-import { checkCliTracing, startCliTracing } from '../tracing/cli-tracing.js';
+import { checkCliTracing, startCliTracing } from '../tracing/tracing.js';
 import { engineOptionsFrom } from './common.js';
 
 export interface StartedEngine {

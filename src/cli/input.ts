@@ -1,6 +1,6 @@
 import { createReadStream, fstatSync, type Stats, statSync } from 'node:fs';
 import { UsageError } from '../shared/errors.js';
-import { note, safeLabel } from './cli-output.js';
+import { note, safeLabel } from './output.js';
 
 /** The most text read from stdin or a file for one prompt or one tasks file. */
 const MAX_INPUT_BYTES = 256 * 1024 * 1024;

@@ -1,8 +1,9 @@
+import { defaultLogRoot } from '../../main/run-folder.js';
 import { parseAge } from '../../shared/duration.js';
 import { UsageError } from '../../shared/errors.js';
-import { parseCommand, stringFlag } from '../cli-options.js';
-import { note, safeLabel, stdout } from '../cli-output.js';
-import { defaultLogRoot, type PruneReport, pruneLogs } from '../log-prune.js';
+import { parseCommand, stringFlag } from '../flags.js';
+import { type PruneReport, pruneLogs } from '../log-prune.js';
+import { note, safeLabel, stdout } from '../output.js';
 
 export const LOGS_USAGE = `Usage: cohort logs prune --older-than DURATION [--log-dir ROOT] [--dry-run] [--json]
 

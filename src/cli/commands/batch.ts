@@ -1,11 +1,13 @@
 import { readlinkSync, realpathSync, statSync } from 'node:fs';
 import path from 'node:path';
+import type { Engine } from '../../main/engine.js';
+import { mapAgents } from '../../main/map-agents.js';
+import { batchJobId } from '../../main/runners/queue/job.js';
 import { UsageError } from '../../shared/errors.js';
 import type { AgentEvent } from '../../shared/events.js';
-import { type BatchTask, checkTasks, parseTasks, taskAgentOptions } from '../batch-tasks.js';
-import { readTasksInput } from '../cli-input.js';
-import { intFlag, type ParsedValues, parseCommand, stringFlag } from '../cli-options.js';
-import { note, safeLabel, shellQuote, stdout } from '../cli-output.js';
+import { intFlag, type ParsedValues, parseCommand, stringFlag } from '../flags.js';
+import { readTasksInput } from '../input.js';
+import { note, safeLabel, shellQuote, stdout } from '../output.js';
 import {
   handleInterrupts,
   type InterruptHandler,
@@ -13,12 +15,10 @@ import {
   type StopSignal,
   signalExitCode,
   stopSignal,
-} from '../cli-process.js';
-import type { Engine } from '../engine.js';
-import { mapAgents } from '../map-agents.js';
-import { openResults, type ResultsFile } from '../results-file.js';
-import { batchJobId } from '../runners/queue/job.js';
-import { BatchProgress, BatchTally } from './batch-progress.js';
+} from '../process.js';
+import { openResults, type ResultsFile } from '../results/file.js';
+import { type BatchTask, checkTasks, parseTasks, taskAgentOptions } from '../task-lines.js';
+import { BatchProgress, BatchTally } from '../views/batch-progress.js';
 import { COMMON_HELP, commandOptions, EXIT_CODES_HELP } from './help.js';
 import { prepareEngine, startEngine } from './start.js';
 

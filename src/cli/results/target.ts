@@ -1,7 +1,7 @@
 import { fstatSync, lstatSync, realpathSync, type Stats, statSync } from 'node:fs';
 import path from 'node:path';
-import { UsageError } from '../shared/errors.js';
-import { safeLabel } from './cli-output.js';
+import { UsageError } from '../../shared/errors.js';
+import { safeLabel } from '../output.js';
 
 /** Where `--out` points, checked before anything is opened: see `inspectTarget`. */
 export interface Target {

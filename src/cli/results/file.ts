@@ -9,17 +9,17 @@ import {
   readSync,
   writeSync,
 } from 'node:fs';
-import { describeValue, UsageError } from '../shared/errors.js';
-import type { AgentOutcome, AgentResult } from '../shared/result.js';
-import { safeLabel, safeText } from './cli-output.js';
-import { compactInPlace, type LineSpan, recoverCompaction } from './results-compaction.js';
-import { acquireLock, type ResultsLock } from './results-lock.js';
-import { inspectTarget, refuseTasksFile, specialKind, type Target } from './results-target.js';
+import { describeValue, UsageError } from '../../shared/errors.js';
+import type { AgentOutcome, AgentResult } from '../../shared/result.js';
+import { safeLabel, safeText } from '../output.js';
+import { compactInPlace, type LineSpan, recoverCompaction } from './compaction.js';
+import { acquireLock, type ResultsLock } from './lock.js';
+import { inspectTarget, refuseTasksFile, specialKind, type Target } from './target.js';
 
 /**
  * The batch results file, ours alone for the whole run: checked (it must be absent, empty or a
- * results file), locked (`<out>.lock`, see results-lock.ts), compacted in place (see
- * results-compaction.ts) and then appended to, one whole line per settled task.
+ * results file), locked (`<out>.lock`, see lock.ts), compacted in place (see
+ * compaction.ts) and then appended to, one whole line per settled task.
  */
 
 /** A batch output line: the AgentResult plus the task's id. */

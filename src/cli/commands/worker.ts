@@ -1,13 +1,17 @@
 import path from 'node:path';
+import { defaultLogRoot, runFolderName } from '../../main/run-folder.js';
+import {
+  checkQueueName,
+  checkQueueUrl,
+  describeRedis,
+} from '../../main/runners/queue/connection.js';
+import { DEFAULT_QUEUE_NAME } from '../../main/runners/queue/options.js';
+import { DEFAULT_MAX_DELIVERIES, QueueWorker } from '../../main/runners/queue/worker.js';
 import { checkLogPolicy } from '../../shared/agent-log.js';
 import { UsageError } from '../../shared/errors.js';
-import { durationFlag, intFlag, parseCommand, stringFlag } from '../cli-options.js';
-import { note, safeText, stdout } from '../cli-output.js';
-import { handleInterrupts } from '../cli-process.js';
-import { defaultLogRoot, runFolderName } from '../log-prune.js';
-import { checkQueueName, checkQueueUrl, describeRedis } from '../runners/queue/connection.js';
-import { DEFAULT_QUEUE_NAME } from '../runners/queue/options.js';
-import { DEFAULT_MAX_DELIVERIES, QueueWorker } from '../runners/queue/worker.js';
+import { durationFlag, intFlag, parseCommand, stringFlag } from '../flags.js';
+import { note, safeText, stdout } from '../output.js';
+import { handleInterrupts } from '../process.js';
 import { governorFlagsFrom } from './common.js';
 import { EXIT_CODES_HELP } from './help.js';
 

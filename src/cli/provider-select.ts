@@ -1,7 +1,7 @@
 import { UsageError } from '../shared/errors.js';
 import type { ProviderConfig } from '../shared/provider/config.js';
 import type { ScriptedModelOptions } from '../testing/index.js';
-import { type ParsedValues, stringFlag } from './cli-options.js';
+import { type ParsedValues, stringFlag } from './flags.js';
 
 export interface ProviderChoice {
   kind: 'anthropic' | 'mock';

@@ -1,5 +1,5 @@
 import type { ParseArgsConfig } from 'node:util';
-import { COMMON_OPTIONS } from '../cli-options.js';
+import { COMMON_OPTIONS } from '../flags.js';
 
 type Options = NonNullable<ParseArgsConfig['options']>;
 

@@ -1,6 +1,6 @@
-import type { AgentResult } from '../shared/result.js';
-import { outcomeTag } from '../shared/result.js';
-import { safeLabel, safeText } from './cli-output.js';
+import type { AgentResult } from '../../shared/result.js';
+import { outcomeTag } from '../../shared/result.js';
+import { safeLabel, safeText } from '../output.js';
 
 /** A readable rendering of one AgentResult for a terminal. */
 export function formatResult(result: AgentResult): string {

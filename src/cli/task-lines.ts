@@ -1,8 +1,8 @@
+import { budgetFromData } from '../main/agents/load.js';
+import type { AgentOptions } from '../main/engine.js';
+import { MAX_STEPS_LIMIT } from '../main/options.js';
 import type { Budget } from '../shared/budget.js';
 import { describeValue, UsageError } from '../shared/errors.js';
-import { budgetFromData } from './agents/load.js';
-import type { AgentOptions } from './engine.js';
-import { MAX_STEPS_LIMIT } from './options.js';
 
 /** One line of a tasks file. */
 export interface BatchTask {

@@ -1,18 +1,18 @@
+import { ROOT_ID, Session, type SessionEvent, type TurnResult } from '../../main/session.js';
 import { UsageError } from '../../shared/errors.js';
 import type { AgentResult } from '../../shared/result.js';
 import type { ScriptedModelOptions } from '../../testing/index.js';
-import { readPrompt } from '../cli-input.js';
-import { type ParsedValues, parseCommand, stringFlag } from '../cli-options.js';
-import { note, safeLabel, safeText, stdout } from '../cli-output.js';
+import { type ParsedValues, parseCommand, stringFlag } from '../flags.js';
+import { readPrompt } from '../input.js';
+import { note, safeLabel, safeText, stdout } from '../output.js';
 import {
   handleInterrupts,
   type InterruptHandler,
   type StopSignal,
   signalExitCode,
   stopSignal,
-} from '../cli-process.js';
-import { LiveView } from '../live-view.js';
-import { ROOT_ID, Session, type SessionEvent, type TurnResult } from '../session.js';
+} from '../process.js';
+import { LiveView } from '../views/live-view.js';
 import { COMMON_HELP, commandOptions, EXIT_CODES_HELP } from './help.js';
 import { type PreparedEngine, prepareEngine, startEngine } from './start.js';
 

@@ -1,24 +1,7 @@
 import { type Dirent, lstatSync, readdirSync, rmSync } from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
+import { runFolderPid } from '../main/run-folder.js';
 import { UsageError } from '../shared/errors.js';
-
-/** Where runs put their folders when no `--log-dir` is given: `$TMPDIR/cohort/<time>-<pid>`. */
-export function defaultLogRoot(): string {
-  return path.join(os.tmpdir(), 'cohort');
-}
-
-/**
- * A run folder as the engine names it: an ISO time with `:` and `.` made `-`, then the pid
- * (`2025-01-31T09-15-02-123Z-4711`). Only such folders are pruned: anything else under the root
- * was put there by someone else.
- */
-const RUN_FOLDER = /^\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}-\d{3}Z-(\d+)$/;
-
-/** The name of a new run's folder under the log root; the one place that format is made. */
-export function runFolderName(now = new Date(), pid = process.pid): string {
-  return `${now.toISOString().replace(/[:.]/g, '-')}-${pid}`;
-}
 
 export interface PruneOptions {
   /** The log root whose run folders are pruned. */
@@ -109,8 +92,8 @@ function runFolders(root: string): { name: string; pid: number }[] {
   }
   const entries = readdirSync(root, { withFileTypes: true });
   const runs = entries.flatMap((entry: Dirent) => {
-    const match = entry.isDirectory() ? RUN_FOLDER.exec(entry.name) : null;
-    return match ? [{ name: entry.name, pid: Number(match[1]) }] : [];
+    const pid = entry.isDirectory() ? runFolderPid(entry.name) : undefined;
+    return pid === undefined ? [] : [{ name: entry.name, pid }];
   });
   // `--log-dir` of a run names its own folder, where agent folders go: pruning it would find
   // nothing, so say what it is rather than report "removed 0".

@@ -2,9 +2,9 @@ import cliProgress from 'cli-progress';
 import type { AgentEvent } from '../../shared/events.js';
 import type { GovernorState } from '../../shared/governor/types.js';
 import { type AgentOutcome, type AgentResult, emptyOutcomeCounts } from '../../shared/result.js';
-import { note, safeLabel, stderr } from '../cli-output.js';
-import { noteCursorHidden } from '../cli-process.js';
-import { describeGovernor, describeGovernorShort } from '../governor-view.js';
+import { note, safeLabel, stderr } from '../output.js';
+import { noteCursorHidden } from '../process.js';
+import { describeGovernor, describeGovernorShort } from './governor-view.js';
 
 /** Failed tasks named one by one on stderr; past this, only counted. */
 const FAILED_LINES_SHOWN = 20;

@@ -1,8 +1,8 @@
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { UsageError } from '../../shared/errors.js';
-import { parseCommand, stringFlag } from '../cli-options.js';
-import { stdout } from '../cli-output.js';
+import { parseCommand, stringFlag } from '../flags.js';
+import { stdout } from '../output.js';
 import { COMMON_HELP, commandOptions, EXIT_CODES_HELP } from './help.js';
 import { runSession } from './run.js';
 
@@ -52,6 +52,6 @@ export async function demoCommand(argv: string[]): Promise<number> {
 }
 
 function defaultFolder(): string {
-  // dist/src/main/commands/demo.js → the package's src/, shipped with it (package.json `files`).
+  // dist/src/cli/commands/demo.js → the package's src/, shipped with it (package.json `files`).
   return path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../../src');
 }
