@@ -2,7 +2,7 @@ import { type ParseArgsConfig, parseArgs } from 'node:util';
 import { parseDuration } from '../shared/duration.js';
 import { UsageError } from '../shared/errors.js';
 
-/** Options every command takes (DESIGN §3). */
+/** Options every command takes. */
 export const COMMON_OPTIONS = {
   provider: { type: 'string' },
   model: { type: 'string' },

@@ -15,7 +15,7 @@ export interface SelectedProvider extends ProviderChoice {
 }
 
 /**
- * Picks the provider (DESIGN §3) without starting anything: `--provider` when given; else
+ * Picks the provider without starting anything: `--provider` when given; else
  * `anthropic` when ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN) or ANTHROPIC_BASE_URL is set or
  * `--base-url` is given; else the built-in scripted model. `anthropic` with neither a key nor a
  * base URL is refused: it could only end in an authentication failure per request.

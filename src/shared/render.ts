@@ -1,5 +1,5 @@
 /**
- * The one render rule for every tool value, the reply included (DESIGN §1.2):
+ * The one render rule for every tool value, the reply included (README, "The contracts"):
  * a string passes through raw (real newlines kept); an object or array is pretty-printed JSON with
  * a 2-space indent; null, undefined and "" render to nothing; other scalars print as JSON.
  */

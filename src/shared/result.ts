@@ -15,12 +15,14 @@ export const CANCEL_REASONS: readonly CancelReason[] = [
   'parent',
 ];
 
+/** `value` as a cancel reason: itself when it is one, else `user`. */
+export function toCancelReason(value: unknown): CancelReason {
+  return (CANCEL_REASONS as readonly unknown[]).includes(value) ? (value as CancelReason) : 'user';
+}
+
 /** The cancel reason an aborted signal carries: its reason when that is one, else `user`. */
 export function cancelReasonOf(signal: AbortSignal): CancelReason {
-  const reason: unknown = signal.reason;
-  return (CANCEL_REASONS as readonly unknown[]).includes(reason)
-    ? (reason as CancelReason)
-    : 'user';
+  return toCancelReason(signal.reason);
 }
 
 export interface AgentUsage {
@@ -90,7 +92,7 @@ export function emptyUsage(): AgentUsage {
   return { inputTokens: 0, outputTokens: 0, providerCalls: 0, steps: 0 };
 }
 
-/** The outcome tag a parent sees when a sync child produced no text (DESIGN §1.3). */
+/** The outcome tag a parent sees when a sync child produced no text (README, "The contracts"). */
 export function outcomeTag(result: Pick<AgentResult, 'title' | 'outcome' | 'reason'>): string {
   const title = result.title;
   switch (result.outcome) {

@@ -19,7 +19,7 @@ import path from 'node:path';
  * Why in place and not temporary file + rename: a rename swaps the inode under anyone who has the
  * file open. The batch lock shuts out other cohort runs, but not a `tail -f`, a run of an older
  * cohort, or a hand-made `>>`: after a rename their writes go to an unlinked inode and are lost
- * for good (issue 10 saw 148 of 200 results vanish that way). In place, the inode, its links,
+ * for good (148 of 200 results once vanished that way). In place, the inode, its links,
  * owner and mode stay, and a stray writer can at worst collide with the few milliseconds of the
  * rewrite itself.
  *

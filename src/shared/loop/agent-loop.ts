@@ -10,7 +10,7 @@ import type {
   ToolCall,
   ToolResultBlock,
 } from '../provider/types.js';
-import { type AgentUsage, CANCEL_REASONS, type CancelReason, emptyUsage } from '../result.js';
+import { type AgentUsage, type CancelReason, cancelReasonOf, emptyUsage } from '../result.js';
 import { type BatchOutcome, dispatchBatch, notRun } from '../tools/dispatch.js';
 import { NUDGE_TEXT } from '../tools/reply.js';
 import type { AnyTool } from '../tools/types.js';
@@ -122,7 +122,7 @@ interface LoopState {
   nudged: boolean;
   /** Steps counted against maxSteps. */
   counted: number;
-  /** The next step is free: the one right after the nudge (DESIGN §1.2), or the last turn. */
+  /** The next step is free: the one right after the nudge (README, "The contracts"), or the last turn. */
   freeStep: boolean;
   /** Replies refused for not matching the output schema. */
   badReplies: number;
@@ -158,7 +158,7 @@ export async function runAgentLoop(options: LoopOptions): Promise<LoopOutcome> {
     return { kind: 'failed', failure: { code: 'bad_reply', message } };
   }
   for (let step = (options.resumeFrom?.steps ?? 0) + 1; ; step++) {
-    if (signal.aborted) return { kind: 'cancelled', reason: cancelReason(signal) };
+    if (signal.aborted) return { kind: 'cancelled', reason: cancelReasonOf(signal) };
     if (!state.freeStep && state.counted >= options.maxSteps) return { kind: 'capped' };
     if (!state.freeStep) state.counted++;
     state.freeStep = false;
@@ -170,7 +170,7 @@ export async function runAgentLoop(options: LoopOptions): Promise<LoopOutcome> {
     spend(options, usage, response.ok ? response.turn.usage : response.usage);
     if (!response.ok) {
       if (response.error.code === 'aborted' || signal.aborted) {
-        return { kind: 'cancelled', reason: cancelReason(signal) };
+        return { kind: 'cancelled', reason: cancelReasonOf(signal) };
       }
       const { code, message } = response.error;
       return { kind: 'failed', failure: { code, message: `provider ${code}: ${message}` } };
@@ -224,7 +224,7 @@ async function endWithoutCalls(
   // The wait ends `false` when the child is cancelled too: that is a cancel, never `empty`.
   if (signal.aborted) {
     await commit(sink, messages, 1);
-    return { next: false, outcome: { kind: 'cancelled', reason: cancelReason(signal) } };
+    return { next: false, outcome: { kind: 'cancelled', reason: cancelReasonOf(signal) } };
   }
   if (await noticeIfSpent(options, state)) return NEXT;
   if (state.nudged) {
@@ -277,7 +277,7 @@ async function runBatch(
   messages.push({ role: 'user', content: results });
   await commit(sink, messages, 2);
   if (end === NEXT && signal.aborted) {
-    return { next: false, outcome: { kind: 'cancelled', reason: cancelReason(signal) } };
+    return { next: false, outcome: { kind: 'cancelled', reason: cancelReasonOf(signal) } };
   }
   return end;
 }
@@ -332,12 +332,4 @@ function answerAll(calls: readonly ToolCall[], results: ToolResultBlock[]): Tool
 
 async function commit(sink: LoopSink, messages: MessageParam[], count: number): Promise<void> {
   await sink.commit(messages.slice(messages.length - count));
-}
-
-/** The cancel reason carried by an aborted signal; anything unrecognised counts as `user`. */
-export function cancelReason(signal: AbortSignal): CancelReason {
-  const reason = signal.reason;
-  return typeof reason === 'string' && (CANCEL_REASONS as readonly string[]).includes(reason)
-    ? (reason as CancelReason)
-    : 'user';
 }

@@ -11,7 +11,7 @@ export const REPLY_SCHEMA: InputSchema = {
   required: ['result'],
 };
 
-/** The block appended to every child's system prompt (DESIGN §1.2, delivery discipline). */
+/** The block appended to every child's system prompt (README, "The contracts": delivery discipline). */
 export const DELIVERY_DISCIPLINE = [
   '## Delivering your result',
   'Your parent sees only the argument of the `reply` tool, nothing else you write.',

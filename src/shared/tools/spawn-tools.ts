@@ -1,7 +1,7 @@
 import type { AgentSummary } from '../child-spec.js';
 import type { AnyTool, InputSchema, ToolContext } from './types.js';
 
-/** Input of the `agent` tool (DESIGN §1.3). */
+/** Input of the `agent` tool (README, "The contracts"). */
 export interface AgentToolInput {
   title: string;
   prompt: string;

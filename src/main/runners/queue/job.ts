@@ -4,7 +4,7 @@ import type { ChildSpec } from '../../../shared/child-spec.js';
 import { FAILURE_CODES, type Failure } from '../../../shared/failure.js';
 import { redactSecrets } from '../../../shared/redact.js';
 import type { AgentResult, CancelReason } from '../../../shared/result.js';
-import { CANCEL_REASONS, emptyUsage } from '../../../shared/result.js';
+import { emptyUsage, toCancelReason } from '../../../shared/result.js';
 import type { PoolHandle } from '../local/child-handle.js';
 import type { SpawnExtras } from '../local/pool-entry.js';
 
@@ -86,17 +86,12 @@ export function readJobData(data: unknown): AgentJobData | string {
   return { v, spec: spec as ChildSpec };
 }
 
-/** A cancel reason as kept in Redis; anything else reads as `user`. */
-export function cancelReasonFrom(value: unknown): CancelReason {
-  return (CANCEL_REASONS as readonly unknown[]).includes(value) ? (value as CancelReason) : 'user';
-}
-
 /** A cancel notice from the channel, or undefined for anything else. */
 export function readCancelNotice(text: string): CancelNotice | undefined {
   try {
     const notice = JSON.parse(text) as Partial<CancelNotice>;
     if (typeof notice.jobId !== 'string') return undefined;
-    return { jobId: notice.jobId, reason: cancelReasonFrom(notice.reason) };
+    return { jobId: notice.jobId, reason: toCancelReason(notice.reason) };
   } catch {
     return undefined;
   }

@@ -13,6 +13,7 @@ import { Redis, type RedisOptions } from 'ioredis';
 import { Governor } from '../../../shared/governor/governor.js';
 import { redactSecrets } from '../../../shared/redact.js';
 import type { AgentResult, CancelReason } from '../../../shared/result.js';
+import { toCancelReason } from '../../../shared/result.js';
 import type { ChildHandle } from '../local/child-handle.js';
 import { ChildPool, DEFAULT_AGENTS_PER_THREAD } from '../local/pool.js';
 import { inOneWrite } from './batch.js';
@@ -21,7 +22,6 @@ import { describeRedis, redisOptionsOf } from './connection.js';
 import {
   type AgentJobData,
   cancelledHere,
-  cancelReasonFrom,
   JOB_NAME,
   QueueKeys,
   readCancelNotice,
@@ -253,7 +253,7 @@ export class QueueWorker {
         ...(this.#options.logs === undefined ? {} : { logs: this.#options.logs }),
       };
       if (cancelled !== null || run.cancel !== undefined) {
-        const kept = cancelled === null ? undefined : cancelReasonFrom(cancelled);
+        const kept = cancelled === null ? undefined : toCancelReason(cancelled);
         return this.#stamp(cancelledHere(spec, run.cancel ?? kept ?? 'user'));
       }
       // A drain began while its state was read: it goes back before it starts.
