@@ -8,20 +8,20 @@ import os from 'node:os';
 import path from 'node:path';
 import { UsageError } from '../src/shared/errors.js';
 import { isEntryScript } from '../src/testing/entry-script.js';
-import { renderSvg } from './chart.js';
-import { concurrencyPart } from './concurrency.js';
-import { PROFILE_ENV } from './fork.js';
-import { governorPart } from './governor.js';
-import { modelCapacity } from './model-capacity.js';
-import { BENCH_USAGE, type BenchOptions, parseBenchArgs } from './options.js';
-import type { BenchPart, PartReport } from './part.js';
-import { scalePart } from './scale.js';
-import { spawnPart } from './spawn.js';
-import { formatTable } from './table.js';
-import { transportPart } from './transport.js';
+import { renderSvg } from './common/chart.js';
+import { BENCH_USAGE, type BenchOptions, parseBenchArgs } from './common/options.js';
+import type { BenchPart, PartReport } from './common/part.js';
+import { formatTable } from './common/table.js';
+import { concurrencyPart } from './concurrency/concurrency.js';
+import { PROFILE_ENV } from './engines/fork.js';
+import { governorPart } from './governor/governor.js';
+import { modelCapacity } from './model/model-capacity.js';
+import { scalePart } from './scale/scale.js';
+import { spawnPart } from './spawn/spawn.js';
+import { transportPart } from './transport/transport.js';
 
-export type { BenchContext, BenchPart, BenchRow, PartReport } from './part.js';
-export { formatTable } from './table.js';
+export type { BenchContext, BenchPart, BenchRow, PartReport } from './common/part.js';
+export { formatTable } from './common/table.js';
 
 /** Every part, in the order they run. */
 export const PARTS: BenchPart[] = [

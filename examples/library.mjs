@@ -1,6 +1,6 @@
 // The README's library example, runnable: `npm run build && node examples/library.mjs`.
-import { Engine, Session } from 'cohort';
-import { startScriptedModel } from 'cohort/testing';
+import { Engine, Session } from 'cohort-agents';
+import { startScriptedModel } from 'cohort-agents/testing';
 
 const model = await startScriptedModel(); // or omit it and set ANTHROPIC_API_KEY
 const engine = await Engine.start({

@@ -1,6 +1,6 @@
 /**
  * cohort: run LLM sub-agents in parallel on Node worker threads.
- * The scripted model for offline tests is in `cohort/testing`.
+ * The scripted model for offline tests is in `cohort-agents/testing`.
  */
 export {
   type AgentOptions,

@@ -6,18 +6,18 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { beforeAll, describe, expect, it, vi } from 'vitest';
-import { type BenchEngine, startEngine } from '../bench/engines.js';
-import { caseFigures, steadyWindow, windowRate } from '../bench/governor-summary.js';
-import { builtPath } from '../bench/paths.js';
+import { builtPath } from '../bench/common/paths.js';
+import { agentPrompt } from '../bench/common/scenario.js';
+import { type BenchEngine, startEngine } from '../bench/engines/engines.js';
+import { caseFigures, steadyWindow, windowRate } from '../bench/governor/governor-summary.js';
 import {
   type CpuProfile,
   profileFiles,
   profileSummaryCommand,
   summariseProfile,
   threadOf,
-} from '../bench/profile-summary.js';
+} from '../bench/profile/profile-summary.js';
 import { runBench } from '../bench/run.js';
-import { agentPrompt } from '../bench/scenario.js';
 import { benchCommand } from '../src/cli/commands/bench.js';
 import type { AgentEvent } from '../src/shared/events.js';
 import {
@@ -564,7 +564,7 @@ describe('the sdk-loop engine against the scripted model', () => {
     engine = await startEngine('sdk-loop', {
       provider: { baseURL: model.url, model: 'cohort-bench', maxRetries: 2 },
       logDir: tempDir('cohort-bench-sdk-loop-'),
-      toolModules: [builtPath('bench/work-tool.js')],
+      toolModules: [builtPath('bench/common/work-tool.js')],
       concurrency: 1,
     });
     return async () => {

@@ -1,5 +1,5 @@
 /**
- * The adaptive-concurrency comparison (bench/governor-adaptive.ts) at a tiny size: real engines
+ * The adaptive-concurrency comparison (bench/governor/governor-adaptive.ts) at a tiny size: real engines
  * with real workers against the scripted model in its own process. It checks what the figures
  * rest on (every agent completes, the server's counts and the governor's agree), not speed.
  */
@@ -11,7 +11,7 @@ import {
   runAdaptive,
   runOnce,
   SCENARIOS,
-} from '../bench/governor-adaptive.js';
+} from '../bench/governor/governor-adaptive.js';
 
 /** Every request the server saw was admitted by the governor, and every answer is counted. */
 function expectCountsAddUp(run: RunFigures): void {

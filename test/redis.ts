@@ -22,7 +22,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Redis } from 'ioredis';
-import { answersPing } from '../bench/redis-process.js';
+import { answersPing } from '../bench/common/redis-process.js';
 
 /** A running private redis-server. */
 export interface RedisRig {

@@ -58,7 +58,7 @@ export class AgentLog {
   readonly #lane: LogLane;
   #replyFailed = false;
 
-  /** `writer` is this thread's unless given (a bench compares writers). */
+  /** `writer` is this thread's unless given (a test gives its own). */
   constructor(dir: string, writer: LogWriter = threadLogWriter()) {
     this.dir = dir;
     this.#lane = new LogLane(dir, writer);

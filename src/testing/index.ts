@@ -1,5 +1,5 @@
 /**
- * `cohort/testing`: the scripted model, an offline Anthropic Messages API server for
+ * `cohort-agents/testing`: the scripted model, an offline Anthropic Messages API server for
  * tests, demos and benchmarks. See docs/SCRIPTED-MODEL.md.
  */
 export type { ScriptedModelOptions } from './load-model.js';

@@ -234,7 +234,7 @@ function packageVersion(): string {
     const parent = new URL('../package.json', url);
     try {
       const json = JSON.parse(readFileSync(url, 'utf8')) as { name?: unknown; version?: unknown };
-      if (json.name === 'cohort' && typeof json.version === 'string') {
+      if (json.name === 'cohort-agents' && typeof json.version === 'string') {
         version = json.version;
         return version;
       }

@@ -58,7 +58,7 @@ export function cohortVersion(): string {
         name?: unknown;
         version?: unknown;
       };
-      if (file.name === 'cohort' && typeof file.version === 'string') {
+      if (file.name === 'cohort-agents' && typeof file.version === 'string') {
         version = file.version;
         break;
       }

@@ -1,0 +1,79 @@
+/**
+ * One bench scenario: what each agent does and how fast the model answers, plus the ideal time
+ * those imply. Every agent runs the same script: `steps - 1` steps that call the `work` tool,
+ * then a step that replies.
+ */
+import { type ScriptStep, scriptBlock } from '../../src/testing/index.js';
+
+export interface Scenario {
+  /** Agents in the run. */
+  agents: number;
+  /** Provider requests per agent: `steps - 1` tool steps, then the reply. */
+  steps: number;
+  /** Model time to first token, in ms (the scripted model's `--ttft-ms`). */
+  ttftMs: number;
+  /** Model output pacing, tokens per second; 0 is unpaced (`--tps`). */
+  tps: number;
+  /** Synchronous CPU burned by each `work` call, in ms. */
+  cpuMs: number;
+}
+
+const REPLY_VALUE = 'done';
+
+/** The script every agent of the scenario plays. */
+export function agentScript(scenario: Pick<Scenario, 'steps' | 'cpuMs'>): ScriptStep[] {
+  const work: ScriptStep = { calls: [{ name: 'work', input: { cpuMs: scenario.cpuMs } }] };
+  return [...Array.from({ length: scenario.steps - 1 }, () => work), { reply: REPLY_VALUE }];
+}
+
+/**
+ * The prompt of agent `index`. The instruction is for a real model (`--provider anthropic`), the
+ * script block for the scripted model; each plays its part and ignores the other.
+ */
+export function agentPrompt(index: number, scenario: Pick<Scenario, 'steps' | 'cpuMs'>): string {
+  const calls = scenario.steps - 1;
+  const instruction =
+    calls === 0
+      ? `Call the reply tool with the result "${REPLY_VALUE}".`
+      : `Call the work tool with {"cpuMs": ${scenario.cpuMs}} ${calls} time(s), one call per message, then call the reply tool with the result "${REPLY_VALUE}".`;
+  return `Bench agent ${index}. ${instruction}\n\n${scriptBlock({ steps: agentScript(scenario) })}`;
+}
+
+/**
+ * Output characters of each step as the scripted model counts and paces them: the JSON of each
+ * tool call's input (the reply's input is `{"result": …}`). Pacing sends chars / 4 tokens.
+ */
+export function outputCharsPerStep(scenario: Pick<Scenario, 'steps' | 'cpuMs'>): number[] {
+  return agentScript(scenario).map((step) => {
+    const calls = step.calls ?? [];
+    let chars = 0;
+    for (const call of calls) {
+      chars += JSON.stringify('reply' in call ? { result: call.reply } : (call.input ?? {})).length;
+    }
+    if (step.reply !== undefined) chars += JSON.stringify({ result: step.reply }).length;
+    return chars;
+  });
+}
+
+/**
+ * The time one agent takes with no overhead at all, in ms:
+ * `steps × ttft + Σ(output chars of a step / 4) / tps × 1000 + (steps − 1) × cpuMs`.
+ */
+export function idealAgentMs(scenario: Scenario): number {
+  const generationMs =
+    scenario.tps > 0
+      ? outputCharsPerStep(scenario).reduce(
+          (sum, chars) => sum + ((chars / 4) * 1000) / scenario.tps,
+          0,
+        )
+      : 0;
+  return scenario.steps * scenario.ttftMs + generationMs + (scenario.steps - 1) * scenario.cpuMs;
+}
+
+/**
+ * The makespan of a perfect engine with `concurrency` agents in flight: the agents go in
+ * `ceil(agents / concurrency)` back-to-back waves of one ideal agent time each.
+ */
+export function idealMakespanMs(scenario: Scenario, concurrency: number): number {
+  return Math.ceil(scenario.agents / concurrency) * idealAgentMs(scenario);
+}

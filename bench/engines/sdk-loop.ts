@@ -1,0 +1,200 @@
+/**
+ * The `sdk-loop` engine: the agent loop people write first, by hand, on the official SDK. One
+ * shared `Anthropic` client; per step `client.messages.stream(...).finalMessage()`; the tool
+ * calls run, their results appended; until the model calls `reply`. On the main thread, no logs,
+ * under the bench's limiter like every engine. It advertises what cohort's children see (the
+ * tool modules' tools, then `reply`, and the same system prompt), so the scripted model plays
+ * the same script and the requests weigh the same.
+ */
+import Anthropic, { type Middleware } from '@anthropic-ai/sdk';
+import { childSystemPrompt } from '../../src/shared/child.js';
+import type { AgentEvent } from '../../src/shared/events.js';
+import { newAgentId } from '../../src/shared/ids.js';
+import { classify, publicEndpoint } from '../../src/shared/provider/classify.js';
+import {
+  API_KEY_ENV,
+  DEFAULT_PROVIDER_CONFIG,
+  PLACEHOLDER_KEY,
+  type ProviderConfig,
+} from '../../src/shared/provider/config.js';
+import type { ProviderErrorCode } from '../../src/shared/provider/types.js';
+import type { AgentResult, AgentUsage } from '../../src/shared/result.js';
+import { emptyUsage } from '../../src/shared/result.js';
+import { loadToolModule } from '../../src/shared/tools/modules.js';
+import { REPLY_DESCRIPTION, REPLY_SCHEMA } from '../../src/shared/tools/reply.js';
+import { type AnyTool, REPLY_TOOL } from '../../src/shared/tools/types.js';
+import type { AgentRequest, BenchEngine, EngineSetup } from './engines.js';
+import { LiveRuns } from './live-runs.js';
+
+/** What every request of the loop shares. */
+interface LoopContext {
+  client: Anthropic;
+  config: ProviderConfig;
+  endpoint: string;
+  system: string;
+  toolParams: Anthropic.Tool[];
+  tools: ReadonlyMap<string, AnyTool>;
+}
+
+/** Starts the engine: one client for every agent, as a user would share it. */
+export async function sdkLoopEngine(setup: EngineSetup): Promise<BenchEngine> {
+  const config: ProviderConfig = { ...DEFAULT_PROVIDER_CONFIG, ...setup.provider };
+  const tools = new Map<string, AnyTool>();
+  for (const modulePath of setup.toolModules) {
+    for (const tool of await loadToolModule(modulePath)) tools.set(tool.name, tool);
+  }
+  const client = new Anthropic({
+    apiKey: process.env[API_KEY_ENV] || PLACEHOLDER_KEY,
+    ...(config.baseURL === undefined ? {} : { baseURL: config.baseURL }),
+    maxRetries: config.maxRetries,
+    timeout: config.requestTimeoutMs,
+    ...(config.headers === undefined ? {} : { defaultHeaders: config.headers }),
+  });
+  const context: LoopContext = {
+    client,
+    config,
+    endpoint: publicEndpoint(client.baseURL),
+    system: childSystemPrompt(undefined),
+    toolParams: [
+      ...[...tools.values()].map((tool) => ({
+        name: tool.name,
+        description: tool.description,
+        input_schema: tool.inputSchema as Anthropic.Tool.InputSchema,
+      })),
+      { name: REPLY_TOOL, description: REPLY_DESCRIPTION, input_schema: REPLY_SCHEMA },
+    ],
+    tools,
+  };
+  const runs = new LiveRuns<AgentResult>();
+  return {
+    name: 'sdk-loop',
+    threads: 0,
+    run(request) {
+      return runs.start((signal) => runAgent(context, request, signal));
+    },
+    close: () => runs.close(),
+  };
+}
+
+/** One agent, start to reply. Never rejects: a failure is its result. */
+async function runAgent(
+  context: LoopContext,
+  request: AgentRequest,
+  signal: AbortSignal,
+): Promise<AgentResult> {
+  const id = newAgentId();
+  const begin = performance.now();
+  const usage = emptyUsage();
+  const settle = (fields: Pick<AgentResult, 'outcome'> & Partial<AgentResult>): AgentResult => ({
+    id,
+    title: request.title,
+    text: '',
+    truncated: false,
+    elapsedMs: performance.now() - begin,
+    generation: 0,
+    usage,
+    ...fields,
+  });
+  const messages: Anthropic.MessageParam[] = [{ role: 'user', content: request.prompt }];
+  const counter = attemptCounter(id, usage, context.config.maxRetries + 1, request.onEvent);
+  try {
+    for (let step = 1; step <= request.maxSteps; step++) {
+      const message = await context.client.messages
+        .stream(
+          {
+            model: context.config.model,
+            max_tokens: context.config.maxTokens,
+            system: context.system,
+            messages,
+            tools: context.toolParams,
+          },
+          { signal, middleware: [counter] },
+        )
+        .finalMessage();
+      usage.steps++;
+      usage.inputTokens += message.usage.input_tokens;
+      usage.outputTokens += message.usage.output_tokens;
+      messages.push({ role: 'assistant', content: message.content });
+      const uses = message.content.filter((block) => block.type === 'tool_use');
+      if (uses.length === 0) return settle({ outcome: 'empty' });
+      const { results, replies } = await runTools(context, uses, { signal, agentId: id });
+      messages.push({ role: 'user', content: results });
+      if (replies.length > 0) return settle({ outcome: 'complete', text: render(replies[0]) });
+    }
+    return settle({ outcome: 'capped' });
+  } catch (error) {
+    if (signal.aborted) return settle({ outcome: 'cancelled', reason: String(signal.reason) });
+    const failure = classify(error, {
+      endpoint: context.endpoint,
+      requestTimeoutMs: context.config.requestTimeoutMs,
+    }).error;
+    const code = failure.code === 'aborted' ? 'connection' : failure.code;
+    return settle({ outcome: 'failed', code, reason: `provider ${code}: ${failure.message}` });
+  }
+}
+
+/**
+ * A per-request SDK middleware that counts every HTTP attempt, the SDK's own retries included,
+ * into the agent's usage. A 429 or 529 becomes a `provider-retry` event only once the next
+ * attempt starts, as cohort's loop reports it: the last attempt's refusal is the agent's
+ * failure, not a retry.
+ */
+function attemptCounter(
+  agentId: string,
+  usage: AgentUsage,
+  maxAttempts: number,
+  onEvent: ((event: AgentEvent) => void) | undefined,
+): Middleware {
+  let refused: { code: ProviderErrorCode; status: number } | undefined;
+  return async (request, next) => {
+    usage.providerCalls++;
+    if (refused && onEvent) {
+      onEvent({
+        type: 'provider-retry',
+        agentId,
+        attempt: usage.providerCalls,
+        maxAttempts,
+        waitMs: 0,
+        ...refused,
+        message: `HTTP ${refused.status}`,
+      });
+    }
+    refused = undefined;
+    const response = await next(request);
+    if (response.status === 429) refused = { code: 'rate_limited', status: 429 };
+    if (response.status === 529) refused = { code: 'overloaded', status: 529 };
+    return response;
+  };
+}
+
+/** Runs a message's tool calls in order; `reply` records its result and ends the agent. */
+async function runTools(
+  context: LoopContext,
+  uses: Anthropic.ToolUseBlock[],
+  options: { signal: AbortSignal; agentId: string },
+): Promise<{ results: Anthropic.ToolResultBlockParam[]; replies: unknown[] }> {
+  const results: Anthropic.ToolResultBlockParam[] = [];
+  const replies: unknown[] = [];
+  for (const use of uses) {
+    const input = (use.input ?? {}) as Record<string, unknown>;
+    if (use.name === REPLY_TOOL) {
+      replies.push(input.result);
+      results.push({ type: 'tool_result', tool_use_id: use.id, content: 'Reply recorded.' });
+      continue;
+    }
+    const tool = context.tools.get(use.name);
+    try {
+      if (!tool) throw new Error(`Expected one of the advertised tools, got \`${use.name}\``);
+      const output = await tool.run(input, { ...options, depth: 1 });
+      results.push({ type: 'tool_result', tool_use_id: use.id, content: render(output) });
+    } catch (error) {
+      const message = error instanceof Error ? error.message : String(error);
+      results.push({ type: 'tool_result', tool_use_id: use.id, content: message, is_error: true });
+    }
+  }
+  return { results, replies };
+}
+
+function render(value: unknown): string {
+  return typeof value === 'string' ? value : (JSON.stringify(value) ?? String(value));
+}
