@@ -1,8 +1,10 @@
-import type { BudgetKind } from '../../shared/budget.js';
+import type { MessagePort } from 'node:worker_threads';
+import type { BudgetKind, StepSpend } from '../../shared/budget.js';
 import type { ChildSpec } from '../../shared/child-spec.js';
+import type { AgentEvent } from '../../shared/events.js';
 import type { CancelReason } from '../../shared/result.js';
-import type { ChildHandle } from './local/child-handle.js';
-import type { PoolStats, SpawnExtras } from './local/pool-entry.js';
+import type { TraceOp } from '../../shared/trace/types.js';
+import type { ChildHandle, PoolStats } from './spawned-child.js';
 
 /**
  * How the engine runs children: on this machine's worker threads (`local`), or as jobs on a
@@ -26,4 +28,27 @@ export interface ChildRunner {
   readUplinkOf(handle: ChildHandle): void;
   /** Cancels every child with `reason`, waits for every result, then lets go of what it holds. */
   close(reason?: CancelReason): Promise<void>;
+}
+
+/** What a spawn may carry beside the spec. */
+export interface SpawnExtras {
+  onEvent?: ((event: AgentEvent) => void) | undefined;
+  /**
+   * The queue job's id (queue mode): the same id twice is one job, so a batch rerun re-adds
+   * only what is missing. Default: the agent's id. The local pool ignores it.
+   */
+  jobId?: string | undefined;
+  /** Makes the worker end of a fresh host bridge; called at each start (and resume). */
+  makeBridge?: (() => MessagePort) | undefined;
+  /** Span operations of a traced child (`spec.traced`), to replay. */
+  onTrace?: ((op: TraceOp) => void) | undefined;
+  /** Step spends of a child in a tree budget (`spec.inTree`). */
+  onSpend?: ((spend: StepSpend) => void) | undefined;
+  /**
+   * Committed transcript writes of a checkpointed child (`spec.checkpoint`): the lines appended,
+   * or with `replace` the whole new transcript (its first write after a resume).
+   */
+  onCheckpoint?: ((write: { replace: boolean; lines: string }) => void) | undefined;
+  /** The child lost its worker and starts again on another: what its old run left is void. */
+  onResume?: (() => void) | undefined;
 }
