@@ -1,6 +1,8 @@
 import type { ChildSpec } from '../../shared/child-spec.js';
 import type { Failure } from '../../shared/failure.js';
+import type { MainMessage } from '../../shared/protocol.js';
 import { type AgentResult, type CancelReason, emptyUsage } from '../../shared/result.js';
+import { type Served, type ServedChild, serve, settled } from './capabilities.js';
 import type { SpawnExtras } from './types.js';
 
 export type ChildStatus = 'queued' | 'running' | 'settled';
@@ -54,7 +56,7 @@ export type Ending =
  * `deliver` is the one place a result is delivered, for both runners; a second call is counted
  * and ignored.
  */
-export abstract class SpawnedChild implements ChildHandle {
+export abstract class SpawnedChild implements ChildHandle, ServedChild {
   readonly id: string;
   readonly title: string;
   readonly spawnedAt = performance.now();
@@ -66,6 +68,8 @@ export abstract class SpawnedChild implements ChildHandle {
   cancelReason: CancelReason | undefined;
   /** What ends a cancelled child that has not settled in time. */
   graceTimer: NodeJS.Timeout | undefined;
+  /** What serves it for each capability it was given (`SpawnExtras.capabilities`). */
+  protected readonly served: Served;
   readonly #counts: DeliveryCounts;
   #resolve!: (result: AgentResult) => void;
 
@@ -78,7 +82,14 @@ export abstract class SpawnedChild implements ChildHandle {
     this.result = new Promise((resolve) => {
       this.#resolve = resolve;
     });
+    this.served = serve(extras.capabilities, this);
   }
+
+  /** Sends it a message on its worker: nothing, unless its runner has a port to it. */
+  tell(_message: MainMessage): void {}
+
+  /** Reads what its worker posted and main has not read yet: nothing, unless it has a port. */
+  readUplink(): void {}
 
   /** Cancels it; false when it had settled already. A second cancel changes nothing. */
   cancel(reason: CancelReason = 'user'): boolean {
@@ -106,6 +117,7 @@ export abstract class SpawnedChild implements ChildHandle {
     if (this.graceTimer) clearTimeout(this.graceTimer);
     this.delivered();
     this.extras.onEvent?.({ type: 'agent-settle', agentId: result.id, result });
+    settled(this.served, result);
     return true;
   }
 

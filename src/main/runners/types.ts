@@ -1,9 +1,8 @@
 import type { MessagePort } from 'node:worker_threads';
-import type { BudgetKind, StepSpend } from '../../shared/budget.js';
 import type { ChildSpec } from '../../shared/child-spec.js';
 import type { AgentEvent } from '../../shared/events.js';
 import type { CancelReason } from '../../shared/result.js';
-import type { TraceOp } from '../../shared/trace/types.js';
+import type { ChildCapabilities } from './capabilities.js';
 import type { ChildHandle, PoolStats } from './spawned-child.js';
 
 /**
@@ -22,10 +21,6 @@ export interface ChildRunner {
   /** Resolves when the runner can take children (threads warm, or Redis reached). */
   warm(): Promise<void>;
   spawn(spec: ChildSpec, extras?: SpawnExtras): ChildHandle;
-  /** A tree budget the child belongs to is spent: it takes its last turn. */
-  budgetSpent(handle: ChildHandle, which: BudgetKind): void;
-  /** Reads what the child's worker has posted and main has not read yet (tracing). */
-  readUplinkOf(handle: ChildHandle): void;
   /** Cancels every child with `reason`, waits for every result, then lets go of what it holds. */
   close(reason?: CancelReason): Promise<void>;
 }
@@ -40,15 +35,9 @@ export interface SpawnExtras {
   jobId?: string | undefined;
   /** Makes the worker end of a fresh host bridge; called at each start (and resume). */
   makeBridge?: (() => MessagePort) | undefined;
-  /** Span operations of a traced child (`spec.traced`), to replay. */
-  onTrace?: ((op: TraceOp) => void) | undefined;
-  /** Step spends of a child in a tree budget (`spec.inTree`). */
-  onSpend?: ((spend: StepSpend) => void) | undefined;
   /**
-   * Committed transcript writes of a checkpointed child (`spec.checkpoint`): the lines appended,
-   * or with `replace` the whole new transcript (its first write after a resume).
+   * The per-child capabilities the child is given, each with what serves it (`CAPABILITIES`). The
+   * spec must carry their flags (`capabilityFlags`); a runner serves what it can of them.
    */
-  onCheckpoint?: ((write: { replace: boolean; lines: string }) => void) | undefined;
-  /** The child lost its worker and starts again on another: what its old run left is void. */
-  onResume?: (() => void) | undefined;
+  capabilities?: ChildCapabilities | undefined;
 }

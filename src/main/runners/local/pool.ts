@@ -1,9 +1,7 @@
 import os from 'node:os';
 import type { Worker } from 'node:worker_threads';
-import type { BudgetKind } from '../../../shared/budget.js';
 import type { ChildSpec } from '../../../shared/child-spec.js';
 import type { Failure } from '../../../shared/failure.js';
-import type { Governor } from '../../../shared/governor/governor.js';
 import type { ChildTask } from '../../../shared/protocol.js';
 import { redactSecrets } from '../../../shared/redact.js';
 import type { CancelReason } from '../../../shared/result.js';
@@ -52,7 +50,7 @@ export class ChildPool implements ChildRunner {
   readonly #side: PoolSide;
   #closed = false;
 
-  constructor(options: PoolOptions = {}, services: PoolServices = {}) {
+  constructor(options: PoolOptions = {}) {
     const threads = options.threads ?? Math.max(1, os.availableParallelism());
     const perThread = options.agentsPerThread ?? DEFAULT_AGENTS_PER_THREAD;
     this.#maxCrashes = options.maxCrashes ?? DEFAULT_MAX_CRASHES;
@@ -60,7 +58,6 @@ export class ChildPool implements ChildRunner {
     const uplinks = this.#uplinks;
     this.#side = {
       counts: noDeliveries(),
-      governor: services.governor,
       graceMs: options.cancelGraceMs ?? DEFAULT_CANCEL_GRACE_MS,
       send: (threadId, child, message) => uplinks.send(threadId, child, message),
       unqueue: (child) => this.#admission.remove(child),
@@ -211,9 +208,7 @@ export class ChildPool implements ChildRunner {
 
   #resume(child: RunningChild, reason: string): void {
     child.endRun();
-    child.resumes++;
-    child.spec = { ...child.spec, resume: true };
-    child.extras.onResume?.();
+    child.resume();
     child.extras.onEvent?.({
       type: 'agent-resume',
       agentId: child.id,
@@ -228,22 +223,6 @@ export class ChildPool implements ChildRunner {
     child.endRun();
     this.#running.delete(child.id);
     this.#admission.done();
-  }
-
-  /**
-   * Tells a child that a tree budget it belongs to is spent: it takes its last turn. Held for a
-   * child still queued, and told again to a resumed one.
-   */
-  budgetSpent(handle: ChildHandle, which: BudgetKind): void {
-    if (!(handle instanceof RunningChild)) return;
-    if (handle.status === 'settled' || handle.budgetSpent !== undefined) return;
-    handle.budgetSpent = which;
-    handle.tell({ type: 'budget-spent', which });
-  }
-
-  /** Reads what the child's worker has posted on its uplink and main has not read yet. */
-  readUplinkOf(handle: ChildHandle): void {
-    if (handle instanceof RunningChild) handle.readUplink();
   }
 
   #graceOver(child: RunningChild): void {
@@ -294,11 +273,6 @@ export class ChildPool implements ChildRunner {
     await this.#piscina.destroy();
     await this.#quarantine?.destroy();
   }
-}
-
-/** What the pool needs beside its options: the engine's governor, when it has one. */
-export interface PoolServices {
-  governor?: Governor | undefined;
 }
 
 export interface PoolOptions {

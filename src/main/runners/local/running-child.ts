@@ -1,17 +1,14 @@
 import { AgentLog, keepsLog, withoutLog } from '../../../shared/agent-log.js';
-import type { BudgetKind } from '../../../shared/budget.js';
 import type { ChildSpec } from '../../../shared/child-spec.js';
-import type { Governor } from '../../../shared/governor/governor.js';
 import type { MainMessage, WorkerMessage } from '../../../shared/protocol.js';
 import type { AgentResult, CancelReason } from '../../../shared/result.js';
+import { receive, resumed, runEnds, runStarts } from '../capabilities.js';
 import { type DeliveryCounts, type Ending, SpawnedChild } from '../spawned-child.js';
 import type { SpawnExtras } from '../types.js';
-import { GovernorLink } from './governor-link.js';
 
 /** What a running child needs of its pool: one object, shared by all the pool's children. */
 export interface PoolSide {
   readonly counts: DeliveryCounts;
-  readonly governor: Governor | undefined;
   /** How long a cancelled child may ignore its cancel, in ms. */
   readonly graceMs: number;
   /** Queues a message for `child` on `threadId`'s uplink. */
@@ -30,8 +27,10 @@ export interface PoolSide {
  * One child of the local pool on the main thread, from spawn until its result is delivered, and
  * the handle its caller holds. It owns its state (spec, status, cancel, grace, crashes) and its
  * traffic on the uplink of the worker its current run is on: what comes up for it is handed to
- * it once (`receive`), and what main tells it goes down from here. A child resumed after its
- * worker died starts a new run, on another worker; what the old one sends is no longer heard.
+ * it once (`receive`), and what main tells it goes down from here. What is no runner's own
+ * goes to the capability that takes it (`CAPABILITIES`), and each capability hears of the
+ * child's runs. A child resumed after its worker died starts a new run, on another worker; what
+ * the old one sends is no longer heard.
  */
 export class RunningChild extends SpawnedChild {
   /** Crashes this child was blamed for. */
@@ -40,8 +39,6 @@ export class RunningChild extends SpawnedChild {
   resumes = 0;
   /** When its current grace began (performance.now()), and how many it had before. */
   grace: { since: number; rounds: number } | undefined;
-  /** A tree budget it belongs to is spent: told to every run of it (a resumed one too). */
-  budgetSpent: BudgetKind | undefined;
   /** Its current run's worker, known from its `started`. */
   threadId: number | undefined;
   /** Its current run's calls of tools that run in the worker, entered and not yet exited. */
@@ -51,8 +48,6 @@ export class RunningChild extends SpawnedChild {
   #inRun = false;
   /** Messages for it before its run's worker was known: they go with `started`. */
   #early: MainMessage[] | undefined;
-  /** Its current run's governor traffic; what it holds is given back when the run ends. */
-  #governor: GovernorLink | undefined;
 
   constructor(spec: ChildSpec, extras: SpawnExtras, pool: PoolSide) {
     super(spec, extras, pool.counts);
@@ -65,16 +60,20 @@ export class RunningChild extends SpawnedChild {
     this.openTools.clear();
     this.#early = undefined;
     this.#inRun = true;
-    const governor = this.#pool.governor;
-    if (governor) this.#governor = new GovernorLink(governor, (message) => this.#post(message));
-    if (this.budgetSpent !== undefined)
-      this.tell({ type: 'budget-spent', which: this.budgetSpent });
+    runStarts(this.served);
   }
 
   /** Its run's task ended, or its worker died: nothing more of that run is heard. */
   endRun(): void {
     this.#inRun = false;
-    this.#governor?.close();
+    runEnds(this.served);
+  }
+
+  /** Its worker died and it starts again on another (`startRun` follows). */
+  resume(): void {
+    this.spec = { ...this.spec, resume: true };
+    this.resumes++;
+    resumed(this.served);
   }
 
   /** A message about it, read on `threadId`'s uplink. */
@@ -107,22 +106,13 @@ export class RunningChild extends SpawnedChild {
       case 'result':
         this.deliverFromWorker(message.result);
         return;
-      case 'trace':
-        this.extras.onTrace?.(message.op);
-        return;
-      case 'spend':
-        this.extras.onSpend?.(message.spend);
-        return;
-      case 'checkpoint':
-        this.extras.onCheckpoint?.({ replace: message.replace, lines: message.lines });
-        return;
       default:
-        this.#governor?.handle(message);
+        receive(this.served, message);
     }
   }
 
   /** Sends it `message` on its current run, once that run's worker is known. */
-  tell(message: MainMessage): void {
+  override tell(message: MainMessage): void {
     if (!this.#inRun) return;
     if (this.threadId !== undefined) this.#post(message);
     else if (this.#early) this.#early.push(message);
@@ -135,7 +125,7 @@ export class RunningChild extends SpawnedChild {
   }
 
   /** Reads what its worker has posted and main has not read yet. */
-  readUplink(): void {
+  override readUplink(): void {
     if (this.threadId !== undefined) this.#pool.drain(this.threadId);
   }
 
