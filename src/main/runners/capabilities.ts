@@ -120,7 +120,8 @@ for (const name of Object.keys(CAPABILITIES) as CapabilityName[]) {
 /** The spec fields that turn `attached`'s capabilities on in the worker. */
 export function capabilityFlags(attached: ChildCapabilities): Partial<ChildSpec> {
   const flags: Partial<ChildSpec> = {};
-  for (const name of Object.keys(attached) as CapabilityName[]) {
+  for (const key in attached) {
+    const name = key as CapabilityName;
     const value = attached[name];
     if (value !== undefined) Object.assign(flags, flagOf(name, value));
   }
@@ -140,7 +141,8 @@ const NOTHING_SERVED: Served = Object.freeze({});
 export function serve(attached: ChildCapabilities | undefined, child: ServedChild): Served {
   if (attached === undefined) return NOTHING_SERVED;
   let served: Served | undefined;
-  for (const name of Object.keys(attached) as CapabilityName[]) {
+  for (const key in attached) {
+    const name = key as CapabilityName;
     const value = attached[name];
     if (value === undefined) continue;
     served ??= {};
