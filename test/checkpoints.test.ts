@@ -85,7 +85,8 @@ describe('step checkpoints over the uplink', () => {
   async function run(spec: ChildSpec) {
     const writes: Write[] = [];
     const before = requests;
-    const result = await pool.spawn(spec, { onCheckpoint: (write) => writes.push(write) }).result;
+    const capabilities = { checkpoint: (write: Write) => writes.push(write) };
+    const result = await pool.spawn(spec, { capabilities }).result;
     return { result, writes, requests: requests - before };
   }
 

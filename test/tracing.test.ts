@@ -20,8 +20,8 @@ import {
 } from '@opentelemetry/sdk-trace';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { EngineOptions } from '../src/main/engine.js';
-import { ChildLink } from '../src/main/runners/local/child-link.js';
 import { ChildPool } from '../src/main/runners/local/pool.js';
+import { RunningChild } from '../src/main/runners/local/running-child.js';
 import { Session } from '../src/main/session.js';
 import type { ChildSpec } from '../src/shared/child-spec.js';
 import type { MessageParam } from '../src/shared/provider/types.js';
@@ -530,7 +530,7 @@ describe('without a tracerProvider', () => {
       cleanups.push(() => trace.disable());
       // Pass-through spies: they only watch what main hands the pool and hears from workers.
       const spawns = vi.spyOn(ChildPool.prototype, 'spawn');
-      const heard = vi.spyOn(ChildLink.prototype, 'handle');
+      const heard = vi.spyOn(RunningChild.prototype, 'receive');
       const { engine } = await openRig({ maxDepth: 2 });
       session = new Session(engine, { autoWake: false });
       const results = collectResults(session);

@@ -28,10 +28,11 @@ import type { AgentOptions, EngineOptions, SpawnContext } from './engine-options
 import { HostBridge } from './host-bridge.js';
 import { checkDurationMs, checkString } from './options.js';
 import { defaultLogRoot, runFolderName } from './run-folder.js';
+import { type ChildCapabilities, capabilityFlags } from './runners/capabilities.js';
 import { type ChildHandle, ChildPool, type PoolStats } from './runners/local/pool.js';
 import type { ChildRunner } from './runners/types.js';
 import { AgentScope } from './scope.js';
-import { type ChildTrace, traceChild } from './tracing/agent-trace.js';
+import { ChildTrace } from './tracing/agent-trace.js';
 import { cohortTracer } from './tracing/otel-spans.js';
 import { TreeLedger } from './tree-budget.js';
 
@@ -99,7 +100,7 @@ export class Engine {
       ? new (await import('./runners/queue/producer.js')).QueueRunner(options.queue, {
           cancelGraceMs: options.cancelGraceMs,
         })
-      : new ChildPool(options, { governor });
+      : new ChildPool(options);
     const engine = new Engine(options, pool, check, governor);
     try {
       await pool.warm();
@@ -209,6 +210,21 @@ export class Engine {
       ? new TreeLedger({ budget, ...(context.tree ? { parent: context.tree } : {}) })
       : context.tree;
     const agents = this.#check.agents;
+    const model = agent.model ?? provider.model;
+    const trace = this.tracer
+      ? new ChildTrace(this.tracer, context.traceParent ?? otelContext.active(), {
+          id,
+          name: definition?.name ?? title,
+          model,
+          depth,
+          ...(context.mode ? { mode: context.mode } : {}),
+        })
+      : undefined;
+    // What main serves the child beside its run (CAPABILITIES); their flags go in its spec.
+    const capabilities: ChildCapabilities = {};
+    if (this.governor) capabilities.governor = this.governor;
+    if (tree) capabilities.tree = tree;
+    if (trace) capabilities.trace = trace;
     const spec: ChildSpec = {
       id,
       title,
@@ -231,7 +247,6 @@ export class Engine {
       ...(agent.system === undefined ? {} : { system: agent.system }),
       ...(agent.tools === undefined ? {} : { tools: agent.tools }),
       ...(this.workspace === undefined ? {} : { workspace: this.workspace }),
-      ...(this.governor ? { governed: { patienceMs: this.governor.patienceMs } } : {}),
       ...(this.#hostTools.size === 0 ? {} : { hostTools: this.#hostToolInfo() }),
       ...(definition ? { agentName: definition.name } : {}),
       ...(agents.length > 0 && depth < this.maxDepth
@@ -239,24 +254,9 @@ export class Engine {
         : {}),
       ...(agent.outputSchema === undefined ? {} : { outputSchema: agent.outputSchema }),
       ...(budget === undefined ? {} : { budget }),
-      ...(tree ? { inTree: true } : {}),
       ...(this.#options.prices === undefined ? {} : { prices: this.#options.prices }),
-      ...(this.tracer ? { traced: true } : {}),
+      ...capabilityFlags(capabilities),
     };
-    const trace = this.tracer
-      ? traceChild(
-          this.tracer,
-          context.traceParent ?? otelContext.active(),
-          {
-            id,
-            name: definition?.name ?? title,
-            model: spec.provider.model,
-            depth,
-            ...(context.mode ? { mode: context.mode } : {}),
-          },
-          () => this.#pool.readUplinkOf(handle),
-        )
-      : undefined;
     // A fresh bridge at each start: a resumed child gets a new one, the old one died with its
     // worker (and took the child's own agents with it). The bridge lives until the child has
     // settled, so a cancelled child can still finish its calls' aborts over it.
@@ -272,14 +272,8 @@ export class Engine {
             return bridge.workerPort;
           }
         : undefined,
-      ...(trace ? { onTrace: trace.apply, onResume: trace.resumed } : {}),
-      ...(tree ? { onSpend: (spend) => tree.add(spend) } : {}),
+      capabilities,
     });
-    if (tree) {
-      tree.join(id, (which) => this.#pool.budgetSpent(handle, which));
-      void handle.result.then(() => tree.leave(id));
-    }
-    if (trace) void handle.result.then((result) => trace.settle(result));
     if (needsBridge) void handle.result.then(() => bridge?.shutdown());
     const signal = agent.signal;
     if (signal) {
@@ -319,7 +313,7 @@ export class Engine {
             provider: spec.provider,
             // The child's own agents report into its parent's events when someone listens.
             ...(onEvent ? { emit: onEvent } : {}),
-            ...(trace ? { traceContextOf: trace.contextOf } : {}),
+            ...(trace ? { traceContextOf: (span) => trace.contextOf(span) } : {}),
             tree,
           })
         : undefined;

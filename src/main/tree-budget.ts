@@ -6,6 +6,8 @@
  */
 import type { Budget, BudgetKind, StepSpend } from '../shared/budget.js';
 import { type BudgetSpent, reachedLimit } from '../shared/budget-meter.js';
+import type { AgentResult } from '../shared/result.js';
+import type { ServedChild, Serving, Uplink } from './runners/capabilities.js';
 
 /** Options of a `TreeLedger`. */
 export interface TreeLedgerOptions {
@@ -158,6 +160,42 @@ export class TreeLedger {
     if (this.#timer === undefined) return;
     clearTimeout(this.#timer);
     this.#timer = undefined;
+  }
+}
+
+/**
+ * One child's membership of a tree budget, from its spawn until it settles (the `tree`
+ * capability): its steps' spends add to the ledger, and when the ledger is spent the child is
+ * told, on every run of it (a resumed one too), that it takes its last turn.
+ */
+export class TreeMember implements Serving<'spend'> {
+  readonly #ledger: TreeLedger;
+  readonly #child: ServedChild;
+  /** The limit the tree reached, once the child was told. */
+  #spent: BudgetKind | undefined;
+
+  constructor(ledger: TreeLedger, child: ServedChild) {
+    this.#ledger = ledger;
+    this.#child = child;
+    ledger.join(child.id, (which) => this.#treeSpent(which));
+  }
+
+  #treeSpent(which: BudgetKind): void {
+    if (this.#child.status === 'settled' || this.#spent !== undefined) return;
+    this.#spent = which;
+    this.#child.tell({ type: 'budget-spent', which });
+  }
+
+  receive(message: Uplink<'spend'>): void {
+    this.#ledger.add(message.spend);
+  }
+
+  runStarts(): void {
+    if (this.#spent !== undefined) this.#child.tell({ type: 'budget-spent', which: this.#spent });
+  }
+
+  settled(_result: AgentResult): void {
+    this.#ledger.leave(this.#child.id);
   }
 }
 

@@ -1,8 +1,9 @@
-import type { BudgetKind } from '../../shared/budget.js';
+import type { MessagePort } from 'node:worker_threads';
 import type { ChildSpec } from '../../shared/child-spec.js';
+import type { AgentEvent } from '../../shared/events.js';
 import type { CancelReason } from '../../shared/result.js';
-import type { ChildHandle } from './local/child-handle.js';
-import type { PoolStats, SpawnExtras } from './local/pool-entry.js';
+import type { ChildCapabilities } from './capabilities.js';
+import type { ChildHandle, PoolStats } from './spawned-child.js';
 
 /**
  * How the engine runs children: on this machine's worker threads (`local`), or as jobs on a
@@ -20,10 +21,23 @@ export interface ChildRunner {
   /** Resolves when the runner can take children (threads warm, or Redis reached). */
   warm(): Promise<void>;
   spawn(spec: ChildSpec, extras?: SpawnExtras): ChildHandle;
-  /** A tree budget the child belongs to is spent: it takes its last turn. */
-  budgetSpent(handle: ChildHandle, which: BudgetKind): void;
-  /** Reads what the child's worker has posted and main has not read yet (tracing). */
-  readUplinkOf(handle: ChildHandle): void;
   /** Cancels every child with `reason`, waits for every result, then lets go of what it holds. */
   close(reason?: CancelReason): Promise<void>;
+}
+
+/** What a spawn may carry beside the spec. */
+export interface SpawnExtras {
+  onEvent?: ((event: AgentEvent) => void) | undefined;
+  /**
+   * The queue job's id (queue mode): the same id twice is one job, so a batch rerun re-adds
+   * only what is missing. Default: the agent's id. The local pool ignores it.
+   */
+  jobId?: string | undefined;
+  /** Makes the worker end of a fresh host bridge; called at each start (and resume). */
+  makeBridge?: (() => MessagePort) | undefined;
+  /**
+   * The per-child capabilities the child is given, each with what serves it (`CAPABILITIES`). The
+   * spec must carry their flags (`capabilityFlags`); a runner serves what it can of them.
+   */
+  capabilities?: ChildCapabilities | undefined;
 }

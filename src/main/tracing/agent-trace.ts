@@ -2,51 +2,65 @@ import { type Context, context as otelContext, type Tracer } from '@opentelemetr
 import type { AgentResult } from '../../shared/result.js';
 import type { TraceSpanId } from '../../shared/trace/types.js';
 import { ROOT_ID, type TurnResult } from '../root-turn.js';
+import type { ServedChild, Serving, Uplink } from '../runners/capabilities.js';
 import { OtelSpans, openAgentSpan } from './otel-spans.js';
 
-/** What the engine keeps of one traced child, from spawn to result. */
-export interface ChildTrace {
-  /** Replays the child's span operations (from whichever worker runs it now). */
-  apply: OtelSpans['apply'];
-  /** Its run was lost with its worker: the spans that run left open end as `worker_lost`. */
-  resumed(): void;
-  /** The context of the child's tool-call span `span`, to hang a spawn of its under. */
-  contextOf(span: TraceSpanId | undefined): Context;
-  /** The child settled: what is still open ends, then its `invoke_agent` span. */
-  settle(result: AgentResult): void;
-}
-
 /**
- * Opens a child's `invoke_agent` span and the sink its worker's operations replay into. `catchUp`
- * reads what the child's worker has posted and main has not read yet: a spawn over the bridge
- * can arrive before the `open` of the tool-call span it names, which the worker posted first on
- * its uplink, another port.
+ * What main keeps of one traced child, from spawn to result (the `trace` capability): its
+ * `invoke_agent` span, and the sink its worker's span operations replay into, from whichever
+ * worker runs it now.
  */
-export function traceChild(
-  tracer: Tracer,
-  parent: Context,
-  agent: { id: string; name: string; model: string; depth: number; mode?: string },
-  catchUp: () => void,
-): ChildTrace {
-  const span = openAgentSpan(tracer, parent, agent);
-  const spans = new OtelSpans(tracer, span.context);
-  return {
-    apply: (op) => spans.apply(op),
-    resumed: () => spans.abandon('worker_lost'),
-    contextOf: (id) => {
-      if (id !== undefined && !spans.isOpen(id)) catchUp();
-      return spans.contextOf(id);
-    },
-    settle: (result) => {
-      // A cancelled child's worker may not close what it had open; main ends it with the result.
-      // A child that failed with its worker left its spans open there: they were lost with it.
-      const lost = result.code === 'worker_crashed' || result.code === 'worker_lost';
-      spans.abandon(
-        lost ? 'worker_lost' : result.outcome === 'complete' ? 'unfinished' : result.outcome,
-      );
-      span.end(result);
-    },
-  };
+export class ChildTrace implements Serving<'trace'> {
+  readonly #span: ReturnType<typeof openAgentSpan>;
+  readonly #spans: OtelSpans;
+  #child: ServedChild | undefined;
+
+  /** Opens the child's `invoke_agent` span under `parent`. */
+  constructor(
+    tracer: Tracer,
+    parent: Context,
+    agent: { id: string; name: string; model: string; depth: number; mode?: string },
+  ) {
+    this.#span = openAgentSpan(tracer, parent, agent);
+    this.#spans = new OtelSpans(tracer, this.#span.context);
+  }
+
+  /** Serves `child`: the child whose uplink `contextOf` catches up with. */
+  serving(child: ServedChild): this {
+    this.#child = child;
+    return this;
+  }
+
+  /** Replays one of the child's span operations. */
+  receive(message: Uplink<'trace'>): void {
+    this.#spans.apply(message.op);
+  }
+
+  /** Its run was lost with its worker: the spans that run left open end as `worker_lost`. */
+  resumed(): void {
+    this.#spans.abandon('worker_lost');
+  }
+
+  /**
+   * The context of the child's tool-call span `span`, to hang a spawn of its under. A spawn over
+   * the bridge can arrive before the `open` of the span it names, which the worker posted first
+   * on its uplink, another port: the child's uplink is read first.
+   */
+  contextOf(span: TraceSpanId | undefined): Context {
+    if (span !== undefined && !this.#spans.isOpen(span)) this.#child?.readUplink();
+    return this.#spans.contextOf(span);
+  }
+
+  /** The child settled: what is still open ends, then its `invoke_agent` span. */
+  settled(result: AgentResult): void {
+    // A cancelled child's worker may not close what it had open; main ends it with the result.
+    // A child that failed with its worker left its spans open there: they were lost with it.
+    const lost = result.code === 'worker_crashed' || result.code === 'worker_lost';
+    this.#spans.abandon(
+      lost ? 'worker_lost' : result.outcome === 'complete' ? 'unfinished' : result.outcome,
+    );
+    this.#span.end(result);
+  }
 }
 
 /** One root turn's trace: the sink of its steps, and the end of its `invoke_agent root` span. */

@@ -1,5 +1,35 @@
 import type { Governor } from '../../../shared/governor/governor.js';
 import type { GovernorRequest, MainMessage } from '../../../shared/protocol.js';
+import type { ServedChild, Serving } from '../capabilities.js';
+
+/**
+ * A governed child (the `governor` capability): each run of it has its own `GovernorLink`,
+ * closed when the run ends, so a lost worker's permits and queued admissions come back and an
+ * answer meant for that run never reaches the next.
+ */
+export class GovernedChild implements Serving<GovernorRequest['type']> {
+  readonly #governor: Governor;
+  readonly #child: ServedChild;
+  #run: GovernorLink | undefined;
+
+  constructor(governor: Governor, child: ServedChild) {
+    this.#governor = governor;
+    this.#child = child;
+  }
+
+  runStarts(): void {
+    const child = this.#child;
+    this.#run = new GovernorLink(this.#governor, (message) => child.tell(message));
+  }
+
+  receive(message: GovernorRequest): void {
+    this.#run?.handle(message);
+  }
+
+  runEnds(): void {
+    this.#run?.close();
+  }
+}
 
 /**
  * Main's end of one child's governor traffic. It remembers what the child's attempts hold, so

@@ -10,8 +10,10 @@ import {
   type WorkerMessage,
 } from '../../../shared/protocol.js';
 
-/** Where main sends a child's message that came up a worker's uplink. */
-export type UplinkRoute = (child: string, threadId: number, message: WorkerMessage) => void;
+/** A child as its worker's uplink sees it: what comes up for it is handed to it, once. */
+export interface UplinkChild {
+  receive(threadId: number, message: WorkerMessage): void;
+}
 
 interface Held {
   port: MessagePort;
@@ -31,10 +33,11 @@ interface Held {
  */
 export class Uplinks {
   readonly #held = new Map<number, Held>();
-  readonly #route: UplinkRoute;
+  /** The children on the workers, by id: a message for one that is not there is dropped. */
+  readonly #children: ReadonlyMap<string, UplinkChild>;
 
-  constructor(route: UplinkRoute) {
-    this.#route = route;
+  constructor(children: ReadonlyMap<string, UplinkChild>) {
+    this.#children = children;
   }
 
   /** Takes the uplinks of `piscina`'s workers as they start. */
@@ -60,7 +63,10 @@ export class Uplinks {
 
   #read(held: Held, threadId: number, batch: unknown): void {
     held.heardAt = performance.now();
-    forEachUplinkMessage(batch, (child, message) => this.#route(child, threadId, message));
+    const children = this.#children;
+    forEachUplinkMessage(batch, (child, message) =>
+      children.get(child)?.receive(threadId, message),
+    );
   }
 
   /** Asks `threadId`'s worker to answer (once per turn however often it is asked). */

@@ -1,16 +1,16 @@
 import type { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
-import type { Ending } from '../local/pool-entry.js';
+import type { Ending } from '../spawned-child.js';
 import { Batch, inOneWrite } from './batch.js';
 import {
   type AgentJobData,
   plainError as errorText,
   JOB_NAME,
   JOB_VERSION,
-  type QueuedChild,
   type QueueKeys,
   remoteSpec,
 } from './job.js';
+import type { QueuedChild } from './producer.js';
 
 /** How long a finished job waits in Redis for its producer, in seconds. */
 const KEEP_FINISHED_S = 7 * 24 * 3600;
@@ -167,5 +167,5 @@ export class JobWrites {
 
 /** Read afresh each time: an await in between may have settled it. */
 function settled(child: QueuedChild): boolean {
-  return child.handle.status === 'settled';
+  return child.status === 'settled';
 }

@@ -5,8 +5,6 @@ import { FAILURE_CODES, type Failure } from '../../../shared/failure.js';
 import { redactSecrets } from '../../../shared/redact.js';
 import type { AgentResult, CancelReason } from '../../../shared/result.js';
 import { emptyUsage, toCancelReason } from '../../../shared/result.js';
-import type { PoolHandle } from '../local/child-handle.js';
-import type { SpawnExtras } from '../local/pool-entry.js';
 
 /**
  * The one job name cohort uses. A queue is cohort's alone: a cohort worker fails a job of any
@@ -181,21 +179,4 @@ export function cancelledHere(spec: AgentJobData['spec'], reason: CancelReason):
 /** An error's message for people and logs, with any secret taken out. */
 export function plainError(error: unknown): string {
   return redactSecrets(error instanceof Error ? error.message : String(error));
-}
-
-/** What the producer keeps of one job, from spawn until its result is delivered. */
-export interface QueuedChild {
-  jobId: string;
-  spec: ChildSpec;
-  handle: PoolHandle;
-  extras: SpawnExtras;
-  /** Resolves once the job is in Redis (or its add failed and the child settled). */
-  added: Promise<void>;
-  cancelReason?: CancelReason;
-  graceTimer?: NodeJS.Timeout;
-  readds: number;
-  /** When it was spawned (ms since the epoch): a reconcile round reads only older jobs. */
-  spawnedAt: number;
-  /** A cancel an earlier run of this job id may have left must go before it is added. */
-  clearCancel: boolean;
 }

@@ -3,7 +3,7 @@ import { expected, UsageError } from '../../../shared/errors.js';
 import type { GovernorOptions } from '../../../shared/governor/types.js';
 import type { AgentResult } from '../../../shared/result.js';
 import { checkDurationMs } from '../../options.js';
-import type { PoolOptions } from '../local/pool-entry.js';
+import type { PoolOptions } from '../local/pool.js';
 import { checkQueueName, checkQueueUrl } from './connection.js';
 
 /** Where an engine's children go in queue mode (`Engine.start({ queue })`, docs/SCALE-OUT.md). */

@@ -2,10 +2,16 @@ import { type Job, Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import type { ChildSpec } from '../../../shared/child-spec.js';
 import type { AgentResult, CancelReason } from '../../../shared/result.js';
-import { type ChildHandle, PoolHandle } from '../local/child-handle.js';
 import { DEFAULT_CANCEL_GRACE_MS } from '../local/pool.js';
-import { type Ending, type PoolStats, type SpawnExtras, synthetic } from '../local/pool-entry.js';
-import type { ChildRunner } from '../types.js';
+import {
+  type ChildHandle,
+  type DeliveryCounts,
+  type Ending,
+  noDeliveries,
+  type PoolStats,
+  SpawnedChild,
+} from '../spawned-child.js';
+import type { ChildRunner, SpawnExtras } from '../types.js';
 import { describeRedis, redisOptionsOf } from './connection.js';
 import { EventsReader, parseReturnValue } from './events-reader.js';
 import {
@@ -14,7 +20,6 @@ import {
   type CancelNotice,
   plainError as errorText,
   failureOfJob,
-  type QueuedChild,
   QueueKeys,
   readJobResult,
 } from './job.js';
@@ -39,13 +44,6 @@ const SWEEP_CHUNK = 200;
  */
 const MAX_READDS = 5;
 
-const NO_STATS: PoolStats = {
-  workerResults: 0,
-  mainResults: 0,
-  duplicateResults: 0,
-  delivered: 0,
-  crashRecords: 0,
-};
 /** How the events stream is read: a window to gather in after each read that found events. */
 const EVENTS = { gatherMs: 25, blockMs: 10_000, count: 1000 };
 
@@ -53,8 +51,9 @@ const EVENTS = { gatherMs: 25, blockMs: 10_000, count: 1000 };
  * The producer side of queue mode: every child is a BullMQ job that some `cohort worker` takes
  * and runs on its own pool. Completions arrive as queue events, read a window at a time; a
  * periodic reconcile reads the jobs still pending from Redis, for whatever the events missed.
- * Adds and removals go out a window at a time too (`Batch`). The handle settles exactly once
- * (`PoolHandle.settle` is the guard); a result that arrives after it is counted as a duplicate.
+ * Adds and removals go out a window at a time too (`Batch`). Each child settles exactly once
+ * (`SpawnedChild.deliver` is the guard, shared with the local runner); a result that arrives
+ * after it is counted as a duplicate.
  */
 export class QueueRunner implements ChildRunner {
   readonly threads = 0;
@@ -67,7 +66,8 @@ export class QueueRunner implements ChildRunner {
   #events: { reader: EventsReader; client: Redis } | undefined;
   readonly #writes: JobWrites;
   readonly #pending = new Map<string, QueuedChild>();
-  readonly #stats: PoolStats = { ...NO_STATS };
+  /** What every child of this runner reaches it by. */
+  readonly #side: QueueSide;
   readonly #sweeper: Sweeper<QueuedChild>;
   #readyOnce = false;
   /** The next reconcile round reads every pending job, however young (a reconnect). */
@@ -76,8 +76,6 @@ export class QueueRunner implements ChildRunner {
   #warm = false;
   #lastError: string | undefined;
   #closed = false;
-  /** Called with every settled result. */
-  onSettle: ((result: AgentResult) => void) | undefined;
 
   constructor(
     options: QueueOptions,
@@ -85,6 +83,15 @@ export class QueueRunner implements ChildRunner {
   ) {
     this.#options = options;
     this.#graceMs = cancelGraceMs ?? DEFAULT_CANCEL_GRACE_MS;
+    const pending = this.#pending;
+    this.#side = {
+      counts: noDeliveries(),
+      cancelled: (child, reason) => this.#cancel(child, reason),
+      // Only its own entry: a spawn refused for a job id in use must not orphan the child using it.
+      delivered: (child) => {
+        if (pending.get(child.jobId) === child) pending.delete(child.jobId);
+      },
+    };
     const name = options.name ?? DEFAULT_QUEUE_NAME;
     const prefix = options.prefix ?? DEFAULT_QUEUE_PREFIX;
     this.#keys = new QueueKeys(prefix, name);
@@ -95,7 +102,7 @@ export class QueueRunner implements ChildRunner {
       items: () => {
         const since = this.#sweepAll ? Infinity : Date.now() - reconcileMs;
         this.#sweepAll = false;
-        return [...this.#pending.values()].filter((child) => child.spawnedAt <= since);
+        return [...this.#pending.values()].filter((child) => child.spawnedOn <= since);
       },
       visit: (chunk) => this.#reconcile(chunk),
       everyMs: reconcileMs,
@@ -115,7 +122,7 @@ export class QueueRunner implements ChildRunner {
     this.#queue = new Queue<AgentJobData>(name, { connection: this.#redis, prefix });
     this.#queue.on('error', (error: Error) => this.#noteError(error));
     this.#writes = new JobWrites(this.#queue, this.#redis, this.#keys, {
-      refuse: (child, ending) => this.#deliverFromMain(child, ending),
+      refuse: (child, ending) => child.deliverFromMain(ending),
       noteError: (error) => this.#noteError(error),
     });
   }
@@ -133,7 +140,7 @@ export class QueueRunner implements ChildRunner {
       {
         active: (jobId) => {
           const child = this.#pending.get(jobId);
-          if (child && child.handle.status === 'queued') child.handle.status = 'running';
+          if (child && child.status === 'queued') child.status = 'running';
         },
         completed: (jobId, text) => {
           if (!this.#pending.has(jobId)) return;
@@ -158,7 +165,7 @@ export class QueueRunner implements ChildRunner {
   }
 
   get stats(): PoolStats {
-    return { ...this.#stats };
+    return { ...this.#side.counts, crashRecords: 0 };
   }
 
   /** Resolves once Redis answers and the events stream is read; rejects after the timeout. */
@@ -179,26 +186,17 @@ export class QueueRunner implements ChildRunner {
   }
 
   spawn(spec: ChildSpec, extras: SpawnExtras = {}): ChildHandle {
-    const jobId = extras.jobId ?? spec.id;
-    const child: QueuedChild = {
-      jobId,
-      spec,
-      extras,
-      readds: 0,
-      spawnedAt: Date.now(),
-      clearCancel: extras.jobId !== undefined,
-      added: Promise.resolve(),
-      handle: new PoolHandle(spec, (reason) => this.#cancel(child, reason)),
-    };
+    const child = new QueuedChild(spec, extras, this.#side);
+    const jobId = child.jobId;
     if (this.#closed || this.#pending.has(jobId)) {
       // A second spawn of a job id still pending would share its result: it is refused as a
       // cancel, which the caller sees at once, rather than running twice or never.
-      this.#deliverFromMain(child, { outcome: 'cancelled', reason: 'shutdown' });
-      return child.handle;
+      child.deliverFromMain({ outcome: 'cancelled', reason: 'shutdown' });
+      return child;
     }
     this.#pending.set(jobId, child);
     child.added = this.#writes.add(child);
-    return child.handle;
+    return child;
   }
 
   #completed(jobId: string, value: unknown): void {
@@ -206,7 +204,7 @@ export class QueueRunner implements ChildRunner {
     if (!child) return;
     const result = readJobResult(value);
     if (typeof result === 'string') {
-      this.#deliverFromMain(child, {
+      child.deliverFromMain({
         outcome: 'failed',
         failure: { code: 'internal', message: `its worker answered garbage: ${result}` },
       });
@@ -219,16 +217,14 @@ export class QueueRunner implements ChildRunner {
       if (this.#readd(child)) return;
     }
     // Counted as it is delivered (or found a duplicate): garbage and re-adds are not results.
-    this.#stats.workerResults++;
-    this.#deliver(child, result);
+    child.deliverFromWorker(result);
     this.#writes.remove(jobId);
   }
 
   #failed(jobId: string, failedReason: string): void {
     const child = this.#pending.get(jobId);
     if (!child) return;
-    this.#deliverFromMain(
-      child,
+    child.deliverFromMain(
       child.cancelReason !== undefined
         ? { outcome: 'cancelled', reason: child.cancelReason }
         : { outcome: 'failed', failure: failureOfJob(failedReason) },
@@ -251,42 +247,17 @@ export class QueueRunner implements ChildRunner {
     return true;
   }
 
-  #deliver(child: QueuedChild, result: AgentResult): boolean {
-    if (!child.handle.settle(result)) {
-      this.#stats.duplicateResults++;
-      return false;
-    }
-    this.#stats.delivered++;
-    if (child.graceTimer) clearTimeout(child.graceTimer);
-    // Only its own entry: a spawn refused for a job id in use must not orphan the child using it.
-    if (this.#pending.get(child.jobId) === child) this.#pending.delete(child.jobId);
-    this.onSettle?.(result);
-    child.extras.onEvent?.({ type: 'agent-settle', agentId: result.id, result });
-    return true;
-  }
-
-  /** A result made here for a child no worker answered for: removed, cancelled, lost. */
-  #deliverFromMain(child: QueuedChild, ending: Ending): void {
-    this.#stats.mainResults++;
-    const made = synthetic(child, ending);
-    // Nothing was written on this machine: the result names no folder.
-    const { logDir: _none, ...result } = made;
-    this.#deliver(child, result);
-  }
-
-  #cancel(child: QueuedChild, reason: CancelReason): boolean {
-    if (settled(child)) return false;
-    if (child.cancelReason !== undefined) return true;
+  /** A first cancel of an unsettled child. */
+  #cancel(child: QueuedChild, reason: CancelReason): void {
     child.cancelReason = reason;
     void this.#cancelJob(child, reason);
     // No worker answers (none is alive, or Redis is away): the result is made here, once the
     // grace a local child gets has passed twice.
     child.graceTimer = setTimeout(() => {
-      this.#deliverFromMain(child, { outcome: 'cancelled', reason });
+      child.deliverFromMain({ outcome: 'cancelled', reason });
       this.#writes.remove(child.jobId);
     }, this.#graceMs * 2);
     child.graceTimer.unref();
-    return true;
   }
 
   /**
@@ -317,7 +288,7 @@ export class QueueRunner implements ChildRunner {
           // removal's own entry. Read up to there first, so the worker's result (its usage, its
           // host) wins.
           if (job?.processedOn !== undefined) await this.#events?.reader.readPast(this.#redis);
-          if (!settled(child)) this.#deliverFromMain(child, { outcome: 'cancelled', reason });
+          if (!settled(child)) child.deliverFromMain({ outcome: 'cancelled', reason });
         } finally {
           // The job is gone either way: its checkpoint and cancel keys go too.
           this.#writes.remove(child.jobId);
@@ -350,7 +321,7 @@ export class QueueRunner implements ChildRunner {
         if (!job) {
           // Redis forgot it (a restart without persistence): it runs again from the start.
           if (!this.#readd(child)) {
-            this.#deliverFromMain(child, {
+            child.deliverFromMain({
               outcome: 'failed',
               failure: { code: 'worker_lost', message: 'the queue lost its job too many times' },
             });
@@ -372,10 +343,10 @@ export class QueueRunner implements ChildRunner {
     this.#sweeper.stop();
     // Waiting ones first: taken out before a slot freed by a running one's cancel could start them.
     const children = [...this.#pending.values()].sort(
-      (a, b) => Number(b.handle.status === 'queued') - Number(a.handle.status === 'queued'),
+      (a, b) => Number(b.status === 'queued') - Number(a.status === 'queued'),
     );
-    for (const child of children) child.handle.cancel(reason);
-    await Promise.all(children.map((child) => child.handle.result));
+    for (const child of children) child.cancel(reason);
+    await Promise.all(children.map((child) => child.result));
     // Never warm (Redis never answered): nothing to close gracefully.
     const deadline = Date.now() + (this.#warm ? CLOSE_GRACE_MS : 0);
     this.#events?.reader.stop();
@@ -392,5 +363,48 @@ function delay(ms: number): Promise<void> {
 
 /** Read afresh each time: an await in between may have settled it. */
 function settled(child: QueuedChild): boolean {
-  return child.handle.status === 'settled';
+  return child.status === 'settled';
+}
+
+/** What a queued child needs of its runner: one object, shared by all the runner's children. */
+interface QueueSide {
+  readonly counts: DeliveryCounts;
+  /** The runner's part of a first cancel. */
+  cancelled(child: QueuedChild, reason: CancelReason): void;
+  /** The child has its result: it is no longer pending. */
+  delivered(child: QueuedChild): void;
+}
+
+/** What the producer keeps of one job, from spawn until its result is delivered. */
+export class QueuedChild extends SpawnedChild {
+  readonly jobId: string;
+  /** Resolves once the job is in Redis (or its add failed and the child settled). */
+  added: Promise<void> = Promise.resolve();
+  readds = 0;
+  /** When it was spawned (ms since the epoch): a reconcile round reads only older jobs. */
+  readonly spawnedOn = Date.now();
+  /** A cancel an earlier run of this job id may have left must go before it is added. */
+  clearCancel: boolean;
+  readonly #side: QueueSide;
+
+  constructor(spec: ChildSpec, extras: SpawnExtras, side: QueueSide) {
+    super(spec, extras, side.counts);
+    this.#side = side;
+    this.jobId = extras.jobId ?? spec.id;
+    this.clearCancel = extras.jobId !== undefined;
+  }
+
+  protected cancelled(reason: CancelReason): void {
+    this.#side.cancelled(this, reason);
+  }
+
+  protected override delivered(): void {
+    this.#side.delivered(this);
+  }
+
+  protected madeOnMain(ending: Ending): AgentResult {
+    // Nothing was written on this machine: the result names no folder.
+    const { logDir: _none, ...result } = this.endedOnMain(ending);
+    return result;
+  }
 }

@@ -14,8 +14,9 @@ import { Governor } from '../../../shared/governor/governor.js';
 import { redactSecrets } from '../../../shared/redact.js';
 import type { AgentResult, CancelReason } from '../../../shared/result.js';
 import { toCancelReason } from '../../../shared/result.js';
-import type { ChildHandle } from '../local/child-handle.js';
+import { type ChildCapabilities, capabilityFlags } from '../capabilities.js';
 import { ChildPool, DEFAULT_AGENTS_PER_THREAD } from '../local/pool.js';
+import type { ChildHandle } from '../spawned-child.js';
 import { inOneWrite } from './batch.js';
 import { type CheckpointRun, Checkpoints } from './checkpoints.js';
 import { describeRedis, redisOptionsOf } from './connection.js';
@@ -112,7 +113,7 @@ export class QueueWorker {
             options.governor,
             options.sharedLimits === false ? {} : { store: new RedisBuckets(this.#redis, prefix) },
           );
-    this.#pool = new ChildPool(options, { governor: this.#governor });
+    this.#pool = new ChildPool(options);
   }
 
   /**
@@ -264,23 +265,20 @@ export class QueueWorker {
         await mkdir(spec.logDir, { recursive: true });
         await writeFile(path.join(spec.logDir, 'transcript.jsonl'), checkpoint.join(''));
       }
+      const capabilities: ChildCapabilities = {
+        checkpoint: (write) => {
+          // Once handed back or lost, what the stopped child commits (its cut-short step)
+          // must not become the checkpoint another worker resumes from.
+          if (run.handingBack || run.lost) return;
+          this.#checkpoints.save(run, jobId, write);
+        },
+      };
+      // This worker's governor admits every request of its children, whatever the producer's
+      // own setting: the producer has none in queue mode.
+      if (this.#governor) capabilities.governor = this.#governor;
       const handle = this.#pool.spawn(
-        {
-          ...spec,
-          checkpoint: true,
-          resume,
-          // This worker's governor admits every request of its children, whatever the
-          // producer's own setting: the producer has none in queue mode.
-          ...(this.#governor ? { governed: { patienceMs: this.#governor.patienceMs } } : {}),
-        },
-        {
-          onCheckpoint: (write) => {
-            // Once handed back or lost, what the stopped child commits (its cut-short step)
-            // must not become the checkpoint another worker resumes from.
-            if (run.handingBack || run.lost) return;
-            this.#checkpoints.save(run, jobId, write);
-          },
-        },
+        { ...spec, resume, ...capabilityFlags(capabilities) },
+        { capabilities },
       );
       run.handle = handle;
       if (run.cancel !== undefined) handle.cancel(run.cancel);

@@ -1,0 +1,167 @@
+import { AgentLog, keepsLog, withoutLog } from '../../../shared/agent-log.js';
+import type { ChildSpec } from '../../../shared/child-spec.js';
+import type { MainMessage, WorkerMessage } from '../../../shared/protocol.js';
+import type { AgentResult, CancelReason } from '../../../shared/result.js';
+import { receive, resumed, runEnds, runStarts } from '../capabilities.js';
+import { type DeliveryCounts, type Ending, SpawnedChild } from '../spawned-child.js';
+import type { SpawnExtras } from '../types.js';
+
+/** What a running child needs of its pool: one object, shared by all the pool's children. */
+export interface PoolSide {
+  readonly counts: DeliveryCounts;
+  /** How long a cancelled child may ignore its cancel, in ms. */
+  readonly graceMs: number;
+  /** Queues a message for `child` on `threadId`'s uplink. */
+  send(threadId: number, child: string, message: MainMessage): void;
+  /** Takes a child still waiting for admission out of the line; false when it was not waiting. */
+  unqueue(child: RunningChild): boolean;
+  /** Asks `threadId`'s worker to answer: whether its event loop still turns. */
+  ping(threadId: number): void;
+  /** Reads what `threadId`'s worker has posted and main has not read yet. */
+  drain(threadId: number): void;
+  /** The child's cancel grace is over and it has not settled. */
+  graceOver(child: RunningChild): void;
+}
+
+/**
+ * One child of the local pool on the main thread, from spawn until its result is delivered, and
+ * the handle its caller holds. It owns its state (spec, status, cancel, grace, crashes) and its
+ * traffic on the uplink of the worker its current run is on: what comes up for it is handed to
+ * it once (`receive`), and what main tells it goes down from here. What is no runner's own
+ * goes to the capability that takes it (`CAPABILITIES`), and each capability hears of the
+ * child's runs. A child resumed after its worker died starts a new run, on another worker; what
+ * the old one sends is no longer heard.
+ */
+export class RunningChild extends SpawnedChild {
+  /** Crashes this child was blamed for. */
+  crashes = 0;
+  /** Times it was resumed on a fresh worker. */
+  resumes = 0;
+  /** When its current grace began (performance.now()), and how many it had before. */
+  grace: { since: number; rounds: number } | undefined;
+  /** Its current run's worker, known from its `started`. */
+  threadId: number | undefined;
+  /** Its current run's calls of tools that run in the worker, entered and not yet exited. */
+  readonly openTools = new Set<string>();
+  readonly #pool: PoolSide;
+  /** Whether a run of it is on a worker and heard: from its start until its task ends. */
+  #inRun = false;
+  /** Messages for it before its run's worker was known: they go with `started`. */
+  #early: MainMessage[] | undefined;
+
+  constructor(spec: ChildSpec, extras: SpawnExtras, pool: PoolSide) {
+    super(spec, extras, pool.counts);
+    this.#pool = pool;
+  }
+
+  /** A run of it starts on a worker (its first, or a resume). */
+  startRun(): void {
+    this.threadId = undefined;
+    this.openTools.clear();
+    this.#early = undefined;
+    this.#inRun = true;
+    runStarts(this.served);
+  }
+
+  /** Its run's task ended, or its worker died: nothing more of that run is heard. */
+  endRun(): void {
+    this.#inRun = false;
+    runEnds(this.served);
+  }
+
+  /** Its worker died and it starts again on another (`startRun` follows). */
+  resume(): void {
+    this.spec = { ...this.spec, resume: true };
+    this.resumes++;
+    resumed(this.served);
+  }
+
+  /** A message about it, read on `threadId`'s uplink. */
+  receive(threadId: number, message: WorkerMessage): void {
+    if (!this.#inRun) return;
+    if (message.type === 'started') {
+      if (this.threadId !== undefined) return;
+      this.threadId = threadId;
+      if (this.status === 'queued') this.status = 'running';
+      const early = this.#early;
+      this.#early = undefined;
+      if (early) for (const told of early) this.#post(told);
+      // A cancel asked for before its worker was known goes now.
+      if (this.cancelReason !== undefined)
+        this.#post({ type: 'cancel', reason: this.cancelReason });
+      return;
+    }
+    // Only this run's worker speaks for the child (a message of an earlier run is stale).
+    if (threadId !== this.threadId) return;
+    switch (message.type) {
+      case 'event':
+        this.extras.onEvent?.(message.event);
+        return;
+      case 'tool-enter':
+        this.openTools.add(message.callId);
+        return;
+      case 'tool-exit':
+        this.openTools.delete(message.callId);
+        return;
+      case 'result':
+        this.deliverFromWorker(message.result);
+        return;
+      default:
+        receive(this.served, message);
+    }
+  }
+
+  /** Sends it `message` on its current run, once that run's worker is known. */
+  override tell(message: MainMessage): void {
+    if (!this.#inRun) return;
+    if (this.threadId !== undefined) this.#post(message);
+    else if (this.#early) this.#early.push(message);
+    else this.#early = [message];
+  }
+
+  #post(message: MainMessage): void {
+    if (this.threadId !== undefined && this.#inRun)
+      this.#pool.send(this.threadId, this.id, message);
+  }
+
+  /** Reads what its worker has posted and main has not read yet. */
+  override readUplink(): void {
+    if (this.threadId !== undefined) this.#pool.drain(this.threadId);
+  }
+
+  protected cancelled(reason: CancelReason): void {
+    // Still waiting for admission: it never reached a worker, and ends here.
+    if (this.#pool.unqueue(this)) {
+      this.deliverFromMain({ outcome: 'cancelled', reason });
+      return;
+    }
+    this.cancelReason = reason;
+    // Before `started` it waits, and goes with it.
+    if (this.threadId !== undefined) this.#post({ type: 'cancel', reason });
+    // Last resort: a child that ignores cooperative cancel (a tool stuck in a synchronous loop)
+    // blocks its whole thread. Its worker is terminated; its siblings resume elsewhere.
+    this.startGrace(0);
+  }
+
+  /** Starts a cancel grace; `rounds` is how many it had before. */
+  startGrace(rounds: number): void {
+    const threadId = this.threadId;
+    // Its answer tells, when the grace is over, whether the worker's event loop still turns.
+    if (threadId !== undefined) this.#pool.ping(threadId);
+    this.grace = { since: performance.now(), rounds };
+    this.graceTimer = setTimeout(() => this.#pool.graceOver(this), this.#pool.graceMs);
+    this.graceTimer.unref();
+  }
+
+  protected madeOnMain(ending: Ending): AgentResult {
+    const made = this.endedOnMain(ending);
+    return keepsLog(this.spec.logs, ending.outcome) ? made : withoutLog(made);
+  }
+
+  protected override deliveredFromMain(result: AgentResult): void {
+    // The worker never wrote this result: record it so the folder is complete, or remove the
+    // folder the `logs` policy does not keep. Queued off main's event loop, not awaited (10,000
+    // children cancelled at once are 10,000 writes); `finish` never rejects.
+    void new AgentLog(this.spec.logDir).finish(result, keepsLog(this.spec.logs, result.outcome));
+  }
+}
