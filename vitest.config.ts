@@ -2,8 +2,8 @@ import { defineConfig } from 'vitest/config';
 import { BaseSequencer, type TestSpecification } from 'vitest/node';
 
 /**
- * The tiers (test/README.md). `unit`: in-process only, no worker pool, no child process, no
- * Redis, no build needed. `slow`: runs sized to a property over many agents, processes or
+ * The tiers (test/README.md). `unit`: in-process only (no worker pool, no cohort process, no
+ * Redis; a shell at most), no build needed. `slow`: runs sized to a property over many agents, processes or
  * faults (fleets, chaos, bench sweeps). `integration`: everything else, so a new file lands
  * there until it is listed as unit or slow.
  */
