@@ -97,7 +97,8 @@ describe('npm run bench: a tiny sweep of every engine on the sdk transport, and 
       { stdout, stderr },
     );
     report = JSON.parse(readFileSync(out, 'utf8'));
-  });
+    // Eleven engine processes, one after another: on two busy cores this has passed a minute.
+  }, 120_000);
 
   it('exits 0 and prints a table that names every engine and the outputs', () => {
     expect(code, stderr.text()).toBe(0);

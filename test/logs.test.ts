@@ -49,7 +49,19 @@ async function batch(flags: string[]): Promise<{ lines: ResultLine[]; logDir: st
   const out = path.join(tempDir(), 'results.jsonl');
   // A folder the run makes itself, so a run that keeps nothing can be seen to remove it.
   const logDir = path.join(tempDir('cohort-logs-'), 'run');
-  const run = runCli(['batch', tasks, '--out', out, '--log-dir', logDir, '--quiet', ...flags]);
+  // One worker thread: the policy is the engine's, whatever the threads (and each costs a start).
+  const run = runCli([
+    'batch',
+    tasks,
+    '--out',
+    out,
+    '--log-dir',
+    logDir,
+    '--quiet',
+    '--threads',
+    '1',
+    ...flags,
+  ]);
   const exit = await run.exit;
   expect(exit.code, run.stderr()).toBe(1); // two tasks failed
   const lines = readLines(out);
@@ -114,6 +126,8 @@ describe('--logs all|failed|none', () => {
       'none',
       '--log-dir',
       logDir,
+      '--threads',
+      '1',
     ]);
     expect((await run.exit).code, run.stderr()).toBe(0);
     const result = JSON.parse(run.stdout());
@@ -133,7 +147,17 @@ describe('--logs all|failed|none', () => {
       },
       { text: 'Both came back.' },
     ]);
-    const run = runCli(['run', prompt, '--json', '--logs', 'failed', '--log-dir', logDir]);
+    const run = runCli([
+      'run',
+      prompt,
+      '--json',
+      '--logs',
+      'failed',
+      '--log-dir',
+      logDir,
+      '--threads',
+      '1',
+    ]);
     expect((await run.exit).code, run.stderr()).toBe(0);
     const events = run
       .stdout()

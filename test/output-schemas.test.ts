@@ -116,18 +116,13 @@ describe('outputValidator keeps a bounded cache of compiled schemas', () => {
     // The order of use is the insertion order again: one more evicts schema 0, and only it.
     outputValidator(distinct('extra', 0));
     expect(outputValidator(schemas[1]!)).toBe(first[1]);
-    expect(outputValidator(schemas[0]!)).not.toBe(first[0]);
-  });
-
-  it('after 300 distinct schemas the first, compiled again, still validates', () => {
-    const schemas = Array.from({ length: 300 }, (_, index) => distinct('many', index));
-    const first = outputValidator(schemas[0]!);
-    for (const schema of schemas.slice(1)) outputValidator(schema);
     const again = outputValidator(schemas[0]!);
-    expect(again).not.toBe(first);
-    expect(again({ many0: 0 })).toBe(true);
-    expect(again({ many0: 1 })).toBe(false);
-    expect(again.errors?.[0]?.instancePath).toBe('/many0');
+    expect(again).not.toBe(first[0]);
+    // The evicted schema, compiled again, still validates. (This was a test of its own that
+    // compiled 300 more schemas to evict one; each compile costs ~10 ms.)
+    expect(again({ held0: 0 })).toBe(true);
+    expect(again({ held0: 1 })).toBe(false);
+    expect(again.errors?.[0]?.instancePath).toBe('/held0');
   });
 });
 

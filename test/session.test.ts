@@ -1,6 +1,6 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { Session, type SessionEvent } from '../src/main/session.js';
 import type { MessageParam } from '../src/shared/provider/types.js';
 import type { AgentResult } from '../src/shared/result.js';
@@ -136,21 +136,40 @@ const hostTools: AnyTool[] = [
   },
 ];
 
+/**
+ * One engine for the tests that need no engine option of their own: each test gets a fresh
+ * session on it and closes it (afterEach), so no agent of one test outlives it. A test that sets
+ * an engine option, changes the engine (`setModel`) or kills a worker starts its own rig.
+ */
+let shared: Rig;
 let rig: Rig | undefined;
 let session: Session | undefined;
 
+beforeAll(async () => {
+  shared = await startRig({ hostTools });
+});
+
+afterAll(async () => {
+  await shared.close();
+});
+
 afterEach(async () => {
   await session?.close();
-  await rig?.close();
+  if (rig !== shared) await rig?.close();
   session = undefined;
   rig = undefined;
 });
 
-async function open(options: { maxDepth?: number; ceilingMs?: number; autoWake?: boolean } = {}) {
-  rig = await startRig({
-    hostTools,
-    ...(options.maxDepth === undefined ? {} : { maxDepth: options.maxDepth }),
-  });
+async function open(
+  options: { maxDepth?: number; ceilingMs?: number; autoWake?: boolean; ownRig?: boolean } = {},
+) {
+  rig =
+    options.maxDepth === undefined && options.ownRig !== true
+      ? shared
+      : await startRig({
+          hostTools,
+          ...(options.maxDepth === undefined ? {} : { maxDepth: options.maxDepth }),
+        });
   session = new Session(rig.engine, {
     autoWake: options.autoWake ?? false,
     ...(options.ceilingMs === undefined ? {} : { ceilingMs: options.ceilingMs }),
@@ -471,7 +490,8 @@ describe('sync agents, the root tool set, host tools and depth', () => {
   });
 
   it('setModel applies to children spawned afterwards; a running child keeps its model', async () => {
-    const { rig, session } = await open();
+    // setModel changes the engine's model: an engine of its own keeps it from the other tests.
+    const { rig, session } = await open({ ownRig: true });
     const before = session.spawnAsync({
       title: 'before',
       prompt: scripted([{ calls: [{ name: 'gate', input: {} }] }, { reply: 'x' }]),
