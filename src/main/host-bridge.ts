@@ -77,8 +77,8 @@ export class HostBridge {
         ),
       list: () => scope().list(),
       cancel: ({ id }) => scope().cancel(id),
-      drain: () => {
-        const pending = scope().drain();
+      takeInbox: () => {
+        const pending = scope().takeInbox();
         return pending.length === 0 ? [] : renderInbox(pending);
       },
       waitForResult: (_input, signal) => scope().waitForResult(signal),

@@ -124,7 +124,7 @@ export class AgentScope implements AgentSpawner {
   }
 
   /** Takes every pending result, in settle order. */
-  drain(): AgentResult[] {
+  takeInbox(): AgentResult[] {
     return this.#inbox.splice(0);
   }
 

@@ -282,7 +282,7 @@ export class Session {
     if (this.#closed) {
       return { outcome: 'cancelled', text: '', reason: 'shutdown', usage, generation };
     }
-    const deliver = this.#scope.drain();
+    const deliver = this.#scope.takeInbox();
     const blocks = [...(deliver.length > 0 ? renderInbox(deliver) : []), ...content];
     const turn = ++this.#turn;
     if (blocks.length === 0) return { outcome: 'ready', text: '', usage, generation };

@@ -46,8 +46,8 @@ export interface UplinkOpen {
  * "Messaging and spawn"). `ping` and `pong` are about the worker itself: main asks whether the
  * worker's event loop still turns (a cancelled child is slow to settle), the worker answers.
  */
-export type UplinkBatch = ((WorkerMessage & { child: string }) | { type: 'pong' })[];
-export type DownlinkBatch = ((MainMessage & { child: string }) | { type: 'ping' })[];
+export type UplinkPost = ((WorkerMessage & { child: string }) | { type: 'pong' })[];
+export type DownlinkPost = ((MainMessage & { child: string }) | { type: 'ping' })[];
 
 /**
  * Worker → main, about one child. `tool-enter`/`tool-exit` bracket a tool that runs in the worker
@@ -183,7 +183,7 @@ export interface HostMethods {
   list: { input: null; output: AgentInfo[] };
   cancel: { input: { id: string }; output: { id: string; wasLive: boolean } };
   /** Takes the pending results of the child's own async agents, rendered. */
-  drain: { input: null; output: ContentBlockParam[] };
+  takeInbox: { input: null; output: ContentBlockParam[] };
   /** Resolves true once a result is pending, false when none can come. */
   waitForResult: { input: null; output: boolean };
 }
@@ -203,7 +203,7 @@ export const HOST_METHODS: readonly HostMethod[] = [
   'spawnAsync',
   'list',
   'cancel',
-  'drain',
+  'takeInbox',
   'waitForResult',
 ];
 

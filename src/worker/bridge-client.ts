@@ -157,7 +157,7 @@ export function connectBridge(
   }
   const inbox: ChildInbox = {
     // A cancelled child, or a closed bridge, has nothing more to take in.
-    drain: (signal) => host.call('drain', null, signal).catch(() => []),
+    take: (signal) => host.call('takeInbox', null, signal).catch(() => []),
     waitForResult: (signal) => host.call('waitForResult', null, signal).catch(() => false),
   };
   return {

@@ -2,8 +2,8 @@ import { MessageChannel, type MessagePort, parentPort, threadId } from 'node:wor
 import {
   forEachDownlinkMessage,
   type MainMessage,
-  type UplinkBatch,
   type UplinkHello,
+  type UplinkPost,
   type WorkerMessage,
 } from '../shared/protocol.js';
 
@@ -27,7 +27,7 @@ export class Uplink {
   readonly ready: Promise<void>;
   readonly #port: MessagePort;
   readonly #children = new Map<string, ChildInbound>();
-  #queue: UplinkBatch = [];
+  #queue: UplinkPost = [];
 
   constructor(port: MessagePort) {
     this.#port = port;
@@ -59,7 +59,7 @@ export class Uplink {
     this.#queueMessage({ ...message, child });
   }
 
-  #queueMessage(message: UplinkBatch[number]): void {
+  #queueMessage(message: UplinkPost[number]): void {
     if (this.#queue.length === 0) setImmediate(() => this.flush());
     this.#queue.push(message);
   }

@@ -57,7 +57,7 @@ export interface ChildInbox {
    * Pending results rendered as content blocks; removes them from the inbox. Resolves with none
    * when `signal` aborts first: a cancelled child never waits on its host.
    */
-  drain(signal: AbortSignal): Promise<ContentBlockParam[]>;
+  take(signal: AbortSignal): Promise<ContentBlockParam[]>;
   /**
    * Waits until a result is pending; false at once when none of this child's agents is live, and
    * false when `signal` aborts.
@@ -209,7 +209,7 @@ async function endWithoutCalls(
   // A budget reached while it waits (its time, or its tree's word) stops the wait too.
   const spent = options.budget?.spentSignal?.();
   if (inbox && (await inbox.waitForResult(spent ? AbortSignal.any([signal, spent]) : signal))) {
-    const delivered: ContentBlockParam[] = await inbox.drain(signal);
+    const delivered: ContentBlockParam[] = await inbox.take(signal);
     if (delivered.length > 0) {
       const reached = options.budget?.exceeded();
       if (reached !== undefined) {
@@ -264,7 +264,7 @@ async function runBatch(
   });
   const results: ContentBlockParam[] = answerAll(calls, batch.results);
   // A cancelled child takes no more results in: its step commits with what it has.
-  if (inbox && !signal.aborted) results.push(...(await inbox.drain(signal)));
+  if (inbox && !signal.aborted) results.push(...(await inbox.take(signal)));
   const end = afterBatch(options, state, batch);
   // A budget reached: its notice goes with this step's results, so the next step is the last.
   if (end === NEXT && !signal.aborted) {

@@ -44,7 +44,7 @@ export class GovernorLink {
   /** Attempts admitted and not settled: the worker's id → the governor's permit. */
   readonly #permits = new Map<number, number>();
   /**
-   * Withdrawn while their admission was being granted: `drain()` handles messages with no
+   * Withdrawn while their admission was being granted: `readPending()` handles messages with no
    * microtask between them, so a withdrawal can land before the grant is recorded.
    */
   readonly #withdrawn = new Set<number>();

@@ -62,7 +62,7 @@ export class ChildPool implements ChildRunner {
       send: (threadId, child, message) => uplinks.send(threadId, child, message),
       unqueue: (child) => this.#admission.remove(child),
       ping: (threadId) => uplinks.ping(threadId),
-      drain: (threadId) => uplinks.drain(threadId),
+      readPending: (threadId) => uplinks.readPending(threadId),
       graceOver: (child) => this.#graceOver(child),
     };
     this.#piscina = makePiscina({ ...this.#shape(), threads, perThread, minThreads: threads });
@@ -143,7 +143,7 @@ export class ChildPool implements ChildRunner {
   /** The child's task ended, with or without a result on its worker's uplink. */
   #finish(child: RunningChild, error: unknown): void {
     // The result is the last thing a child sends: once it is read there is nothing left to read.
-    if (!isSettled(child)) this.#uplinks.drain();
+    if (!isSettled(child)) this.#uplinks.readPending();
     // Still unsettled with every message of its worker read: the child's result is missing.
     if (!isSettled(child)) {
       if (child.cancelReason !== undefined) {
@@ -196,9 +196,9 @@ export class ChildPool implements ChildRunner {
   /** Every child still on `threadId`, with its last messages read. */
   #witnesses(threadId: number): { id: string; openTools: ReadonlySet<string> }[] {
     // Read that worker's uplink first: a child whose `started` is still unread has no thread
-    // yet, and filtering before the drain would leave it out; judged later on its own, with
+    // yet, and filtering before that read would leave it out; judged later on its own, with
     // nobody in a tool, it would be blamed.
-    this.#uplinks.drain(threadId);
+    this.#uplinks.readPending(threadId);
     const witnesses: { id: string; openTools: ReadonlySet<string> }[] = [];
     for (const other of this.#running.values()) {
       if (other.threadId === threadId) witnesses.push({ id: other.id, openTools: other.openTools });
@@ -252,7 +252,7 @@ export class ChildPool implements ChildRunner {
 
   #terminateWorkerOf(child: RunningChild, threadId: number): void {
     // Only the stuck child is to blame; its siblings resume elsewhere without a mark.
-    this.#uplinks.drain(threadId);
+    this.#uplinks.readPending(threadId);
     if (isSettled(child)) return;
     const witnesses = () => this.#witnesses(threadId);
     if (!this.#forensics.terminating(threadId, child.id, witnesses)) return;
@@ -299,7 +299,7 @@ export interface PoolOptions {
 export type { ChildHandle, ChildStatus, PoolStats } from '../spawned-child.js';
 export type { SpawnExtras } from '../types.js';
 
-/** Read afresh each time: draining an uplink may settle the child in between. */
+/** Read afresh each time: reading an uplink may settle the child in between. */
 function isSettled(child: RunningChild): boolean {
   return child.status === 'settled';
 }

@@ -18,7 +18,7 @@ export interface PoolSide {
   /** Asks `threadId`'s worker to answer: whether its event loop still turns. */
   ping(threadId: number): void;
   /** Reads what `threadId`'s worker has posted and main has not read yet. */
-  drain(threadId: number): void;
+  readPending(threadId: number): void;
   /** The child's cancel grace is over and it has not settled. */
   graceOver(child: RunningChild): void;
 }
@@ -126,7 +126,7 @@ export class RunningChild extends SpawnedChild {
 
   /** Reads what its worker has posted and main has not read yet. */
   override readUplink(): void {
-    if (this.threadId !== undefined) this.#pool.drain(this.threadId);
+    if (this.threadId !== undefined) this.#pool.readPending(this.threadId);
   }
 
   protected cancelled(reason: CancelReason): void {

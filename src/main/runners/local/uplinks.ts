@@ -1,7 +1,7 @@
 import { type MessagePort, receiveMessageOnPort } from 'node:worker_threads';
 import type { Piscina } from 'piscina';
 import {
-  type DownlinkBatch,
+  type DownlinkPost,
   forEachUplinkMessage,
   isUplinkHello,
   type MainMessage,
@@ -18,7 +18,7 @@ export interface UplinkChild {
 interface Held {
   port: MessagePort;
   /** Messages for this worker's children, posted together at the end of the turn. */
-  queue: DownlinkBatch;
+  queue: DownlinkPost;
   /** When a post from this worker was last read (performance.now()). */
   heardAt: number;
   /** A ping is in `queue`: thousands of cancels in one turn send one. */
@@ -83,7 +83,7 @@ export class Uplinks {
    * while it was busy.
    */
   heardSince(threadId: number, time: number): boolean {
-    this.drain(threadId);
+    this.readPending(threadId);
     const held = this.#held.get(threadId);
     return held !== undefined && held.heardAt >= time;
   }
@@ -94,7 +94,7 @@ export class Uplinks {
     if (held) this.#queue(held, { ...message, child });
   }
 
-  #queue(held: Held, message: DownlinkBatch[number]): void {
+  #queue(held: Held, message: DownlinkPost[number]): void {
     if (held.queue.length === 0) setImmediate(() => this.#flush(held));
     held.queue.push(message);
   }
@@ -112,7 +112,7 @@ export class Uplinks {
    * task's end (piscina's reply) and a worker's death travel apart from the uplink, so its last
    * messages may still sit there when they are known.
    */
-  drain(threadId?: number): void {
+  readPending(threadId?: number): void {
     const threads = threadId === undefined ? [...this.#held.keys()] : [threadId];
     for (const thread of threads) {
       const held = this.#held.get(thread);

@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis';
-import { Batch } from './batch.js';
 import type { QueueKeys } from './job.js';
+import { WriteWindow } from './write-window.js';
 
 /** A checkpoint outlives its job's last write by a week at most (a producer that never returns). */
 const CHECKPOINT_TTL_MS = 7 * 24 * 3600 * 1000;
@@ -64,7 +64,7 @@ export class Checkpoints<Run extends CheckpointRun> {
   readonly #waiting = new Map<Run, Waiting<Run>>();
   /** Runs with a write sent and not yet answered: their next one waits for that answer. */
   readonly #sending = new Map<Run, Promise<unknown>>();
-  readonly #batch: Batch<Run>;
+  readonly #window: WriteWindow<Run>;
 
   /** `onLost` hears of a run whose write was refused: the job's lock is another run's now. */
   constructor(redis: Redis, keys: QueueKeys, onLost: (run: Run) => void) {
@@ -73,7 +73,7 @@ export class Checkpoints<Run extends CheckpointRun> {
     this.#command = command.bind(redis);
     this.#keys = keys;
     this.#onLost = onLost;
-    this.#batch = new Batch((runs) => this.#send(runs), CHECKPOINT_WINDOW_MS);
+    this.#window = new WriteWindow((runs) => this.#send(runs), CHECKPOINT_WINDOW_MS);
   }
 
   /**
@@ -86,7 +86,7 @@ export class Checkpoints<Run extends CheckpointRun> {
     const waiting = this.#waiting.get(run);
     if (!waiting) {
       this.#waiting.set(run, { run, jobId, replace: write.replace, lines: write.lines });
-      void this.#batch.push(run);
+      void this.#window.push(run);
     } else if (write.replace) {
       waiting.replace = true;
       waiting.lines = write.lines;
@@ -97,7 +97,7 @@ export class Checkpoints<Run extends CheckpointRun> {
 
   /** Drops a run's waiting writes: its job has its result, and a copy of its steps is no use. */
   forget(run: Run): void {
-    if (this.#waiting.delete(run)) this.#batch.discard((one) => one === run);
+    if (this.#waiting.delete(run)) this.#window.discard((one) => one === run);
   }
 
   /** Sends a run's waiting write now and waits for it: a job handed back goes with its copy. */
@@ -105,7 +105,7 @@ export class Checkpoints<Run extends CheckpointRun> {
     // At most twice: a write in flight first, then the one that waited behind it.
     while (this.#waiting.has(run) || this.#sending.has(run)) {
       await this.#sending.get(run);
-      await this.#batch.flush();
+      await this.#window.flush();
     }
   }
 
@@ -116,7 +116,7 @@ export class Checkpoints<Run extends CheckpointRun> {
       if (!waiting) continue;
       // One write at a time per run, in order: this one goes with the next window.
       if (this.#sending.has(run)) {
-        void this.#batch.push(run);
+        void this.#window.push(run);
         continue;
       }
       this.#waiting.delete(run);

@@ -1,7 +1,6 @@
 import type { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Ending } from '../spawned-child.js';
-import { Batch, inOneWrite } from './batch.js';
 import {
   type AgentJobData,
   plainError as errorText,
@@ -11,6 +10,7 @@ import {
   remoteSpec,
 } from './job.js';
 import type { QueuedChild } from './producer.js';
+import { inOneWrite, WriteWindow } from './write-window.js';
 
 /** How long a finished job waits in Redis for its producer, in seconds. */
 const KEEP_FINISHED_S = 7 * 24 * 3600;
@@ -35,8 +35,14 @@ export class JobWrites {
   readonly #redis: Redis;
   readonly #keys: QueueKeys;
   readonly #hooks: WriteHooks;
-  readonly #adds = new Batch<QueuedChild>((children) => this.#addAll(children), ADD_WINDOW_MS);
-  readonly #removals = new Batch<string>((jobIds) => this.removeNow(jobIds), REMOVE_WINDOW_MS);
+  readonly #adds = new WriteWindow<QueuedChild>(
+    (children) => this.#addAll(children),
+    ADD_WINDOW_MS,
+  );
+  readonly #removals = new WriteWindow<string>(
+    (jobIds) => this.removeNow(jobIds),
+    REMOVE_WINDOW_MS,
+  );
   /** Job ids whose removal waits for its window or is under way, and when it is done. */
   readonly #removing = new Map<string, Promise<void>>();
 

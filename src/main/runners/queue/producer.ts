@@ -24,7 +24,6 @@ import {
   readJobResult,
 } from './job.js';
 import { JobWrites } from './job-writes.js';
-import { letGo, reachRedis } from './let-go.js';
 import {
   DEFAULT_CONNECT_TIMEOUT_MS,
   DEFAULT_QUEUE_NAME,
@@ -32,6 +31,7 @@ import {
   DEFAULT_RECONCILE_MS,
   type QueueOptions,
 } from './options.js';
+import { closeWithin, reachRedis } from './redis-lifecycle.js';
 import { Sweeper } from './sweeper.js';
 
 /** How long a close waits for Redis before it cuts the connections. */
@@ -353,7 +353,7 @@ export class QueueRunner implements ChildRunner {
     this.#events?.client.disconnect();
     // The last removals go out now, then the queue closes: both within the one grace.
     await Promise.race([this.#writes.flushRemovals(), delay(deadline - Date.now())]);
-    await letGo([this.#queue], [this.#redis], Math.max(0, deadline - Date.now()));
+    await closeWithin([this.#queue], [this.#redis], Math.max(0, deadline - Date.now()));
   }
 }
 

@@ -17,7 +17,6 @@ import { toCancelReason } from '../../../shared/result.js';
 import { type ChildCapabilities, capabilityFlags } from '../capabilities.js';
 import { ChildPool, DEFAULT_AGENTS_PER_THREAD } from '../local/pool.js';
 import type { ChildHandle } from '../spawned-child.js';
-import { inOneWrite } from './batch.js';
 import { type CheckpointRun, Checkpoints } from './checkpoints.js';
 import { describeRedis, redisOptionsOf } from './connection.js';
 import {
@@ -28,7 +27,6 @@ import {
   readCancelNotice,
   readJobData,
 } from './job.js';
-import { letGo, quitWithin, reachRedis } from './let-go.js';
 import {
   DEFAULT_CONNECT_TIMEOUT_MS,
   DEFAULT_QUEUE_NAME,
@@ -36,6 +34,8 @@ import {
   type QueueWorkerOptions,
 } from './options.js';
 import { RedisBuckets } from './redis-buckets.js';
+import { closeWithin, quitWithin, reachRedis } from './redis-lifecycle.js';
+import { inOneWrite } from './write-window.js';
 
 export const DEFAULT_MAX_DELIVERIES = 3;
 const MAX_DEFAULT_CONCURRENCY = 1000;
@@ -194,7 +194,7 @@ export class QueueWorker {
         () => worker.#lastError,
       );
     } catch (error) {
-      await Promise.allSettled([letGo([worker.#worker], [], 0), worker.#shut()]);
+      await Promise.allSettled([closeWithin([worker.#worker], [], 0), worker.#shut()]);
       throw error;
     }
     void worker.#worker.run().catch(() => {});
@@ -204,7 +204,7 @@ export class QueueWorker {
   /** Lets go of everything at once (a start that failed). */
   async #shut(): Promise<void> {
     await Promise.allSettled([
-      letGo([], [this.#redis, this.#subscriber], 0),
+      closeWithin([], [this.#redis, this.#subscriber], 0),
       this.#pool.close('shutdown'),
     ]);
   }
@@ -356,7 +356,7 @@ export class QueueWorker {
     this.handBackNow();
     // Every child is handed back or finished: the processors return, and the close is quick
     // unless Redis is away, when the connections are cut after a grace.
-    await letGo([this.#worker], [], DRAIN_CLOSE_GRACE_MS);
+    await closeWithin([this.#worker], [], DRAIN_CLOSE_GRACE_MS);
     await this.#pool.close('shutdown');
     await Promise.allSettled([
       quitWithin(this.#subscriber, QUIT_GRACE_MS),

@@ -2,7 +2,6 @@ import type { Socket } from 'node:net';
 import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Batch, inOneWrite } from '../src/main/runners/queue/batch.js';
 import { type CheckpointRun, Checkpoints } from '../src/main/runners/queue/checkpoints.js';
 import {
   EventsReader,
@@ -10,16 +9,17 @@ import {
   type QueueEventHandlers,
 } from '../src/main/runners/queue/events-reader.js';
 import { QueueKeys } from '../src/main/runners/queue/job.js';
+import { inOneWrite, WriteWindow } from '../src/main/runners/queue/write-window.js';
 import { type RedisRig, redisMissing, startRedis } from './redis.js';
 
 // The queue's batched round trips: the window itself, the events reader and the checkpoint
 // writes, on a real redis-server. What a window sends, and that nothing is lost or reordered by
 // sending many at once.
 
-describe('Batch', () => {
+describe('WriteWindow', () => {
   it('sends what one window gathered together, once, and resolves every push with it', async () => {
     const sent: number[][] = [];
-    const batch = new Batch<number>(async (items) => {
+    const batch = new WriteWindow<number>(async (items) => {
       sent.push(items);
     }, 20);
     const pushes = [batch.push(1), batch.push(2), batch.push(3)];
@@ -34,7 +34,7 @@ describe('Batch', () => {
 
   it('a window of 0 ms gathers one turn of the event loop', async () => {
     const sent: string[][] = [];
-    const batch = new Batch<string>(async (items) => {
+    const batch = new WriteWindow<string>(async (items) => {
       sent.push(items);
     }, 0);
     const first = [batch.push('a'), batch.push('b')];
@@ -45,7 +45,7 @@ describe('Batch', () => {
 
   it('flush sends at once, and discard takes items out before their window', async () => {
     const sent: number[][] = [];
-    const batch = new Batch<number>(async (items) => {
+    const batch = new WriteWindow<number>(async (items) => {
       sent.push(items);
     }, 60_000);
     const pushed = [batch.push(1), batch.push(2), batch.push(3)];

@@ -11,7 +11,11 @@ interface Closable {
  * Closes BullMQ parts gracefully for at most `graceMs`, then cuts every connection. A close waits
  * on Redis; with Redis away (or never reached) it would wait forever and hold the process open.
  */
-export async function letGo(parts: Closable[], clients: Redis[], graceMs: number): Promise<void> {
+export async function closeWithin(
+  parts: Closable[],
+  clients: Redis[],
+  graceMs: number,
+): Promise<void> {
   let timer: NodeJS.Timeout | undefined;
   // A part still connecting is stopped by its close (not by a disconnect, which waits for the
   // connection first): always asked, awaited only for the grace.

@@ -25,7 +25,7 @@ export function inOneWrite<T>(redis: Redis, send: () => T): T {
   }
 }
 
-export class Batch<Item> {
+export class WriteWindow<Item> {
   readonly #send: (items: Item[]) => Promise<void>;
   readonly #windowMs: number;
   #items: Item[] = [];
