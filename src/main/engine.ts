@@ -9,6 +9,7 @@ import type { AgentEvent } from '../shared/events.js';
 import { Governor } from '../shared/governor/governor.js';
 import { newAgentId } from '../shared/ids.js';
 import { logWritesIdle } from '../shared/log-writer.js';
+import { checkOption, defined, durationMs } from '../shared/option-schema.js';
 import { DEFAULT_PROVIDER_CONFIG, type ProviderConfig } from '../shared/provider/config.js';
 import { redactSecrets } from '../shared/redact.js';
 import { DEFAULT_REPLY_CAP } from '../shared/render.js';
@@ -24,9 +25,14 @@ import {
   engineTools,
   validateEngineOptions,
 } from './engine-check.js';
-import type { AgentOptions, EngineOptions, SpawnContext } from './engine-options.js';
+import {
+  type AgentOptions,
+  DEFAULT_CEILING_MS,
+  type EngineOptions,
+  MODEL,
+  type SpawnContext,
+} from './engine-options.js';
 import { HostBridge } from './host-bridge.js';
-import { checkDurationMs, checkString } from './options.js';
 import { defaultLogRoot, runFolderName } from './run-folder.js';
 import { type ChildHandle, ChildPool, type PoolStats } from './runners/local/pool.js';
 import type { ChildRunner } from './runners/types.js';
@@ -35,10 +41,8 @@ import { type ChildTrace, traceChild } from './tracing/agent-trace.js';
 import { cohortTracer } from './tracing/otel-spans.js';
 import { TreeLedger } from './tree-budget.js';
 
-/** Default lifetime ceiling of an async agent: one hour. */
-export const DEFAULT_CEILING_MS = 3_600_000;
-
 export type { AgentOptions, EngineOptions, SpawnContext } from './engine-options.js';
+export { DEFAULT_CEILING_MS } from './engine-options.js';
 
 /**
  * The engine: a warm pool of worker threads running child agents, many to a thread.
@@ -99,7 +103,7 @@ export class Engine {
       ? new (await import('./runners/queue/producer.js')).QueueRunner(options.queue, {
           cancelGraceMs: options.cancelGraceMs,
         })
-      : new ChildPool(options, { governor });
+      : new ChildPool(defined(options), { governor });
     const engine = new Engine(options, pool, check, governor);
     try {
       await pool.warm();
@@ -155,7 +159,7 @@ export class Engine {
 
   /** Changes the model for children spawned afterwards; running ones keep theirs. */
   setModel(model: string): void {
-    checkString('model', model);
+    checkOption('model', MODEL, model);
     this.#provider = { ...this.#provider, model };
   }
 
@@ -382,7 +386,7 @@ export async function checkEngine(
   if (typeof options !== 'object' || options === null) {
     throw expected('options', 'an object of engine options', options);
   }
-  checkDurationMs('importTimeoutMs', check.importTimeoutMs, 1);
+  checkOption('importTimeoutMs', durationMs(1), check.importTimeoutMs);
   validateEngineOptions(options);
   const timeoutMs =
     check.importTimeoutMs ?? options.toolImportTimeoutMs ?? DEFAULT_IMPORT_TIMEOUT_MS;

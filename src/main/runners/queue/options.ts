@@ -1,67 +1,91 @@
 import type { LogPolicy } from '../../../shared/agent-log.js';
-import { expected, UsageError } from '../../../shared/errors.js';
+import { UsageError } from '../../../shared/errors.js';
 import type { GovernorOptions } from '../../../shared/governor/types.js';
+import {
+  checkOption,
+  custom,
+  durationMs,
+  type Field,
+  type Fields,
+  type OptionsOf,
+  required,
+  wholeNumber,
+} from '../../../shared/option-schema.js';
 import type { AgentResult } from '../../../shared/result.js';
-import { checkDurationMs } from '../../options.js';
 import type { PoolOptions } from '../local/pool-entry.js';
-import { checkQueueName, checkQueueUrl } from './connection.js';
-
-/** Where an engine's children go in queue mode (`Engine.start({ queue })`, docs/SCALE-OUT.md). */
-export interface QueueOptions {
-  /** `redis://…`, `rediss://…`, or a unix socket path. */
-  url: string;
-  /** The BullMQ queue's name (default `cohort`): workers started with the same name take its jobs. */
-  name?: string;
-  /** BullMQ's key prefix (default `bull`); `{cohort}` keeps a queue's keys in one Cluster slot. */
-  prefix?: string;
-  /**
-   * How often the producer checks its jobs still waiting for a result against Redis, in ms
-   * (default 5,000): a completion it missed (events trimmed, a reconnect) or a job Redis forgot
-   * (a restart without persistence), which it adds again.
-   */
-  reconcileMs?: number;
-  /** How long `Engine.start` waits to reach Redis, in ms (default 10,000). */
-  connectTimeoutMs?: number;
-  /**
-   * BullMQ's global rate limit: at most `max` jobs start per `durationMs` across every worker of
-   * the queue. A coarse bound on tasks; the workers' governors keep the account's per-request
-   * and per-token limits through buckets they share in Redis.
-   */
-  rateLimit?: { max: number; durationMs: number };
-}
+import { checkQueueName, checkQueueUrl, QUEUE_NAME, QUEUE_URL } from './connection.js';
 
 export const DEFAULT_QUEUE_NAME = 'cohort';
 export const DEFAULT_QUEUE_PREFIX = 'bull';
 export const DEFAULT_RECONCILE_MS = 5000;
 export const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
 
+/** A check that throws its own message (`checkQueueUrl`, `checkQueueName`) as a field's test. */
+const by =
+  (check: (name: string, value: unknown) => unknown) =>
+  (value: unknown, name: string): boolean => {
+    check(name, value);
+    return true;
+  };
+
+const RATE_LIMIT_FIELDS = {
+  max: required(wholeNumber(1, Number.POSITIVE_INFINITY, { flag: '--queue-rate' })),
+  // Unset, it is refused in words of its own; set, as any duration.
+  durationMs: required(
+    custom<number>(
+      'a whole number of milliseconds',
+      (value, name) => checkOption(name, durationMs(1), value) !== undefined,
+      { flag: '--queue-rate' },
+    ),
+  ),
+} as const satisfies Fields;
+
+/** The fields of `queue`, the option that puts an engine's children on a queue. */
+export const QUEUE_FIELDS = {
+  /** `redis://…`, `rediss://…`, or a unix socket path. */
+  url: required(custom<string>(QUEUE_URL, by(checkQueueUrl), { flag: '--queue' })),
+  /** The BullMQ queue's name: workers started with the same name take its jobs. */
+  name: custom<string>(QUEUE_NAME, by(checkQueueName), {
+    default: DEFAULT_QUEUE_NAME,
+    flag: '--queue-name',
+  }),
+  /** BullMQ's key prefix; `{cohort}` keeps a queue's keys in one Cluster slot. */
+  prefix: custom<string>(QUEUE_NAME, by(checkQueueName), { default: DEFAULT_QUEUE_PREFIX }),
+  /**
+   * How often the producer checks its jobs still waiting for a result against Redis, in ms: a
+   * completion it missed (events trimmed, a reconnect) or a job Redis forgot (a restart without
+   * persistence), which it adds again.
+   */
+  reconcileMs: durationMs(100, { default: DEFAULT_RECONCILE_MS }),
+  /** How long `Engine.start` waits to reach Redis, in ms. */
+  connectTimeoutMs: durationMs(1, { default: DEFAULT_CONNECT_TIMEOUT_MS }),
+  /**
+   * BullMQ's global rate limit: at most `max` jobs start per `durationMs` across every worker of
+   * the queue. A coarse bound on tasks; the workers' governors keep the account's per-request
+   * and per-token limits through buckets they share in Redis.
+   */
+  rateLimit: {
+    ...custom<{ max: number; durationMs: number }>(
+      'an object `{ max, durationMs }`',
+      (value) => typeof value === 'object' && value !== null,
+    ),
+    properties: RATE_LIMIT_FIELDS,
+  },
+} as const satisfies Fields;
+
+/** Where an engine's children go in queue mode (`Engine.start({ queue })`, docs/SCALE-OUT.md). */
+export type QueueOptions = OptionsOf<typeof QUEUE_FIELDS>;
+
+/** The `queue` option itself: an object of `QUEUE_FIELDS`. */
+export const QUEUE_OPTION: Field<QueueOptions> = {
+  type: 'object',
+  properties: QUEUE_FIELDS,
+  expected: 'an object `{ url, name? }`',
+};
+
 /** Checks `queue` as `Engine.start` takes it; throws a UsageError naming the field. */
 export function checkQueueOptions(name: string, value: unknown): QueueOptions | undefined {
-  if (value === undefined) return undefined;
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    throw expected(name, 'an object `{ url, name? }`', value);
-  }
-  const options = value as Partial<QueueOptions>;
-  checkQueueUrl(`${name}.url`, options.url);
-  if (options.name !== undefined) checkQueueName(`${name}.name`, options.name);
-  if (options.prefix !== undefined) checkQueueName(`${name}.prefix`, options.prefix);
-  checkDurationMs(`${name}.reconcileMs`, options.reconcileMs, 100);
-  checkDurationMs(`${name}.connectTimeoutMs`, options.connectTimeoutMs, 1);
-  const rate = options.rateLimit as unknown;
-  if (rate !== undefined) {
-    if (typeof rate !== 'object' || rate === null) {
-      throw expected(`${name}.rateLimit`, 'an object `{ max, durationMs }`', rate);
-    }
-    const { max, durationMs } = rate as { max?: unknown; durationMs?: unknown };
-    if (typeof max !== 'number' || !Number.isInteger(max) || max < 1) {
-      throw expected(`${name}.rateLimit.max`, 'a whole number from 1 and up', max);
-    }
-    checkDurationMs(`${name}.rateLimit.durationMs`, durationMs, 1);
-    if (durationMs === undefined) {
-      throw expected(`${name}.rateLimit.durationMs`, 'a whole number of milliseconds', durationMs);
-    }
-  }
-  return options as QueueOptions;
+  return checkOption(name, QUEUE_OPTION, value);
 }
 
 /**
