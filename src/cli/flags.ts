@@ -1,6 +1,7 @@
 import { type ParseArgsConfig, parseArgs } from 'node:util';
 import { parseDuration } from '../shared/duration.js';
 import { UsageError } from '../shared/errors.js';
+import { accepts, type Field } from '../shared/option-schema.js';
 
 /** Options every command takes (DESIGN §3). */
 export const COMMON_OPTIONS = {
@@ -121,6 +122,23 @@ export function intFlag(
     throw new UsageError(
       `Expected \`--${name}\` to be a whole number ${range}, got \`${String(raw)}\``,
     );
+  }
+  return value;
+}
+
+/**
+ * A whole-number flag checked against the library option's field it sets, so the bounds (and
+ * the words for them) are the option's own: `--max-steps` is `MAX_STEPS`.
+ */
+export function wholeNumberFlag(values: ParsedValues, field: Field<number>): number | undefined {
+  const flag = field.flag;
+  if (flag === undefined) throw new TypeError(`a field with no CLI flag: ${field.expected}`);
+  const name = flag.slice(2);
+  const raw = values[name];
+  if (raw === undefined) return undefined;
+  const value = Number(raw);
+  if (typeof raw !== 'string' || !/^\d+$/.test(raw.trim()) || !accepts(field, value)) {
+    throw new UsageError(`Expected \`${flag}\` to be ${field.expected}, got \`${String(raw)}\``);
   }
   return value;
 }

@@ -1,6 +1,6 @@
-import { MAX_STEPS_LIMIT } from '../../main/options.js';
+import { MAX_STEPS } from '../../main/engine-options.js';
 import { UsageError } from '../../shared/errors.js';
-import { intFlag, parseCommand, stringFlag } from '../flags.js';
+import { parseCommand, stringFlag, wholeNumberFlag } from '../flags.js';
 import { readPrompt } from '../input.js';
 import { stdout } from '../output.js';
 import { handleInterrupts, signalExitCode, stopSignal } from '../process.js';
@@ -44,7 +44,7 @@ export async function agentCommand(argv: string[]): Promise<number> {
       `Expected exactly one PROMPT argument, got ${positionals.length}${positionals.length ? `: ${positionals.map((p) => JSON.stringify(p)).join(' ')}` : ''}`,
     );
   }
-  const maxSteps = intFlag(values, 'max-steps', 1, MAX_STEPS_LIMIT);
+  const maxSteps = wholeNumberFlag(values, MAX_STEPS);
   const system = stringFlag(values, 'system');
   const title = stringFlag(values, 'title');
   // Flags first: a mistake is reported before anything waits on stdin.
@@ -61,13 +61,7 @@ export async function agentCommand(argv: string[]): Promise<number> {
     },
   });
   try {
-    const result = await engine.run({
-      prompt,
-      signal: controller.signal,
-      ...(maxSteps === undefined ? {} : { maxSteps }),
-      ...(system === undefined ? {} : { system }),
-      ...(title === undefined ? {} : { title }),
-    });
+    const result = await engine.run({ prompt, signal: controller.signal, maxSteps, system, title });
     if (values.json) stdout().write(`${JSON.stringify(result)}\n`);
     else stdout().write(`${formatResult(result)}\n`);
     const signal = stopSignal();

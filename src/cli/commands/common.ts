@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { budgetFromData } from '../../main/agents/load.js';
 import type { EngineOptions } from '../../main/engine.js';
+import { ENGINE_FIELDS, PROVIDER_FIELDS } from '../../main/engine-options.js';
 import type { QueueOptions } from '../../main/runners/queue/options.js';
 import { checkLogPolicy } from '../../shared/agent-log.js';
 import type { Budget, PriceTable } from '../../shared/budget.js';
@@ -10,22 +11,22 @@ import type { GovernorOptions } from '../../shared/governor/types.js';
 import { checkPriceTable } from '../../shared/prices.js';
 import type { ProviderConfig } from '../../shared/provider/config.js';
 import { TRANSPORT_NAMES, type TransportName } from '../../shared/provider/transport/types.js';
-import { durationFlag, intFlag, type ParsedValues, stringFlag } from '../flags.js';
+import { durationFlag, intFlag, type ParsedValues, stringFlag, wholeNumberFlag } from '../flags.js';
 
 /** Engine options from the common flags. */
 export function engineOptionsFrom(
   values: ParsedValues,
   provider: Partial<ProviderConfig>,
 ): EngineOptions {
-  const threads = intFlag(values, 'threads', 1, 256);
-  const agentsPerThread = intFlag(values, 'agents-per-thread', 1);
-  const maxDepth = intFlag(values, 'max-depth', 0, 8);
+  const threads = wholeNumberFlag(values, ENGINE_FIELDS.threads);
+  const agentsPerThread = wholeNumberFlag(values, ENGINE_FIELDS.agentsPerThread);
+  const maxDepth = wholeNumberFlag(values, ENGINE_FIELDS.maxDepth);
   const ceilingMs = durationFlag(values, 'ceiling');
   const logDir = stringFlag(values, 'log-dir');
   const logs = checkLogPolicy('--logs', values.logs);
   const workspace = stringFlag(values, 'workspace');
   const tools = values.tools as string[] | undefined;
-  const heap = intFlag(values, 'worker-heap-mb', 16);
+  const heap = wholeNumberFlag(values, ENGINE_FIELDS.maxOldGenerationSizeMb);
   const grace = durationFlag(values, 'cancel-grace');
   const agentsDir = stringFlag(values, 'agents');
   const budget = budgetFlag(values);
@@ -151,7 +152,7 @@ export function providerFlagsFrom(values: ParsedValues): Partial<ProviderConfig>
   const idleTimeoutMs = positiveDurationFlag(values, 'idle-timeout');
   const maxTokens = intFlag(values, 'max-tokens', 1, MAX_TOKENS_LIMIT);
   const transport = transportFlag(values);
-  const connections = intFlag(values, 'connections', 1);
+  const connections = wholeNumberFlag(values, PROVIDER_FIELDS.connections);
   return {
     ...(requestTimeoutMs === undefined ? {} : { requestTimeoutMs }),
     ...(idleTimeoutMs === undefined ? {} : { idleTimeoutMs }),

@@ -14,8 +14,9 @@ import {
 import type { Budget } from '../../shared/budget.js';
 import { MAX_DURATION_MS, parseDuration } from '../../shared/duration.js';
 import { describeValue, UsageError } from '../../shared/errors.js';
+import { accepts, nonEmptyString } from '../../shared/option-schema.js';
 import { outputSchemaProblem } from '../../shared/tools/output-schema.js';
-import { MAX_STEPS_LIMIT } from '../options.js';
+import { MAX_STEPS } from '../engine-options.js';
 import {
   AGENT_FIELDS,
   type AgentDefinition,
@@ -26,6 +27,8 @@ import {
 /** An agent's name and a tool's name share the shape tool modules are held to. */
 const NAME_SHAPE = /^[a-zA-Z0-9_-]{1,64}$/;
 const NAME_RULE = '1 to 64 of a-z, A-Z, 0-9, _ and -';
+/** `description` and `model`. */
+const TEXT = nonEmptyString();
 const FENCE = /^---[ \t]*$/;
 const UNCLOSED =
   'Expected a `---` line closing the frontmatter opened on line 1, got the end of the file';
@@ -204,10 +207,8 @@ function setField(
       return undefined;
     case 'description':
     case 'model':
-      if (typeof value !== 'string' || value.trim() === '') {
-        return problem(key, 'a non-empty string', value);
-      }
-      fields[key] = value;
+      if (!accepts(TEXT, value)) return problem(key, TEXT.expected, value);
+      fields[key] = value as string;
       return undefined;
     case 'tools': {
       const tools = toolList(value);
@@ -216,10 +217,8 @@ function setField(
       return undefined;
     }
     case 'maxSteps':
-      if (!isWhole(value, 1, MAX_STEPS_LIMIT)) {
-        return problem('maxSteps', `a whole number from 1 to ${MAX_STEPS_LIMIT}`, value);
-      }
-      fields.maxSteps = value;
+      if (!accepts(MAX_STEPS, value)) return problem('maxSteps', MAX_STEPS.expected, value);
+      fields.maxSteps = value as number;
       return undefined;
     case 'outputSchema': {
       if (!isRecord(value)) return problem('outputSchema', 'a mapping (a JSON Schema)', value);
