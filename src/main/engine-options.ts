@@ -1,11 +1,11 @@
 import type { Context, TracerProvider } from '@opentelemetry/api';
-import { LOG_POLICY } from '../shared/agent-log.js';
+import { LOG_POLICIES, LOG_POLICY } from '../shared/agent-log.js';
 import type { Budget, PriceTable } from '../shared/budget.js';
 import { checkBudget } from '../shared/budget-meter.js';
 import { DEFAULT_MAX_STEPS } from '../shared/child-spec.js';
+import { formatDuration } from '../shared/duration.js';
 import type { AgentEvent } from '../shared/events.js';
-import { checkGovernorOptions } from '../shared/governor/governor.js';
-import type { GovernorOptions } from '../shared/governor/types.js';
+import { checkGovernorOptions, type GovernorOptions } from '../shared/governor/options.js';
 import {
   anyString,
   boolean,
@@ -22,13 +22,17 @@ import {
   wholeNumber,
 } from '../shared/option-schema.js';
 import { checkPriceTable } from '../shared/prices.js';
-import type { ProviderConfig } from '../shared/provider/config.js';
+import { DEFAULT_PROVIDER_CONFIG, type ProviderConfig } from '../shared/provider/config.js';
 import { TRANSPORT_NAMES } from '../shared/provider/transport/types.js';
 import { DEFAULT_REPLY_CAP } from '../shared/render.js';
 import { checkTool } from '../shared/tools/modules.js';
 import { checkOutputSchema } from '../shared/tools/output-schema.js';
 import type { AnyTool } from '../shared/tools/types.js';
-import type { PoolOptions } from './runners/local/pool.js';
+import {
+  DEFAULT_AGENTS_PER_THREAD,
+  DEFAULT_CANCEL_GRACE_MS,
+  type PoolOptions,
+} from './runners/local/pool.js';
 import { checkQueueMode, QUEUE_OPTION } from './runners/queue/options.js';
 import type { TreeLedger } from './tree-budget.js';
 
@@ -51,6 +55,8 @@ export const MAX_STEPS_LIMIT = 10_000;
 export const MAX_STEPS = wholeNumber(1, MAX_STEPS_LIMIT, {
   default: DEFAULT_MAX_STEPS,
   flag: '--max-steps',
+  arg: 'N',
+  help: `steps the agent may take (default ${DEFAULT_MAX_STEPS})`,
 });
 
 /** A model name. */
@@ -99,30 +105,47 @@ export type AgentOptions = OptionsOf<typeof AGENT_FIELDS>;
 
 /** Provider settings an engine may be given; unset fields take `DEFAULT_PROVIDER_CONFIG`'s. */
 export const PROVIDER_FIELDS = {
-  model: { ...MODEL, flag: '--model' },
-  baseURL: nonEmptyString({ flag: '--base-url' }),
-  maxTokens: wholeNumber(1, undefined, { flag: '--max-tokens' }),
+  model: {
+    ...MODEL,
+    flag: '--model',
+    arg: 'M',
+    help: `model name (default ${DEFAULT_PROVIDER_CONFIG.model}; the built-in model: any)`,
+  },
+  baseURL: nonEmptyString({
+    flag: '--base-url',
+    arg: 'URL',
+    help: 'a Messages API server (http or https)',
+  }),
+  maxTokens: wholeNumber(1, undefined, {
+    flag: '--max-tokens',
+    arg: 'N',
+    help: `max_tokens of every request (default ${DEFAULT_PROVIDER_CONFIG.maxTokens})`,
+  }),
   maxRetries: wholeNumber(0, 20),
-  idleTimeoutMs: durationMs(1, { flag: '--idle-timeout' }),
-  requestTimeoutMs: durationMs(1, { flag: '--request-timeout' }),
+  idleTimeoutMs: durationMs(1, {
+    flag: '--idle-timeout',
+    arg: 'DURATION',
+    help: `wait between two stream events (default ${formatDuration(DEFAULT_PROVIDER_CONFIG.idleTimeoutMs)})`,
+  }),
+  requestTimeoutMs: durationMs(1, {
+    flag: '--request-timeout',
+    arg: 'DURATION',
+    help: `wait for a response's headers (default ${formatDuration(DEFAULT_PROVIDER_CONFIG.requestTimeoutMs)}), per attempt`,
+  }),
   backoffBaseMs: durationMs(0),
   backoffMaxMs: durationMs(0),
-  transport: oneOf(TRANSPORT_NAMES, TRANSPORT_NAMES.join(' or '), { flag: '--transport' }),
+  transport: oneOf(TRANSPORT_NAMES, TRANSPORT_NAMES.join(' or '), {
+    flag: '--transport',
+    arg: TRANSPORT_NAMES.join('|'),
+    help: 'how requests travel: undici (default; a keep-alive pool, least\nCPU) or sdk (the official SDK over fetch)',
+  }),
   // No upper bound: a pool opens connections only as requests need them.
-  connections: wholeNumber(1, undefined, { flag: '--connections' }),
+  connections: wholeNumber(1, undefined, {
+    flag: '--connections',
+    arg: 'N',
+    help: "undici's connections per server per thread (default: as many\nas requests in flight)",
+  }),
 } as const satisfies Fields;
-
-/**
- * The CLI flags of the governor's options, for messages shown to CLI users. The governor checks
- * its options itself (`checkGovernorOptions`): they are not fields of a schema yet.
- */
-export const GOVERNOR_FLAGS: Readonly<Record<string, string>> = {
-  rpm: '--rpm',
-  itpm: '--itpm',
-  otpm: '--otpm',
-  maxConcurrency: '--max-concurrency',
-  enabled: '--governor',
-};
 
 /** How long a tool module may take to import at start-up before the check gives up on it. */
 export const DEFAULT_IMPORT_TIMEOUT_MS = 10_000;
@@ -130,21 +153,40 @@ export const DEFAULT_IMPORT_TIMEOUT_MS = 10_000;
 /** Default lifetime ceiling of an async agent: one hour. */
 export const DEFAULT_CEILING_MS = 3_600_000;
 
+/** Depth below which agents may spawn by default: the root spawns, children do not. */
+export const DEFAULT_MAX_DEPTH = 1;
+
 /** Every engine option, in the order `Engine.start` checks them. */
 export const ENGINE_FIELDS = {
   /** Worker threads; default: the machine's available parallelism. */
-  threads: wholeNumber(1, 256, { flag: '--threads' }),
+  threads: wholeNumber(1, 256, {
+    flag: '--threads',
+    arg: 'N',
+    help: 'worker threads (default: one per core)',
+  }),
   /** Children one thread runs at once (piscina's concurrentTasksPerWorker). */
-  agentsPerThread: wholeNumber(1, undefined, { flag: '--agents-per-thread' }),
+  agentsPerThread: wholeNumber(1, undefined, {
+    flag: '--agents-per-thread',
+    arg: 'N',
+    help: `children per thread (default ${DEFAULT_AGENTS_PER_THREAD})`,
+  }),
   /**
    * How long a cancelled child may ignore its cancel before its worker is terminated, in ms;
    * twice that when its worker still answers main (busy, not stuck).
    */
-  cancelGraceMs: durationMs(0, { flag: '--cancel-grace' }),
+  cancelGraceMs: durationMs(0, {
+    flag: '--cancel-grace',
+    arg: 'DURATION',
+    help: `how long a cancelled child may ignore it (default ${formatDuration(DEFAULT_CANCEL_GRACE_MS)}; twice that\nwhen its worker still answers)`,
+  }),
   /** How long an idle worker lives, in ms. */
   idleTimeoutMs: durationMs(0),
   /** Per-worker V8 heap limit, in MB: one runaway child cannot take the process down. */
-  maxOldGenerationSizeMb: wholeNumber(16, undefined, { flag: '--worker-heap-mb' }),
+  maxOldGenerationSizeMb: wholeNumber(16, undefined, {
+    flag: '--worker-heap-mb',
+    arg: 'N',
+    help: "each worker's heap limit",
+  }),
   /**
    * Crashes of its worker a child may be blamed for (it was running a tool when the worker died)
    * before it settles `failed` instead of resuming (default 3).
@@ -155,20 +197,47 @@ export const ENGINE_FIELDS = {
   /** Characters of a reply kept in `AgentResult.text` (default 32,000). */
   replyCap: wholeNumber(100, undefined, { default: DEFAULT_REPLY_CAP }),
   /** Depth below which agents may spawn (default 1: the root spawns, children do not). */
-  maxDepth: wholeNumber(0, 8, { default: 1, flag: '--max-depth' }),
+  maxDepth: wholeNumber(0, 8, {
+    default: DEFAULT_MAX_DEPTH,
+    flag: '--max-depth',
+    arg: 'N',
+    help: `depth below which agents may spawn (default ${DEFAULT_MAX_DEPTH})`,
+  }),
   /** Lifetime ceiling of async agents in ms (default one hour); sessions may override it. */
-  ceilingMs: durationMs(1, { default: DEFAULT_CEILING_MS, flag: '--ceiling' }),
+  ceilingMs: durationMs(1, {
+    default: DEFAULT_CEILING_MS,
+    flag: '--ceiling',
+    arg: 'DURATION',
+    help: `lifetime of an async agent (default ${formatDuration(DEFAULT_CEILING_MS)})`,
+  }),
   /** Root folder of agents' log folders; default: a fresh folder under the OS temp dir. */
-  logDir: nonEmptyString({ flag: '--log-dir' }),
+  logDir: nonEmptyString({
+    flag: '--log-dir',
+    arg: 'DIR',
+    help: "root of the agents' log folders (default: a new folder under the\nOS temp dir, cohort/<time>-<pid>)",
+  }),
   /**
    * Which agents' folders outlive them (default `all`): `failed` keeps only failed agents',
    * `none` keeps none. A result names its folder only when the folder is kept.
    */
-  logs: LOG_POLICY,
+  logs: {
+    ...LOG_POLICY,
+    flag: '--logs',
+    arg: LOG_POLICIES.join('|'),
+    help: "which agents' log folders to keep",
+  },
   /** Read-only folder the workspace tools read from. */
-  workspace: nonEmptyString({ flag: '--workspace' }),
+  workspace: nonEmptyString({
+    flag: '--workspace',
+    arg: 'DIR',
+    help: 'folder read_file/list_files may read (default: none, no file tools)',
+  }),
   /** ES module paths of tool modules given to every agent. */
-  toolModules: stringArray({ flag: '--tools' }),
+  toolModules: stringArray({
+    flag: '--tools',
+    arg: 'MODULE',
+    help: 'an ES module of tools (repeatable); checked before anything starts',
+  }),
   /**
    * How long each tool module may take to import at start-up, in ms (default 10 s). The check
    * imports them in a throw-away worker: a module that never finishes importing is reported.
@@ -212,12 +281,22 @@ export const ENGINE_FIELDS = {
    * The folder of agent files (`NAME.md`, docs/AGENTS.md). Default: `.cohort/agents` under the
    * workspace, when it exists. Every file is checked at start; a malformed one stops the start.
    */
-  agentsDir: nonEmptyString({ flag: '--agents' }),
+  agentsDir: nonEmptyString({
+    flag: '--agents',
+    arg: 'DIR',
+    help: 'folder of agent files NAME.md (default: .cohort/agents under the\nworkspace, when it exists); each is checked before anything starts',
+  }),
   /** The budget of every child, field by field under its agent file's and its spawn's. */
-  budget: custom<Budget>('an object of budget limits', by(checkBudget)),
+  budget: custom<Budget>('an object of budget limits', by(checkBudget), {
+    flag: '--budget',
+    arg: 'JSON',
+    help: `every child agent's default budget, e.g. '{"usd":0.5,"time":"10m"}'\n(inputTokens, outputTokens, usd, steps, time, tree)`,
+  }),
   /** Prices by model (dollars per million tokens) over the built-in table, for `costUsd`. */
   prices: custom<PriceTable>('an object of model prefixes to prices', by(checkPriceTable), {
     flag: '--prices',
+    arg: 'FILE',
+    help: 'a JSON price table over the built-in one, for costUsd:\n{"MODEL-PREFIX":{"inputPerMTok":3,"outputPerMTok":15}}',
   }),
   /**
    * Traces every agent, provider attempt and tool call into this OpenTelemetry provider

@@ -1,3 +1,4 @@
+import { GOVERNOR_FIELDS } from '../shared/governor/options.js';
 import {
   anyString,
   checkOption,
@@ -7,7 +8,7 @@ import {
   stringArray,
   wholeNumber,
 } from '../shared/option-schema.js';
-import { ENGINE_FIELDS, GOVERNOR_FLAGS } from './engine-options.js';
+import { ENGINE_FIELDS } from './engine-options.js';
 
 export { MAX_STEPS_LIMIT } from './engine-options.js';
 
@@ -42,9 +43,7 @@ export function checkDurationMs(name: string, value: unknown, min: number): numb
  */
 export const OPTION_FLAGS: Readonly<Record<string, string>> = {
   ...flagsOf(ENGINE_FIELDS),
-  ...Object.fromEntries(
-    Object.entries(GOVERNOR_FLAGS).map(([name, flag]) => [`governor.${name}`, flag]),
-  ),
+  ...flagsOf(GOVERNOR_FIELDS, 'governor.'),
 };
 
 function flagsOf(fields: Fields, prefix = ''): Record<string, string> {

@@ -42,8 +42,15 @@ export interface Field<T = unknown> {
   ) => boolean;
   /** A nested option set (`provider`): its fields are checked as `NAME.FIELD`. */
   readonly properties?: Fields;
-  /** The CLI flag that sets it, for messages shown to CLI users (`--max-steps`). */
+  /**
+   * The CLI flag that sets it (`--max-steps`): messages shown to CLI users name it, and the CLI
+   * parses and lists it from here.
+   */
   readonly flag?: string;
+  /** The flag's value as help shows it (`N`, `DURATION`, `on|off`); a flag without one is a switch. */
+  readonly arg?: string;
+  /** What the CLI's help says of the flag, after its name; each `\n` starts a line of its own. */
+  readonly help?: string;
   /** Carries the field's TypeScript type; never set at run time. */
   readonly '~value'?: T;
 }
@@ -155,6 +162,8 @@ export function defaultsOf<S extends Fields>(fields: S): Partial<OptionsOf<S>> {
 interface Common<T> {
   default?: T;
   flag?: string;
+  arg?: string;
+  help?: string;
 }
 
 /** The field, which a set must have: unset, it is refused like a wrong value. */

@@ -2,7 +2,7 @@ import { ROOT_ID, Session, type SessionEvent, type TurnResult } from '../../main
 import { UsageError } from '../../shared/errors.js';
 import type { AgentResult } from '../../shared/result.js';
 import type { ScriptedModelOptions } from '../../testing/index.js';
-import { type ParsedValues, parseCommand, stringFlag } from '../flags.js';
+import { type CliFlag, type ParsedValues, parseCommand, stringFlag } from '../flags.js';
 import { readPrompt } from '../input.js';
 import { note, safeLabel, safeText, stdout } from '../output.js';
 import {
@@ -13,8 +13,16 @@ import {
   stopSignal,
 } from '../process.js';
 import { LiveView } from '../views/live-view.js';
-import { COMMON_HELP, commandOptions, EXIT_CODES_HELP } from './help.js';
+import { COMMON_HELP, commandOptions, EXIT_CODES_HELP, ownHelp } from './help.js';
 import { type PreparedEngine, prepareEngine, startEngine } from './start.js';
+
+const SYSTEM_FLAG: CliFlag = { flag: '--system', arg: 'S', help: "the root's system prompt" };
+
+/** `--json` of `cohort run` and `cohort demo`. */
+export const EVENTS_JSON_FLAG: CliFlag = { flag: '--json', help: 'JSONL events and a final line' };
+
+/** `cohort run`'s own flags, in the order its help lists them. */
+const OWN_FLAGS = [SYSTEM_FLAG, EVENTS_JSON_FLAG];
 
 export const RUN_USAGE = `Usage: cohort run PROMPT [options]
 
@@ -30,8 +38,7 @@ cancels everything and still prints every settled result and the final line. One
 stops at once. If stdout closes (\`| head -1\`), everything is cancelled quietly.
 
 Options:
-  --system S           the root's system prompt
-  --json               JSONL events and a final line
+${ownHelp(OWN_FLAGS)}
 ${COMMON_HELP}
 ${EXIT_CODES_HELP}
   0  the root's last turn ended ready
@@ -54,10 +61,7 @@ export interface RunSummary {
 }
 
 export async function runCommand(argv: string[]): Promise<number> {
-  const { values, positionals } = parseCommand(
-    argv,
-    commandOptions({ system: { type: 'string' } }),
-  );
+  const { values, positionals } = parseCommand(argv, commandOptions(OWN_FLAGS));
   if (values.help) {
     stdout().write(`${RUN_USAGE}\n`);
     return 0;
@@ -65,7 +69,7 @@ export async function runCommand(argv: string[]): Promise<number> {
   if (positionals.length !== 1) {
     throw new UsageError(`Expected exactly one PROMPT argument, got ${positionals.length}`);
   }
-  const system = stringFlag(values, 'system');
+  const system = stringFlag(values, SYSTEM_FLAG);
   // Flags first: a mistake is reported before anything waits on stdin.
   const prepared = await prepareEngine(values);
   return runSession({

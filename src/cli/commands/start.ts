@@ -15,7 +15,7 @@ import {
   startProvider,
 } from '../provider-select.js';
 import { checkCliTracing, startCliTracing } from '../tracing/tracing.js';
-import { engineOptionsFrom } from './common.js';
+import { engineOptionsFrom, OTEL_ENDPOINT_FLAG, TRACE_FILE_FLAG } from './common.js';
 
 export interface StartedEngine {
   engine: Engine;
@@ -104,8 +104,8 @@ async function startTracing(
 
 /** `--otel-endpoint` and `--trace-file`, as given. */
 export function tracingFlags(values: ParsedValues): { endpoint?: string; file?: string } {
-  const endpoint = stringFlag(values, 'otel-endpoint');
-  const file = stringFlag(values, 'trace-file');
+  const endpoint = stringFlag(values, OTEL_ENDPOINT_FLAG);
+  const file = stringFlag(values, TRACE_FILE_FLAG);
   return {
     ...(endpoint === undefined ? {} : { endpoint }),
     ...(file === undefined ? {} : { file }),

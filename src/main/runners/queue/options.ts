@@ -43,11 +43,19 @@ const RATE_LIMIT_FIELDS = {
 /** The fields of `queue`, the option that puts an engine's children on a queue. */
 export const QUEUE_FIELDS = {
   /** `redis://…`, `rediss://…`, or a unix socket path. */
-  url: required(custom<string>(QUEUE_URL, by(checkQueueUrl), { flag: '--queue' })),
+  url: required(
+    custom<string>(QUEUE_URL, by(checkQueueUrl), {
+      flag: '--queue',
+      arg: 'REDIS',
+      help: "run every child on `cohort worker` processes taking jobs from\nthis Redis (redis://…, rediss://…, or a socket path) instead of\non this machine's threads; see docs/SCALE-OUT.md",
+    }),
+  ),
   /** The BullMQ queue's name: workers started with the same name take its jobs. */
   name: custom<string>(QUEUE_NAME, by(checkQueueName), {
     default: DEFAULT_QUEUE_NAME,
     flag: '--queue-name',
+    arg: 'NAME',
+    help: `the queue's name (default ${DEFAULT_QUEUE_NAME})`,
   }),
   /** BullMQ's key prefix; `{cohort}` keeps a queue's keys in one Cluster slot. */
   prefix: custom<string>(QUEUE_NAME, by(checkQueueName), { default: DEFAULT_QUEUE_PREFIX }),
@@ -68,6 +76,11 @@ export const QUEUE_FIELDS = {
     ...custom<{ max: number; durationMs: number }>(
       'an object `{ max, durationMs }`',
       (value) => typeof value === 'object' && value !== null,
+      {
+        flag: '--queue-rate',
+        arg: 'N/DURATION',
+        help: "at most N tasks start per DURATION across every worker (BullMQ's\nglobal rate limit, kept on the queue), e.g. 600/1m",
+      },
     ),
     properties: RATE_LIMIT_FIELDS,
   },
