@@ -1,7 +1,7 @@
 import { type ParseArgsConfig, parseArgs } from 'node:util';
 import { parseDuration } from '../shared/duration.js';
 import { UsageError } from '../shared/errors.js';
-import { accepts, type Field } from '../shared/option-schema.js';
+import { accepts, defined, type Field } from '../shared/option-schema.js';
 
 /**
  * A flag as the CLI parses and lists it: the field of a library option that it sets (its `flag`,
@@ -40,11 +40,11 @@ function rowFlags(row: HelpRow): readonly CliFlag[] {
 export function parseOptions(rows: readonly HelpRow[]): ParseOptions {
   const options: ParseOptions = {};
   for (const flag of rows.flatMap(rowFlags)) {
-    options[flagOf(flag).slice(2)] = {
-      type: flag.arg === undefined ? 'boolean' : 'string',
-      ...(flag.type === 'array' ? { multiple: true } : {}),
-      ...(flag.short === undefined ? {} : { short: flag.short }),
-    };
+    options[flagOf(flag).slice(2)] = defined({
+      type: flag.arg === undefined ? ('boolean' as const) : ('string' as const),
+      multiple: flag.type === 'array' || undefined,
+      short: flag.short,
+    });
   }
   return options;
 }

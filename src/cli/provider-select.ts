@@ -1,5 +1,6 @@
 import { PROVIDER_FIELDS } from '../main/engine-options.js';
 import { UsageError } from '../shared/errors.js';
+import { defined } from '../shared/option-schema.js';
 import type { ProviderConfig } from '../shared/provider/config.js';
 import type { ScriptedModelOptions } from '../testing/index.js';
 import { type CliFlag, type ParsedValues, stringFlag } from './flags.js';
@@ -40,10 +41,7 @@ export function chooseProvider(
   const baseURL = stringFlag(values, PROVIDER_FIELDS.baseURL);
   if (baseURL !== undefined) checkBaseUrl(baseURL, '--base-url');
   if (env.ANTHROPIC_BASE_URL) checkBaseUrl(env.ANTHROPIC_BASE_URL, 'ANTHROPIC_BASE_URL');
-  const config: Partial<ProviderConfig> = {
-    ...(model === undefined ? {} : { model }),
-    ...(baseURL === undefined ? {} : { baseURL }),
-  };
+  const config: Partial<ProviderConfig> = defined({ model, baseURL });
   // A bearer token counts as a key: the transports send it when no key is set.
   const credential = env.ANTHROPIC_API_KEY || env.ANTHROPIC_AUTH_TOKEN;
   const fromEnv = Boolean(credential || env.ANTHROPIC_BASE_URL);

@@ -3,6 +3,7 @@ import path from 'node:path';
 import { Worker } from 'node:worker_threads';
 import type { Budget, PriceTable } from '../shared/budget.js';
 import { mergeBudgets } from '../shared/budget-meter.js';
+import { DEFAULT_MAX_DEPTH } from '../shared/child-spec.js';
 import { expected, UsageError } from '../shared/errors.js';
 import { checkOption, checkOptions } from '../shared/option-schema.js';
 import { DEFAULT_PRICES, priceOf, priceTable } from '../shared/prices.js';
@@ -144,7 +145,7 @@ export async function engineTools(
   (options.hostTools ?? []).forEach((tool, index) => {
     sources.push({ name: tool.name, from: `\`hostTools[${index}]\`` });
   });
-  if ((options.maxDepth ?? 1) >= 1) {
+  if ((options.maxDepth ?? DEFAULT_MAX_DEPTH) >= 1) {
     const from = 'the built-in agent tools (`maxDepth` is 1 or more)';
     for (const name of SPAWN_TOOLS) sources.push({ name, from, spawnOnly: true });
   }

@@ -2,7 +2,7 @@ import type { Context, TracerProvider } from '@opentelemetry/api';
 import { LOG_POLICIES, LOG_POLICY } from '../shared/agent-log.js';
 import type { Budget, PriceTable } from '../shared/budget.js';
 import { checkBudget } from '../shared/budget-meter.js';
-import { DEFAULT_MAX_STEPS } from '../shared/child-spec.js';
+import { DEFAULT_MAX_DEPTH, DEFAULT_MAX_STEPS } from '../shared/child-spec.js';
 import { formatDuration } from '../shared/duration.js';
 import type { AgentEvent } from '../shared/events.js';
 import { checkGovernorOptions, type GovernorOptions } from '../shared/governor/options.js';
@@ -152,9 +152,6 @@ export const DEFAULT_IMPORT_TIMEOUT_MS = 10_000;
 
 /** Default lifetime ceiling of an async agent: one hour. */
 export const DEFAULT_CEILING_MS = 3_600_000;
-
-/** Depth below which agents may spawn by default: the root spawns, children do not. */
-export const DEFAULT_MAX_DEPTH = 1;
 
 /** Every engine option, in the order `Engine.start` checks them. */
 export const ENGINE_FIELDS = {

@@ -3,7 +3,7 @@ import path from 'node:path';
 import { context as otelContext, type Tracer } from '@opentelemetry/api';
 import { mergeBudgets } from '../shared/budget-meter.js';
 import type { ChildSpec, HostToolInfo } from '../shared/child-spec.js';
-import { DEFAULT_MAX_STEPS } from '../shared/child-spec.js';
+import { DEFAULT_MAX_DEPTH, DEFAULT_MAX_STEPS } from '../shared/child-spec.js';
 import { expected } from '../shared/errors.js';
 import type { AgentEvent } from '../shared/events.js';
 import { Governor } from '../shared/governor/governor.js';
@@ -78,7 +78,7 @@ export class Engine {
     this.#check = check;
     this.#hostTools = new Map((options.hostTools ?? []).map((tool) => [tool.name, tool]));
     this.#provider = { ...DEFAULT_PROVIDER_CONFIG, ...options.provider };
-    this.maxDepth = options.maxDepth ?? 1;
+    this.maxDepth = options.maxDepth ?? DEFAULT_MAX_DEPTH;
     this.logDir = options.logDir ?? path.join(defaultLogRoot(), runFolderName());
     this.#madeLogDir = mkdirSync(this.logDir, { recursive: true }) !== undefined;
     this.tracer = options.tracerProvider ? cohortTracer(options.tracerProvider) : undefined;
@@ -213,7 +213,8 @@ export class Engine {
       ? new TreeLedger({ budget, ...(context.tree ? { parent: context.tree } : {}) })
       : context.tree;
     const agents = this.#check.agents;
-    const spec: ChildSpec = {
+    // Unset fields are left out: the spec crosses threads (and queues) as it is.
+    const spec: ChildSpec = defined({
       id,
       title,
       prompt: agent.prompt,
@@ -224,29 +225,30 @@ export class Engine {
       maxSteps: agent.maxSteps ?? this.#options.maxSteps ?? DEFAULT_MAX_STEPS,
       replyCap: this.#options.replyCap ?? DEFAULT_REPLY_CAP,
       logDir: path.join(this.logDir, id),
-      ...(this.#options.logs === undefined ? {} : { logs: this.#options.logs }),
+      logs: this.#options.logs,
       toolModules: this.toolModules,
       // Text is streamed only to a listener that wants it: each delta crosses a thread.
       streamText:
         agent.streamText ??
         (agent.onEvent !== undefined && (agent.eventTypes?.includes('text-delta') ?? true)),
       liveEvents: agent.onEvent !== undefined,
-      ...(agent.eventTypes === undefined ? {} : { eventTypes: [...agent.eventTypes] }),
-      ...(agent.system === undefined ? {} : { system: agent.system }),
-      ...(agent.tools === undefined ? {} : { tools: agent.tools }),
-      ...(this.workspace === undefined ? {} : { workspace: this.workspace }),
-      ...(this.governor ? { governed: { patienceMs: this.governor.patienceMs } } : {}),
-      ...(this.#hostTools.size === 0 ? {} : { hostTools: this.#hostToolInfo() }),
-      ...(definition ? { agentName: definition.name } : {}),
-      ...(agents.length > 0 && depth < this.maxDepth
-        ? { agents: agents.map(({ name, description }) => ({ name, description })) }
-        : {}),
-      ...(agent.outputSchema === undefined ? {} : { outputSchema: agent.outputSchema }),
-      ...(budget === undefined ? {} : { budget }),
-      ...(tree ? { inTree: true } : {}),
-      ...(this.#options.prices === undefined ? {} : { prices: this.#options.prices }),
-      ...(this.tracer ? { traced: true } : {}),
-    };
+      eventTypes: agent.eventTypes === undefined ? undefined : [...agent.eventTypes],
+      system: agent.system,
+      tools: agent.tools,
+      workspace: this.workspace,
+      governed: this.governor ? { patienceMs: this.governor.patienceMs } : undefined,
+      hostTools: this.#hostTools.size === 0 ? undefined : this.#hostToolInfo(),
+      agentName: definition?.name,
+      agents:
+        agents.length > 0 && depth < this.maxDepth
+          ? agents.map(({ name, description }) => ({ name, description }))
+          : undefined,
+      outputSchema: agent.outputSchema,
+      budget,
+      inTree: tree ? true : undefined,
+      prices: this.#options.prices,
+      traced: this.tracer ? true : undefined,
+    });
     const trace = this.tracer
       ? traceChild(
           this.tracer,
@@ -298,12 +300,14 @@ export class Engine {
   }
 
   #hostToolInfo(): HostToolInfo[] {
-    return [...this.#hostTools.values()].map((tool) => ({
-      name: tool.name,
-      description: tool.description,
-      inputSchema: tool.inputSchema,
-      ...(tool.parallel === undefined ? {} : { parallel: tool.parallel }),
-    }));
+    return [...this.#hostTools.values()].map((tool) =>
+      defined({
+        name: tool.name,
+        description: tool.description,
+        inputSchema: tool.inputSchema,
+        parallel: tool.parallel,
+      }),
+    );
   }
 
   /** A host bridge for a child that has host tools or may spawn agents of its own. */
@@ -392,12 +396,8 @@ export async function checkEngine(
     check.importTimeoutMs ?? options.toolImportTimeoutMs ?? DEFAULT_IMPORT_TIMEOUT_MS;
   return agentCheck(
     await engineTools(options, timeoutMs),
-    options.maxDepth ?? 1,
+    options.maxDepth ?? DEFAULT_MAX_DEPTH,
     engineAgents(options),
-    {
-      ...(options.provider?.model === undefined ? {} : { model: options.provider.model }),
-      ...(options.budget === undefined ? {} : { budget: options.budget }),
-      ...(options.prices === undefined ? {} : { prices: options.prices }),
-    },
+    defined({ model: options.provider?.model, budget: options.budget, prices: options.prices }),
   );
 }

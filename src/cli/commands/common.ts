@@ -8,7 +8,7 @@ import type { Budget, PriceTable } from '../../shared/budget.js';
 import { parseDuration } from '../../shared/duration.js';
 import { UsageError } from '../../shared/errors.js';
 import { GOVERNOR_FIELDS, type GovernorOptions } from '../../shared/governor/options.js';
-import { oneOf, wholeNumber } from '../../shared/option-schema.js';
+import { defined, oneOf, wholeNumber } from '../../shared/option-schema.js';
 import { checkPriceTable } from '../../shared/prices.js';
 import type { ProviderConfig } from '../../shared/provider/config.js';
 import type { TransportName } from '../../shared/provider/transport/types.js';
@@ -107,10 +107,13 @@ export const ENGINE_FLAGS: readonly HelpRow[] = [
   HELP_FLAG,
 ];
 
-/** Engine options from the common flags. */
+/**
+ * Engine options from the common flags, read in the order their mistakes are reported; `over`
+ * is what a command sets itself (the demo's folder), over its flag.
+ */
 export function engineOptionsFrom(
   values: ParsedValues,
-  provider: Partial<ProviderConfig>,
+  over: { workspace?: string | undefined } = {},
 ): EngineOptions {
   const threads = wholeNumberFlag(values, ENGINE_FIELDS.threads);
   const agentsPerThread = wholeNumberFlag(values, ENGINE_FIELDS.agentsPerThread);
@@ -126,24 +129,25 @@ export function engineOptionsFrom(
   const budget = budgetFlag(values);
   const prices = pricesFlag(values);
   const queue = queueFlags(values);
-  return {
-    provider: { ...provider, ...providerFlagsFrom(values) },
-    ...(threads === undefined ? {} : { threads }),
-    ...(agentsPerThread === undefined ? {} : { agentsPerThread }),
-    ...(maxDepth === undefined ? {} : { maxDepth }),
-    ...(ceilingMs === undefined ? {} : { ceilingMs }),
-    ...(logDir === undefined ? {} : { logDir }),
-    ...(logs === undefined ? {} : { logs }),
-    ...(workspace === undefined ? {} : { workspace }),
-    ...(tools === undefined ? {} : { toolModules: tools }),
-    ...(heap === undefined ? {} : { maxOldGenerationSizeMb: heap }),
-    ...(grace === undefined ? {} : { cancelGraceMs: grace }),
-    ...(agentsDir === undefined ? {} : { agentsDir }),
-    ...(budget === undefined ? {} : { budget }),
-    ...(prices === undefined ? {} : { prices }),
-    ...(queue === undefined ? {} : { queue }),
-    ...governorFlagsFrom(values),
-  };
+  // Unset options are left out (not set to undefined), so the options can be spread over others.
+  return defined({
+    provider: providerFlagsFrom(values),
+    threads,
+    agentsPerThread,
+    maxDepth,
+    ceilingMs,
+    logDir,
+    logs,
+    workspace: over.workspace ?? workspace,
+    toolModules: tools,
+    maxOldGenerationSizeMb: heap,
+    cancelGraceMs: grace,
+    agentsDir,
+    budget,
+    prices,
+    queue,
+    governor: governorFlags(values),
+  });
 }
 
 /** `--queue REDIS` and `--queue-name NAME`: children run on `cohort worker` processes. */
@@ -158,11 +162,7 @@ function queueFlags(values: ParsedValues): QueueOptions | undefined {
     }
     return undefined;
   }
-  return {
-    url,
-    ...(name === undefined ? {} : { name }),
-    ...(rate === undefined ? {} : { rateLimit: queueRate(rate) }),
-  };
+  return defined({ url, name, rateLimit: rate === undefined ? undefined : queueRate(rate) });
 }
 
 /** `--queue-rate N/DURATION`: at most N jobs start per DURATION across the fleet. */
@@ -215,8 +215,11 @@ function pricesFlag(values: ParsedValues): PriceTable | undefined {
   return checkPriceTable('--prices', data);
 }
 
-/** `--governor`, `--rpm`, `--itpm`, `--otpm` and `--max-concurrency`, as the `governor` option. */
-export function governorFlagsFrom(values: ParsedValues): { governor?: GovernorOptions } {
+/**
+ * `--governor`, `--rpm`, `--itpm`, `--otpm` and `--max-concurrency`, as the `governor` option;
+ * none of them gives none.
+ */
+export function governorFlags(values: ParsedValues): GovernorOptions | undefined {
   const mode = choiceFlag(values, GOVERNOR_SWITCH);
   const governor: GovernorOptions = {};
   for (const option of GOVERNOR_LIMITS) {
@@ -231,7 +234,7 @@ export function governorFlagsFrom(values: ParsedValues): { governor?: GovernorOp
     governor[option] = value;
   }
   if (mode === 'off') governor.enabled = false;
-  return Object.keys(governor).length === 0 ? {} : { governor };
+  return Object.keys(governor).length === 0 ? undefined : governor;
 }
 
 /**
@@ -244,13 +247,7 @@ export function providerFlagsFrom(values: ParsedValues): Partial<ProviderConfig>
   const maxTokens = wholeNumberFlag(values, MAX_TOKENS_FLAG);
   const transport: TransportName | undefined = choiceFlag(values, PROVIDER_FIELDS.transport);
   const connections = wholeNumberFlag(values, PROVIDER_FIELDS.connections);
-  return {
-    ...(requestTimeoutMs === undefined ? {} : { requestTimeoutMs }),
-    ...(idleTimeoutMs === undefined ? {} : { idleTimeoutMs }),
-    ...(maxTokens === undefined ? {} : { maxTokens }),
-    ...(transport === undefined ? {} : { transport }),
-    ...(connections === undefined ? {} : { connections }),
-  };
+  return defined({ requestTimeoutMs, idleTimeoutMs, maxTokens, transport, connections });
 }
 
 // A zero wait would fail every request at once, so it is refused here, named by its flag.

@@ -1,5 +1,6 @@
 import { ROOT_ID, Session, type SessionEvent, type TurnResult } from '../../main/session.js';
 import { UsageError } from '../../shared/errors.js';
+import { defined } from '../../shared/option-schema.js';
 import type { AgentResult } from '../../shared/result.js';
 import type { ScriptedModelOptions } from '../../testing/index.js';
 import { type CliFlag, type ParsedValues, parseCommand, stringFlag } from '../flags.js';
@@ -77,7 +78,7 @@ export async function runCommand(argv: string[]): Promise<number> {
     prompt: await readPrompt(positionals[0]!),
     values,
     json: values.json === true,
-    ...(system === undefined ? {} : { system }),
+    system,
   });
 }
 
@@ -85,11 +86,11 @@ export interface RunSessionOptions {
   prompt: string;
   values: ParsedValues;
   /** The flags, already checked (`run` checks them before it reads a prompt from stdin). */
-  prepared?: PreparedEngine;
+  prepared?: PreparedEngine | undefined;
   json: boolean;
-  system?: string;
+  system?: string | undefined;
   /** Folder the workspace tools read (the demo's survey root). */
-  workspace?: string;
+  workspace?: string | undefined;
   /** Printed before the run starts (not in JSON mode). */
   banner?: string;
   /** Latency of the in-process scripted model, when it is the provider. */
@@ -99,14 +100,11 @@ export interface RunSessionOptions {
 /** Runs a session to idle with the live view or JSONL, and handles signals. Shared with `demo`. */
 export async function runSession(options: RunSessionOptions): Promise<number> {
   const { engine } = await startEngine(options.values, {
-    ...(options.prepared === undefined ? {} : { prepared: options.prepared }),
-    ...(options.workspace === undefined ? {} : { workspace: options.workspace }),
-    ...(options.mockLoad ? { mockLoad: options.mockLoad } : {}),
+    prepared: options.prepared,
+    workspace: options.workspace,
+    mockLoad: options.mockLoad,
   });
-  const session = new Session(engine, {
-    autoWake: true,
-    ...(options.system === undefined ? {} : { system: options.system }),
-  });
+  const session = new Session(engine, { autoWake: true, system: options.system });
   const out = stdout();
   const view = new LiveView({ write: (text: string) => out.write(text) });
   const record = new RunRecord();
@@ -235,13 +233,13 @@ function summarise(input: SummaryInput): RunSummary {
   for (const result of input.settled.values())
     byOutcome[result.outcome] = (byOutcome[result.outcome] ?? 0) + 1;
   const lastTurn = input.lastTurn;
-  return {
-    type: 'final',
+  return defined({
+    type: 'final' as const,
     outcome: lastTurn?.outcome ?? 'cancelled',
     text: input.lastRootText,
-    ...(lastTurn?.reason === undefined ? {} : { reason: lastTurn.reason }),
+    reason: lastTurn?.reason,
     generation: input.session.generation,
     agents: { total: input.settled.size, byOutcome },
-    ...(input.logDir === undefined ? {} : { logDir: input.logDir }),
-  };
+    logDir: input.logDir,
+  });
 }

@@ -15,7 +15,7 @@ import { DEFAULT_MAX_DELIVERIES, QueueWorker } from '../../main/runners/queue/wo
 import { checkLogPolicy } from '../../shared/agent-log.js';
 import { formatDuration } from '../../shared/duration.js';
 import { UsageError } from '../../shared/errors.js';
-import { oneOf, wholeNumber } from '../../shared/option-schema.js';
+import { defined, oneOf, wholeNumber } from '../../shared/option-schema.js';
 import {
   type CliFlag,
   choiceFlag,
@@ -32,7 +32,7 @@ import {
 } from '../flags.js';
 import { note, safeText, stdout } from '../output.js';
 import { handleInterrupts } from '../process.js';
-import { governorFlagsFrom, governorRow } from './common.js';
+import { governorFlags, governorRow } from './common.js';
 import { EXIT_CODES_HELP } from './help.js';
 
 /** How long running jobs may finish after a stop signal, unless `--drain-timeout` says. */
@@ -174,22 +174,24 @@ export async function workerCommand(argv: string[]): Promise<number> {
       return 'handled';
     },
   });
-  worker = await startWorker({
-    url,
-    name,
-    logDir,
-    drainMs,
-    ...(threads === undefined ? {} : { threads }),
-    ...(agentsPerThread === undefined ? {} : { agentsPerThread }),
-    ...(concurrency === undefined ? {} : { concurrency }),
-    ...(logs === undefined ? {} : { logs }),
-    ...(connectTimeoutMs === undefined ? {} : { connectTimeoutMs }),
-    ...(stalledIntervalMs === undefined ? {} : { stalledIntervalMs }),
-    ...(lockDurationMs === undefined ? {} : { lockDurationMs }),
-    ...(maxDeliveries === undefined ? {} : { maxDeliveries }),
-    ...governorFlagsFrom(values),
-    ...(shared === 'off' ? { sharedLimits: false } : {}),
-  });
+  worker = await startWorker(
+    defined({
+      url,
+      name,
+      logDir,
+      drainMs,
+      threads,
+      agentsPerThread,
+      concurrency,
+      logs,
+      connectTimeoutMs,
+      stalledIntervalMs,
+      lockDurationMs,
+      maxDeliveries,
+      governor: governorFlags(values),
+      sharedLimits: shared === 'off' ? false : undefined,
+    }),
+  );
   if (!quiet) {
     note(
       `cohort worker ${worker.name}: taking jobs from queue ${safeText(name)} at ${describeRedis(url)}; logs in ${safeText(logDir)}`,

@@ -1,3 +1,4 @@
+import { defined } from '../option-schema.js';
 import { KeyGovernor, type KeySettings } from './key-governor.js';
 import { checkGovernorOptions } from './options.js';
 import type { SharedBucketStore } from './shared-leases.js';
@@ -37,11 +38,10 @@ export class Governor implements Gate {
    */
   constructor(options: GovernorOptions = {}, { store }: { store?: SharedBucketStore } = {}) {
     this.options = checkGovernorOptions(options);
+    const { rpm, itpm, otpm } = options;
     this.#settings = {
       store,
-      ...(options.rpm === undefined ? {} : { rpm: options.rpm }),
-      ...(options.itpm === undefined ? {} : { itpm: options.itpm }),
-      ...(options.otpm === undefined ? {} : { otpm: options.otpm }),
+      ...defined({ rpm, itpm, otpm }),
       initialConcurrency: options.initialConcurrency ?? DEFAULT_INITIAL_CONCURRENCY,
       maxConcurrency: options.maxConcurrency ?? Number.POSITIVE_INFINITY,
       concurrencyControl: options.concurrencyControl ?? 'aimd',

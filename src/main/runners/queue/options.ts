@@ -1,4 +1,5 @@
 import type { LogPolicy } from '../../../shared/agent-log.js';
+import { DEFAULT_MAX_DEPTH } from '../../../shared/child-spec.js';
 import { UsageError } from '../../../shared/errors.js';
 import type { GovernorOptions } from '../../../shared/governor/types.js';
 import {
@@ -111,7 +112,7 @@ export function checkQueueMode(options: { hostTools?: unknown[]; maxDepth?: numb
       'Expected no `hostTools` with `queue`: a child on another machine cannot call a function that lives in this process; give it a tool module (`toolModules`) instead',
     );
   }
-  if ((options.maxDepth ?? 1) > 1) {
+  if ((options.maxDepth ?? DEFAULT_MAX_DEPTH) > 1) {
     throw new UsageError(
       `Expected \`maxDepth\` 1 with \`queue\` (children on workers do not spawn agents of their own yet), got ${options.maxDepth}`,
     );
