@@ -1,5 +1,5 @@
 import type { Context, TracerProvider } from '@opentelemetry/api';
-import { LOG_POLICIES, LOG_POLICY } from '../shared/agent-log.js';
+import { LOG_POLICY } from '../shared/agent-log.js';
 import type { Budget, PriceTable } from '../shared/budget.js';
 import { checkBudget } from '../shared/budget-meter.js';
 import { DEFAULT_MAX_DEPTH, DEFAULT_MAX_STEPS } from '../shared/child-spec.js';
@@ -217,12 +217,7 @@ export const ENGINE_FIELDS = {
    * Which agents' folders outlive them (default `all`): `failed` keeps only failed agents',
    * `none` keeps none. A result names its folder only when the folder is kept.
    */
-  logs: {
-    ...LOG_POLICY,
-    flag: '--logs',
-    arg: LOG_POLICIES.join('|'),
-    help: "which agents' log folders to keep",
-  },
+  logs: { ...LOG_POLICY, help: "which agents' log folders to keep" },
   /** Read-only folder the workspace tools read from. */
   workspace: nonEmptyString({
     flag: '--workspace',

@@ -18,6 +18,8 @@ export const LOG_POLICIES: readonly LogPolicy[] = ['all', 'failed', 'none'];
 /** The `logs` option: which agents' log folders outlive them (default `all`). */
 export const LOG_POLICY = oneOf(LOG_POLICIES, `one of ${LOG_POLICIES.join(', ')}`, {
   default: 'all',
+  flag: '--logs',
+  arg: LOG_POLICIES.join('|'),
 });
 
 /** Checks an optional log policy; `name` is how the caller knows the option (`logs`, `--logs`). */

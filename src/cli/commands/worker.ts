@@ -7,15 +7,14 @@ import {
   describeRedis,
 } from '../../main/runners/queue/connection.js';
 import {
-  DEFAULT_CONNECT_TIMEOUT_MS,
   DEFAULT_QUEUE_NAME,
-  QUEUE_FIELDS,
+  QUEUE_WORKER_FIELDS as WORKER,
 } from '../../main/runners/queue/options.js';
 import { DEFAULT_MAX_DELIVERIES, QueueWorker } from '../../main/runners/queue/worker.js';
 import { checkLogPolicy } from '../../shared/agent-log.js';
 import { formatDuration } from '../../shared/duration.js';
 import { UsageError } from '../../shared/errors.js';
-import { defined, oneOf, wholeNumber } from '../../shared/option-schema.js';
+import { defined, oneOf } from '../../shared/option-schema.js';
 import {
   type CliFlag,
   choiceFlag,
@@ -38,36 +37,11 @@ import { EXIT_CODES_HELP } from './help.js';
 /** How long running jobs may finish after a stop signal, unless `--drain-timeout` says. */
 const DEFAULT_DRAIN_MS = 10_000;
 
-const CONCURRENCY_FLAG = wholeNumber(1, 100_000, {
-  flag: '--concurrency',
-  arg: 'N',
-  help: 'jobs taken at once (default: threads × agents per thread, at most 1000)',
-});
 const DRAIN_TIMEOUT_FLAG: CliFlag = {
   flag: '--drain-timeout',
   arg: 'DURATION',
   help: `on a stop signal, how long running jobs may finish (default ${formatDuration(DEFAULT_DRAIN_MS)})`,
 };
-const CONNECT_TIMEOUT_FLAG: CliFlag = {
-  flag: '--connect-timeout',
-  arg: 'DURATION',
-  help: `how long to wait for Redis at start before giving up (default ${formatDuration(DEFAULT_CONNECT_TIMEOUT_MS)})`,
-};
-const STALLED_INTERVAL_FLAG: CliFlag = {
-  flag: '--stalled-interval',
-  arg: 'DURATION',
-  help: 'how often workers look for jobs of dead workers (default 30s)',
-};
-const LOCK_DURATION_FLAG: CliFlag = {
-  flag: '--lock-duration',
-  arg: 'DURATION',
-  help: "how long a job's lock lasts unrenewed (default 30s): a worker\nsilent that long is taken for dead and its jobs are redelivered",
-};
-const MAX_DELIVERIES_FLAG = wholeNumber(1, 100, {
-  flag: '--max-deliveries',
-  arg: 'N',
-  help: `deliveries of a job whose workers keep dying before it fails\n(default ${DEFAULT_MAX_DELIVERIES})`,
-});
 const SHARED_LIMITS_FLAG = oneOf(['on', 'off'], 'on or off', {
   flag: '--shared-limits',
   arg: 'on|off',
@@ -80,27 +54,24 @@ const QUIET_FLAG: CliFlag = { flag: '--quiet', help: 'no progress lines on stder
  * commands are the same fields, some described in words of the worker's own.
  */
 const WORKER_FLAGS: readonly HelpRow[] = [
-  { flags: [QUEUE_FIELDS.url], help: 'the Redis holding the queue (required)' },
+  { flags: [WORKER.url], help: 'the Redis holding the queue (required)' },
   {
-    flags: [QUEUE_FIELDS.name],
+    flags: [WORKER.name],
     help: `the queue (default ${DEFAULT_QUEUE_NAME}); producers use the same name`,
   },
   ENGINE_FIELDS.threads,
   ENGINE_FIELDS.agentsPerThread,
-  CONCURRENCY_FLAG,
-  {
-    flags: [ENGINE_FIELDS.logDir],
-    help: "root of the agents' log folders, kept here (default: a new folder\nunder the OS temp dir)",
-  },
-  {
-    flags: [ENGINE_FIELDS.logs],
-    help: "overrides each job's own policy for the folders kept here",
-  },
+  WORKER.concurrency,
+  WORKER.logDir,
+  WORKER.logs,
   DRAIN_TIMEOUT_FLAG,
-  CONNECT_TIMEOUT_FLAG,
-  STALLED_INTERVAL_FLAG,
-  LOCK_DURATION_FLAG,
-  MAX_DELIVERIES_FLAG,
+  WORKER.connectTimeoutMs,
+  WORKER.stalledIntervalMs,
+  WORKER.lockDurationMs,
+  {
+    flags: [WORKER.maxDeliveries],
+    help: `deliveries of a job whose workers keep dying before it fails\n(default ${DEFAULT_MAX_DELIVERIES})`,
+  },
   governorRow("this worker's rate-limit governor (see cohort help batch)"),
   SHARED_LIMITS_FLAG,
   QUIET_FLAG,
@@ -146,24 +117,24 @@ export async function workerCommand(argv: string[]): Promise<number> {
       `Expected no arguments (the queue is given with --queue), got \`${safeText(positionals[0]!)}\``,
     );
   }
-  const url = stringFlag(values, QUEUE_FIELDS.url);
+  const url = stringFlag(values, WORKER.url);
   if (url === undefined) throw new UsageError('Expected `--queue REDIS`, got nothing');
   checkQueueUrl('--queue', url);
-  const name = stringFlag(values, QUEUE_FIELDS.name) ?? DEFAULT_QUEUE_NAME;
+  const name = stringFlag(values, WORKER.name) ?? DEFAULT_QUEUE_NAME;
   checkQueueName('--queue-name', name);
   const threads = wholeNumberFlag(values, ENGINE_FIELDS.threads);
   const agentsPerThread = wholeNumberFlag(values, ENGINE_FIELDS.agentsPerThread);
-  const concurrency = wholeNumberFlag(values, CONCURRENCY_FLAG);
+  const concurrency = wholeNumberFlag(values, WORKER.concurrency);
   const logs = checkLogPolicy('--logs', values.logs);
   const drainMs = durationFlag(values, DRAIN_TIMEOUT_FLAG) ?? DEFAULT_DRAIN_MS;
-  const connectTimeoutMs = positive(values, CONNECT_TIMEOUT_FLAG);
-  const stalledIntervalMs = positive(values, STALLED_INTERVAL_FLAG);
-  const lockDurationMs = positive(values, LOCK_DURATION_FLAG);
-  const maxDeliveries = wholeNumberFlag(values, MAX_DELIVERIES_FLAG);
+  const connectTimeoutMs = positive(values, WORKER.connectTimeoutMs);
+  const stalledIntervalMs = positive(values, WORKER.stalledIntervalMs);
+  const lockDurationMs = positive(values, WORKER.lockDurationMs);
+  const maxDeliveries = wholeNumberFlag(values, WORKER.maxDeliveries);
   const quiet = values.quiet === true;
   const shared = choiceFlag(values, SHARED_LIMITS_FLAG);
   const logDir = path.resolve(
-    stringFlag(values, ENGINE_FIELDS.logDir) ?? path.join(defaultLogRoot(), runFolderName()),
+    stringFlag(values, WORKER.logDir) ?? path.join(defaultLogRoot(), runFolderName()),
   );
   const stop = new AbortController();
   let worker: QueueWorker | undefined;

@@ -1,13 +1,17 @@
-import type { LogPolicy } from '../../../shared/agent-log.js';
+import { LOG_POLICY } from '../../../shared/agent-log.js';
 import { DEFAULT_MAX_DEPTH } from '../../../shared/child-spec.js';
+import { formatDuration } from '../../../shared/duration.js';
 import { UsageError } from '../../../shared/errors.js';
-import type { GovernorOptions } from '../../../shared/governor/types.js';
+import { checkGovernorOptions, type GovernorOptions } from '../../../shared/governor/options.js';
 import {
+  boolean,
   checkOption,
   custom,
+  type Defined,
   durationMs,
   type Field,
   type Fields,
+  nonEmptyString,
   type OptionsOf,
   required,
   wholeNumber,
@@ -119,31 +123,64 @@ export function checkQueueMode(options: { hostTools?: unknown[]; maxDepth?: numb
   }
 }
 
-/** What `cohort worker` starts a queue worker with (`QueueWorker.start`). */
-export interface QueueWorkerOptions extends PoolOptions {
-  url: string;
-  name?: string;
-  prefix?: string;
+/**
+ * What a queue worker is started with (`QueueWorker.start`, `cohort worker`), beside the pool's
+ * own options. Its type and the worker command's flags come from these fields; `QueueWorker`
+ * does not check them itself yet (the CLI checks each flag).
+ */
+export const QUEUE_WORKER_FIELDS = {
+  url: QUEUE_FIELDS.url,
+  name: QUEUE_FIELDS.name,
+  prefix: QUEUE_FIELDS.prefix,
   /** Jobs taken at once (default: the pool's capacity, at most 1,000). */
-  concurrency?: number;
+  concurrency: wholeNumber(1, 100_000, {
+    flag: '--concurrency',
+    arg: 'N',
+    help: 'jobs taken at once (default: threads × agents per thread, at most 1000)',
+  }),
   /** Root of this worker's log folders: one per agent, kept on this machine. */
-  logDir: string;
+  logDir: required(
+    nonEmptyString({
+      flag: '--log-dir',
+      arg: 'DIR',
+      help: "root of the agents' log folders, kept here (default: a new folder\nunder the OS temp dir)",
+    }),
+  ),
   /** How often workers look for jobs whose worker died, in ms (BullMQ's `stalledInterval`). */
-  stalledIntervalMs?: number;
+  stalledIntervalMs: durationMs(1, {
+    flag: '--stalled-interval',
+    arg: 'DURATION',
+    help: 'how often workers look for jobs of dead workers (default 30s)',
+  }),
   /** How long a job's lock lives without renewal, in ms (BullMQ's `lockDuration`). */
-  lockDurationMs?: number;
+  lockDurationMs: durationMs(1, {
+    flag: '--lock-duration',
+    arg: 'DURATION',
+    help: "how long a job's lock lasts unrenewed (default 30s): a worker\nsilent that long is taken for dead and its jobs are redelivered",
+  }),
   /** Deliveries of a job whose workers keep dying before it fails (default 3). */
-  maxDeliveries?: number;
-  governor?: GovernorOptions;
+  maxDeliveries: wholeNumber(1, 100, { flag: '--max-deliveries', arg: 'N' }),
+  governor: custom<GovernorOptions>('an object', by(checkGovernorOptions)),
   /**
    * Whether this worker's governor also leases from the fleet's buckets in Redis (default true).
    * Off, each worker paces as if it were alone: for comparisons, not for a fleet on one account.
    */
-  sharedLimits?: boolean;
+  sharedLimits: boolean(),
   /** Which log folders are kept here, over each job's own policy. */
-  logs?: LogPolicy;
-  /** How long `start` waits to reach Redis, in ms (default 10,000). */
-  connectTimeoutMs?: number;
+  logs: { ...LOG_POLICY, help: "overrides each job's own policy for the folders kept here" },
+  /** How long `start` waits to reach Redis, in ms. */
+  connectTimeoutMs: {
+    ...QUEUE_FIELDS.connectTimeoutMs,
+    flag: '--connect-timeout',
+    arg: 'DURATION',
+    help: `how long to wait for Redis at start before giving up (default ${formatDuration(DEFAULT_CONNECT_TIMEOUT_MS)})`,
+  },
   /** Called with each result this worker hands back to the queue. */
-  onResult?: (result: AgentResult) => void;
-}
+  onResult: custom<(result: AgentResult) => void>(
+    'a function',
+    (value) => typeof value === 'function',
+  ),
+} as const satisfies Fields;
+
+/** What a queue worker is started with: the pool's options and `QUEUE_WORKER_FIELDS`. */
+export type QueueWorkerOptions = PoolOptions & Defined<OptionsOf<typeof QUEUE_WORKER_FIELDS>>;
