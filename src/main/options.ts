@@ -1,39 +1,6 @@
 import { GOVERNOR_FIELDS } from '../shared/governor/options.js';
-import {
-  anyString,
-  checkOption,
-  durationMs,
-  type Fields,
-  nonEmptyString,
-  stringArray,
-  wholeNumber,
-} from '../shared/option-schema.js';
+import type { Fields } from '../shared/option-schema.js';
 import { ENGINE_FIELDS } from './engine-options.js';
-
-export { MAX_STEPS_LIMIT } from './engine-options.js';
-
-/** Checks an optional whole number within bounds; the message says what arrived. */
-export function checkInteger(
-  name: string,
-  value: unknown,
-  min: number,
-  max = Number.MAX_SAFE_INTEGER,
-): number | undefined {
-  return checkOption(name, wholeNumber(min, max), value);
-}
-
-export function checkString(name: string, value: unknown, allowEmpty = false): string | undefined {
-  return checkOption(name, allowEmpty ? anyString() : nonEmptyString(), value);
-}
-
-export function checkStringArray(name: string, value: unknown): string[] | undefined {
-  return checkOption(name, stringArray(), value);
-}
-
-/** Checks an optional duration in whole milliseconds, at most 2³¹−1 (`durationMs`). */
-export function checkDurationMs(name: string, value: unknown, min: number): number | undefined {
-  return checkOption(name, durationMs(min), value);
-}
 
 /**
  * The CLI flag of each library option, for messages shown to CLI users: each field's `flag` in

@@ -6,10 +6,12 @@ import type { AgentEvent } from '../shared/events.js';
 import type { GovernorState } from '../shared/governor/types.js';
 import {
   anyString,
+  checkOption,
   checkOptions,
   custom,
   durationMs,
   type Fields,
+  nonEmptyString,
   type OptionsOf,
 } from '../shared/option-schema.js';
 import { Provider } from '../shared/provider/provider.js';
@@ -25,7 +27,6 @@ import type { Engine } from './engine.js';
 import { DEFAULT_CEILING_MS, MAX_STEPS } from './engine-options.js';
 import { EventHub } from './event-hub.js';
 import { renderInbox } from './inbox.js';
-import { checkString } from './options.js';
 import { ROOT_ID, runRootTurn, type TurnResult } from './root-turn.js';
 import { AgentScope } from './scope.js';
 import { type RootTrace, traceRootTurn } from './tracing/agent-trace.js';
@@ -166,7 +167,7 @@ export class Session {
    * Rejects with a UsageError once the session is closed.
    */
   send(text: string, options: { signal?: AbortSignal } = {}): Promise<TurnResult> {
-    checkString('text', text);
+    checkOption('text', nonEmptyString(), text);
     if (this.#closed) {
       return Promise.reject(
         new UsageError('Expected an open session for `send`, got one that was closed'),
