@@ -41,7 +41,7 @@ const GOVERNOR_SWITCH = oneOf(['on', 'off'], 'on or off', {
   help: "the rate-limit governor (default on; off sends every request at\nonce and leaves 429s to each agent's own retries)",
 });
 
-/** The governor's limits as flags, as `governorFlagsFrom` reads them. */
+/** The governor's limits as flags, as `governorFlags` reads them. */
 const GOVERNOR_LIMITS = ['rpm', 'itpm', 'otpm', 'maxConcurrency'] as const;
 
 /** The account's three limits share one line of help. */
