@@ -1,7 +1,16 @@
+import { PROVIDER_FIELDS } from '../main/engine-options.js';
 import { UsageError } from '../shared/errors.js';
+import { defined } from '../shared/option-schema.js';
 import type { ProviderConfig } from '../shared/provider/config.js';
 import type { ScriptedModelOptions } from '../testing/index.js';
-import { type ParsedValues, stringFlag } from './flags.js';
+import { type CliFlag, type ParsedValues, stringFlag } from './flags.js';
+
+/** `--provider`: which provider the engine commands use. */
+export const PROVIDER_FLAG: CliFlag = {
+  flag: '--provider',
+  arg: 'anthropic|mock',
+  help: 'default: anthropic when ANTHROPIC_API_KEY or ANTHROPIC_BASE_URL\nis set, else the built-in scripted model (announced on stderr)',
+};
 
 export interface ProviderChoice {
   kind: 'anthropic' | 'mock';
@@ -24,18 +33,15 @@ export function chooseProvider(
   values: ParsedValues,
   env: NodeJS.ProcessEnv = process.env,
 ): ProviderChoice {
-  const requested = stringFlag(values, 'provider');
+  const requested = stringFlag(values, PROVIDER_FLAG);
   if (requested !== undefined && requested !== 'anthropic' && requested !== 'mock') {
     throw new UsageError(`Expected \`--provider\` to be anthropic or mock, got \`${requested}\``);
   }
-  const model = stringFlag(values, 'model');
-  const baseURL = stringFlag(values, 'base-url');
+  const model = stringFlag(values, PROVIDER_FIELDS.model);
+  const baseURL = stringFlag(values, PROVIDER_FIELDS.baseURL);
   if (baseURL !== undefined) checkBaseUrl(baseURL, '--base-url');
   if (env.ANTHROPIC_BASE_URL) checkBaseUrl(env.ANTHROPIC_BASE_URL, 'ANTHROPIC_BASE_URL');
-  const config: Partial<ProviderConfig> = {
-    ...(model === undefined ? {} : { model }),
-    ...(baseURL === undefined ? {} : { baseURL }),
-  };
+  const config: Partial<ProviderConfig> = defined({ model, baseURL });
   // A bearer token counts as a key: the transports send it when no key is set.
   const credential = env.ANTHROPIC_API_KEY || env.ANTHROPIC_AUTH_TOKEN;
   const fromEnv = Boolean(credential || env.ANTHROPIC_BASE_URL);

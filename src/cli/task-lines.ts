@@ -1,25 +1,72 @@
 import { budgetFromData } from '../main/agents/load.js';
 import type { AgentOptions } from '../main/engine.js';
-import { MAX_STEPS_LIMIT } from '../main/options.js';
+import { AGENT_FIELDS, MAX_STEPS } from '../main/engine-options.js';
 import type { Budget } from '../shared/budget.js';
 import { describeValue, UsageError } from '../shared/errors.js';
+import {
+  accepts,
+  anyString,
+  custom,
+  defined,
+  type Field,
+  type Fields,
+  type OptionsOf,
+  required,
+} from '../shared/option-schema.js';
 
-/** One line of a tasks file. */
-export interface BatchTask {
-  id: string;
-  prompt: string;
-  title?: string;
-  system?: string;
-  tools?: string[];
-  maxSteps?: number;
-  model?: string;
+/**
+ * The fields of a task line, in the order the batch help lists them. A line is checked for its
+ * JSON types here; the engine's own check (`checkTasks`) then refuses what it would refuse at
+ * spawn time (an empty title, an unknown tool), so the string fields only need to be strings.
+ */
+export const TASK_FIELDS = {
+  id: required(
+    custom<string>(
+      'a non-empty string or an integer',
+      (value) =>
+        (typeof value === 'string' && value.trim() !== '') ||
+        (typeof value === 'number' && Number.isSafeInteger(value)),
+    ),
+  ),
+  prompt: AGENT_FIELDS.prompt,
+  title: anyString(),
+  system: anyString(),
+  tools: AGENT_FIELDS.tools,
+  maxSteps: MAX_STEPS,
+  model: anyString(),
   /** A named agent (an agent file) whose fields are this task's defaults. */
-  agent?: string;
+  agent: anyString(),
   /** A JSON Schema the reply must match; the result line then carries `value`. */
-  outputSchema?: Record<string, unknown>;
+  outputSchema: custom<Record<string, unknown>>(
+    'a JSON Schema (an object)',
+    (value) => typeof value === 'object' && value !== null && !Array.isArray(value),
+  ),
   /** This task's limits (`time` as a duration, like agent files). */
-  budget?: Budget;
-}
+  budget: custom<Budget>('a budget', (value, name) => {
+    budgetFromData(value, `\`${name}\``);
+    return true;
+  }),
+} as const satisfies Fields;
+
+/** One line of a tasks file (an integer `id` is read as its string). */
+export type BatchTask = Omit<OptionsOf<typeof TASK_FIELDS>, 'id'> & { id: string };
+
+/**
+ * The order a bad line's problems are listed in, kept from before the schema so that a line
+ * with several problems is reported in the same words.
+ */
+const PROBLEM_ORDER: readonly (keyof typeof TASK_FIELDS)[] = [
+  'id',
+  'prompt',
+  'title',
+  'system',
+  'model',
+  'agent',
+  'tools',
+  'maxSteps',
+  'outputSchema',
+  'budget',
+];
 
 export interface TaskLineError {
   /** 1-based line number. */
@@ -34,19 +81,6 @@ export interface ParsedTasks {
   /** The 1-based line of each task in `tasks`, by id. */
   lineOf: ReadonlyMap<string, number>;
 }
-
-const FIELDS = new Set([
-  'id',
-  'prompt',
-  'title',
-  'system',
-  'tools',
-  'maxSteps',
-  'model',
-  'agent',
-  'outputSchema',
-  'budget',
-]);
 
 /**
  * Parses a tasks file: one JSON object per line; blank lines are skipped. Never throws: every bad
@@ -86,18 +120,18 @@ export function parseTasks(text: string): ParsedTasks {
  * the line is checked as exactly what will run. The title falls back to the task's id.
  */
 export function taskAgentOptions(task: BatchTask): AgentOptions {
-  return {
+  return defined({
     prompt: task.prompt,
     title: task.title ?? task.id,
     streamText: false,
-    ...(task.system === undefined ? {} : { system: task.system }),
-    ...(task.tools === undefined ? {} : { tools: task.tools }),
-    ...(task.maxSteps === undefined ? {} : { maxSteps: task.maxSteps }),
-    ...(task.model === undefined ? {} : { model: task.model }),
-    ...(task.agent === undefined ? {} : { agent: task.agent }),
-    ...(task.outputSchema === undefined ? {} : { outputSchema: task.outputSchema }),
-    ...(task.budget === undefined ? {} : { budget: task.budget }),
-  };
+    system: task.system,
+    tools: task.tools,
+    maxSteps: task.maxSteps,
+    model: task.model,
+    agent: task.agent,
+    outputSchema: task.outputSchema,
+    budget: task.budget,
+  });
 }
 
 /**
@@ -142,85 +176,40 @@ export function checkTaskLine(
   }
   const record = value as Record<string, unknown>;
   const problems: string[] = [];
-  const unknown = Object.keys(record).filter((key) => !FIELDS.has(key));
+  const unknown = Object.keys(record).filter((key) => !Object.hasOwn(TASK_FIELDS, key));
   if (unknown.length > 0) {
     problems.push(
-      `unknown field(s) ${unknown.map((key) => `\`${key}\``).join(', ')}; expected only ${[...FIELDS].join(', ')}`,
+      `unknown field(s) ${unknown.map((key) => `\`${key}\``).join(', ')}; expected only ${Object.keys(TASK_FIELDS).join(', ')}`,
     );
   }
-  let id: string | undefined;
-  if (record.id === undefined) problems.push('missing `id`');
-  else if (typeof record.id === 'string' && record.id.trim() !== '') id = record.id;
-  else if (typeof record.id === 'number' && Number.isSafeInteger(record.id)) id = String(record.id);
-  else
-    problems.push(
-      `expected \`id\` to be a non-empty string or an integer, got ${describeValue(record.id, 60)}`,
-    );
-  if (record.prompt === undefined) problems.push('missing `prompt`');
-  else if (typeof record.prompt !== 'string' || record.prompt.trim() === '') {
-    problems.push(
-      `expected \`prompt\` to be a non-empty string, got ${describeValue(record.prompt, 60)}`,
-    );
-  }
-  for (const key of ['title', 'system', 'model', 'agent'] as const) {
-    if (record[key] !== undefined && typeof record[key] !== 'string') {
-      problems.push(`expected \`${key}\` to be a string, got ${describeValue(record[key], 60)}`);
+  for (const key of PROBLEM_ORDER) {
+    const field: Field = TASK_FIELDS[key];
+    const item = record[key];
+    if (item === undefined) {
+      if (field.required) problems.push(`missing \`${key}\``);
+      continue;
     }
-  }
-  if (
-    record.tools !== undefined &&
-    (!Array.isArray(record.tools) || record.tools.some((tool) => typeof tool !== 'string'))
-  ) {
-    problems.push(
-      `expected \`tools\` to be an array of strings, got ${describeValue(record.tools, 60)}`,
-    );
-  }
-  if (
-    record.maxSteps !== undefined &&
-    (typeof record.maxSteps !== 'number' ||
-      !Number.isInteger(record.maxSteps) ||
-      record.maxSteps < 1 ||
-      record.maxSteps > MAX_STEPS_LIMIT)
-  ) {
-    problems.push(
-      `expected \`maxSteps\` to be a whole number from 1 to ${MAX_STEPS_LIMIT}, got ${describeValue(record.maxSteps, 60)}`,
-    );
-  }
-  if (
-    record.outputSchema !== undefined &&
-    (typeof record.outputSchema !== 'object' ||
-      record.outputSchema === null ||
-      Array.isArray(record.outputSchema))
-  ) {
-    problems.push(
-      `expected \`outputSchema\` to be a JSON Schema (an object), got ${describeValue(record.outputSchema, 60)}`,
-    );
-  }
-  let budget: Budget | undefined;
-  if (record.budget !== undefined) {
     try {
-      budget = budgetFromData(record.budget, '`budget`');
+      if (!accepts(field, item, key)) {
+        problems.push(
+          `expected \`${key}\` to be ${field.expected}, got ${describeValue(item, 60)}`,
+        );
+      }
     } catch (error) {
+      // A field whose check words its own message (the budget).
       if (!(error instanceof UsageError)) throw error;
       problems.push(error.message.replace(/^Expected/, 'expected'));
     }
   }
-  if (problems.length > 0 || id === undefined) return { ok: false, message: problems.join('; ') };
+  if (problems.length > 0) return { ok: false, message: problems.join('; ') };
+  const budget =
+    record.budget === undefined ? undefined : budgetFromData(record.budget, '`budget`');
   return {
     ok: true,
     task: {
-      id,
-      prompt: record.prompt as string,
-      ...(record.title === undefined ? {} : { title: record.title as string }),
-      ...(record.system === undefined ? {} : { system: record.system as string }),
-      ...(record.tools === undefined ? {} : { tools: record.tools as string[] }),
-      ...(record.maxSteps === undefined ? {} : { maxSteps: record.maxSteps as number }),
-      ...(record.model === undefined ? {} : { model: record.model as string }),
-      ...(record.agent === undefined ? {} : { agent: record.agent as string }),
-      ...(record.outputSchema === undefined
-        ? {}
-        : { outputSchema: record.outputSchema as Record<string, unknown> }),
-      ...(budget === undefined ? {} : { budget }),
+      ...(record as Omit<BatchTask, 'id' | 'budget'>),
+      id: String(record.id),
+      ...defined({ budget }),
     },
   };
 }

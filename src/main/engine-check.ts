@@ -1,34 +1,27 @@
 import { statSync } from 'node:fs';
 import path from 'node:path';
 import { Worker } from 'node:worker_threads';
-import { checkLogPolicy } from '../shared/agent-log.js';
 import type { Budget, PriceTable } from '../shared/budget.js';
-import { checkBudget, mergeBudgets } from '../shared/budget-meter.js';
+import { mergeBudgets } from '../shared/budget-meter.js';
+import { DEFAULT_MAX_DEPTH } from '../shared/child-spec.js';
 import { expected, UsageError } from '../shared/errors.js';
-import { checkGovernorOptions } from '../shared/governor/governor.js';
-import { checkPriceTable, DEFAULT_PRICES, priceOf, priceTable } from '../shared/prices.js';
+import { checkOption, checkOptions } from '../shared/option-schema.js';
+import { DEFAULT_PRICES, priceOf, priceTable } from '../shared/prices.js';
 import type { ProbeMessage } from '../shared/protocol.js';
 import { DEFAULT_PROVIDER_CONFIG } from '../shared/provider/config.js';
-import { TRANSPORT_NAMES } from '../shared/provider/transport/types.js';
-import { checkTool } from '../shared/tools/modules.js';
-import { checkOutputSchema } from '../shared/tools/output-schema.js';
 import { REPLY_TOOL, SPAWN_TOOLS } from '../shared/tools/types.js';
 import { WORKSPACE_TOOLS } from '../shared/tools/workspace.js';
 import { type AgentDefinition, AgentFileError } from './agents/definition.js';
 import { agentResolver, checkAgentFileTools } from './agents/resolve.js';
-import type { AgentOptions, EngineOptions } from './engine.js';
 import {
-  checkDurationMs,
-  checkInteger,
-  checkString,
-  checkStringArray,
-  MAX_STEPS_LIMIT,
-} from './options.js';
+  AGENT_FIELDS,
+  type AgentOptions,
+  ENGINE_FIELDS,
+  type EngineOptions,
+} from './engine-options.js';
 import { builtFile } from './runners/local/piscina.js';
-import { checkQueueMode, checkQueueOptions } from './runners/queue/options.js';
 
-/** How long a tool module may take to import at start-up before the check gives up on it. */
-export const DEFAULT_IMPORT_TIMEOUT_MS = 10_000;
+export { DEFAULT_IMPORT_TIMEOUT_MS } from './engine-options.js';
 
 /** What `checkEngine` learned: the tools there are, and the check every spawn passes. */
 export interface EngineCheck {
@@ -152,7 +145,7 @@ export async function engineTools(
   (options.hostTools ?? []).forEach((tool, index) => {
     sources.push({ name: tool.name, from: `\`hostTools[${index}]\`` });
   });
-  if ((options.maxDepth ?? 1) >= 1) {
+  if ((options.maxDepth ?? DEFAULT_MAX_DEPTH) >= 1) {
     const from = 'the built-in agent tools (`maxDepth` is 1 or more)';
     for (const name of SPAWN_TOOLS) sources.push({ name, from, spawnOnly: true });
   }
@@ -275,7 +268,7 @@ export function agentCheck(
     resolve,
     checkAgent: (options, depth = 1) => {
       if (typeof options === 'object' && options !== null) {
-        checkString('agent', options.agent);
+        checkOption('agent', AGENT_FIELDS.agent, options.agent);
         const resolved = resolve(options).options;
         checkAgentOptions(resolved, known(depth));
         checkPricedBudget(
@@ -308,26 +301,10 @@ function checkAgentOptions(options: AgentOptions, known: readonly string[]): voi
   if (typeof options !== 'object' || options === null) {
     throw expected('options', 'an object of agent options', options);
   }
-  if (options.prompt === undefined) throw expected('prompt', 'a non-empty string', undefined);
-  checkString('prompt', options.prompt);
-  checkString('title', options.title);
-  checkString('system', options.system, true);
-  checkInteger('maxSteps', options.maxSteps, 1, MAX_STEPS_LIMIT);
-  checkString('model', options.model);
-  if (options.signal !== undefined && !(options.signal instanceof AbortSignal)) {
-    throw expected('signal', 'an AbortSignal', options.signal);
-  }
-  if (options.onEvent !== undefined && typeof options.onEvent !== 'function') {
-    throw expected('onEvent', 'a function', options.onEvent);
-  }
-  if (options.streamText !== undefined && typeof options.streamText !== 'boolean') {
-    throw expected('streamText', 'a boolean', options.streamText);
-  }
-  checkStringArray('eventTypes', options.eventTypes);
-  checkOutputSchema('outputSchema', options.outputSchema);
-  checkBudget('budget', options.budget);
-  const tools = checkStringArray('tools', options.tools) ?? [];
-  const unknown = tools.filter((name) => name !== REPLY_TOOL && !known.includes(name));
+  checkOptions(AGENT_FIELDS, options);
+  const unknown = (options.tools ?? []).filter(
+    (name) => name !== REPLY_TOOL && !known.includes(name),
+  );
   if (unknown.length > 0) {
     const list = known.length === 0 ? 'none' : known.map((name) => `\`${name}\``).join(', ');
     throw new UsageError(
@@ -338,49 +315,6 @@ function checkAgentOptions(options: AgentOptions, known: readonly string[]): voi
 
 /** Every engine option's type and bounds; the message names the option in backticks. */
 export function validateEngineOptions(options: EngineOptions): void {
-  checkInteger('threads', options.threads, 1, 256);
-  checkInteger('agentsPerThread', options.agentsPerThread, 1);
-  checkDurationMs('cancelGraceMs', options.cancelGraceMs, 0);
-  checkDurationMs('idleTimeoutMs', options.idleTimeoutMs, 0);
-  checkInteger('maxOldGenerationSizeMb', options.maxOldGenerationSizeMb, 16);
-  checkInteger('maxCrashes', options.maxCrashes, 1, 100);
-  checkInteger('maxSteps', options.maxSteps, 1, MAX_STEPS_LIMIT);
-  checkInteger('replyCap', options.replyCap, 100);
-  checkInteger('maxDepth', options.maxDepth, 0, 8);
-  checkDurationMs('ceilingMs', options.ceilingMs, 1);
-  checkString('logDir', options.logDir);
-  checkLogPolicy('logs', options.logs);
-  checkString('workspace', options.workspace);
-  checkStringArray('toolModules', options.toolModules);
-  checkDurationMs('toolImportTimeoutMs', options.toolImportTimeoutMs, 1);
-  if (options.hostTools !== undefined && !Array.isArray(options.hostTools)) {
-    throw expected('hostTools', 'an array of tool definitions', options.hostTools);
-  }
-  (options.hostTools ?? []).forEach((tool, index) => {
-    checkTool(tool, `\`hostTools[${index}]\``);
-  });
-  const provider = options.provider ?? {};
-  checkString('provider.model', provider.model);
-  checkString('provider.baseURL', provider.baseURL);
-  checkInteger('provider.maxTokens', provider.maxTokens, 1);
-  checkInteger('provider.maxRetries', provider.maxRetries, 0, 20);
-  checkDurationMs('provider.idleTimeoutMs', provider.idleTimeoutMs, 1);
-  checkDurationMs('provider.requestTimeoutMs', provider.requestTimeoutMs, 1);
-  checkDurationMs('provider.backoffBaseMs', provider.backoffBaseMs, 0);
-  checkDurationMs('provider.backoffMaxMs', provider.backoffMaxMs, 0);
-  if (provider.transport !== undefined && !TRANSPORT_NAMES.includes(provider.transport)) {
-    throw expected('provider.transport', TRANSPORT_NAMES.join(' or '), provider.transport);
-  }
-  // No upper bound: a pool opens connections only as requests need them.
-  checkInteger('provider.connections', provider.connections, 1);
-  checkGovernorOptions(options.governor);
-  if (checkQueueOptions('queue', options.queue)) checkQueueMode(options);
-  checkString('agentsDir', options.agentsDir);
-  checkBudget('budget', options.budget);
-  checkPriceTable('prices', options.prices);
-  const tracer = options.tracerProvider as { getTracer?: unknown } | undefined;
-  if (tracer !== undefined && typeof tracer?.getTracer !== 'function') {
-    throw expected('tracerProvider', 'an OpenTelemetry TracerProvider', tracer);
-  }
+  checkOptions(ENGINE_FIELDS, options);
   checkEnginePaths(options);
 }

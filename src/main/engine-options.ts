@@ -1,106 +1,312 @@
 import type { Context, TracerProvider } from '@opentelemetry/api';
-import type { LogPolicy } from '../shared/agent-log.js';
+import { LOG_POLICY } from '../shared/agent-log.js';
 import type { Budget, PriceTable } from '../shared/budget.js';
+import { checkBudget } from '../shared/budget-meter.js';
+import { DEFAULT_MAX_DEPTH, DEFAULT_MAX_STEPS } from '../shared/child-spec.js';
+import { formatDuration } from '../shared/duration.js';
 import type { AgentEvent } from '../shared/events.js';
-import type { GovernorOptions } from '../shared/governor/types.js';
-import type { ProviderConfig } from '../shared/provider/config.js';
+import { checkGovernorOptions, type GovernorOptions } from '../shared/governor/options.js';
+import {
+  anyString,
+  boolean,
+  custom,
+  type Defined,
+  durationMs,
+  type Fields,
+  nested,
+  nonEmptyString,
+  type OptionsOf,
+  oneOf,
+  required,
+  stringArray,
+  wholeNumber,
+} from '../shared/option-schema.js';
+import { checkPriceTable } from '../shared/prices.js';
+import { DEFAULT_PROVIDER_CONFIG, type ProviderConfig } from '../shared/provider/config.js';
+import { TRANSPORT_NAMES } from '../shared/provider/transport/types.js';
+import { DEFAULT_REPLY_CAP } from '../shared/render.js';
+import { checkTool } from '../shared/tools/modules.js';
+import { checkOutputSchema } from '../shared/tools/output-schema.js';
 import type { AnyTool } from '../shared/tools/types.js';
-import type { PoolOptions } from './runners/local/pool.js';
-import type { QueueOptions } from './runners/queue/options.js';
+import {
+  DEFAULT_AGENTS_PER_THREAD,
+  DEFAULT_CANCEL_GRACE_MS,
+  type PoolOptions,
+} from './runners/local/pool.js';
+import { checkQueueMode, QUEUE_OPTION } from './runners/queue/options.js';
 import type { TreeLedger } from './tree-budget.js';
 
-// What an engine and each of its spawns are given: the library's option types.
+// What an engine and each of its spawns are given: one schema per option set, from which the
+// option types and their checks come (src/shared/option-schema.ts). A field's doc comment is the
+// option's documentation; its bounds, default and CLI flag are written here once.
 
-export interface EngineOptions extends PoolOptions {
+/** A field whose check throws a message of its own (an output schema that does not compile). */
+const by =
+  (check: (name: string, value: unknown) => unknown) =>
+  (value: unknown, name: string): boolean => {
+    check(name, value);
+    return true;
+  };
+
+/** Most steps an agent may be given: far above any real need, far below a runaway bill. */
+export const MAX_STEPS_LIMIT = 10_000;
+
+/** How many steps a child may take (default 50); the same bounds hold everywhere it is set. */
+export const MAX_STEPS = wholeNumber(1, MAX_STEPS_LIMIT, {
+  default: DEFAULT_MAX_STEPS,
+  flag: '--max-steps',
+  arg: 'N',
+  help: `steps the agent may take (default ${DEFAULT_MAX_STEPS})`,
+});
+
+/** A model name. */
+export const MODEL = nonEmptyString();
+
+/**
+ * What one child is asked to do, in the order `Engine.spawn` checks it (`agent` is checked, and
+ * its file's fields filled in, before the rest).
+ */
+export const AGENT_FIELDS = {
+  prompt: required(nonEmptyString()),
+  title: nonEmptyString(),
+  system: anyString(),
+  maxSteps: MAX_STEPS,
+  /** Model for this child; default: the engine's. */
+  model: MODEL,
+  /** Cancels the child (reason `user`, or the signal's reason when it is a cancel reason). */
+  signal: custom<AbortSignal>('an AbortSignal', (value) => value instanceof AbortSignal),
+  /** Live events of the child. */
+  onEvent: custom<(event: AgentEvent) => void>(
+    'a function',
+    (value) => typeof value === 'function',
+  ),
+  /** Stream text deltas as events (default: only when `onEvent` is given). */
+  streamText: boolean(),
+  /**
+   * The event types `onEvent` wants (default: all). Each event of a child crosses a thread, so
+   * a listener that only counts retries (`['provider-retry', 'step-end']`) costs far less.
+   */
+  eventTypes: stringArray<AgentEvent['type']>(),
+  /**
+   * A JSON Schema the reply's `result` must match (a typed reply): the result then carries the
+   * parsed `value`; replies that do not match are refused, and a few refusals fail it `bad_reply`.
+   */
+  outputSchema: custom<Record<string, unknown>>('a JSON Schema (an object)', by(checkOutputSchema)),
+  /** This child's limits, field by field over its agent file's and the engine's. */
+  budget: custom<Budget>('an object of budget limits', by(checkBudget)),
+  /** Names of the tools to give it; default: all it may have. */
+  tools: stringArray(),
+  /** A named agent (an agent file): its fields are the defaults of this spawn's. */
+  agent: nonEmptyString(),
+} as const satisfies Fields;
+
+/** What one child is asked to do. */
+export type AgentOptions = OptionsOf<typeof AGENT_FIELDS>;
+
+/** Provider settings an engine may be given; unset fields take `DEFAULT_PROVIDER_CONFIG`'s. */
+export const PROVIDER_FIELDS = {
+  model: {
+    ...MODEL,
+    flag: '--model',
+    arg: 'M',
+    help: `model name (default ${DEFAULT_PROVIDER_CONFIG.model}; the built-in model: any)`,
+  },
+  baseURL: nonEmptyString({
+    flag: '--base-url',
+    arg: 'URL',
+    help: 'a Messages API server (http or https)',
+  }),
+  maxTokens: wholeNumber(1, undefined, {
+    flag: '--max-tokens',
+    arg: 'N',
+    help: `max_tokens of every request (default ${DEFAULT_PROVIDER_CONFIG.maxTokens})`,
+  }),
+  maxRetries: wholeNumber(0, 20),
+  idleTimeoutMs: durationMs(1, {
+    flag: '--idle-timeout',
+    arg: 'DURATION',
+    help: `wait between two stream events (default ${formatDuration(DEFAULT_PROVIDER_CONFIG.idleTimeoutMs)})`,
+  }),
+  requestTimeoutMs: durationMs(1, {
+    flag: '--request-timeout',
+    arg: 'DURATION',
+    help: `wait for a response's headers (default ${formatDuration(DEFAULT_PROVIDER_CONFIG.requestTimeoutMs)}), per attempt`,
+  }),
+  backoffBaseMs: durationMs(0),
+  backoffMaxMs: durationMs(0),
+  transport: oneOf(TRANSPORT_NAMES, TRANSPORT_NAMES.join(' or '), {
+    flag: '--transport',
+    arg: TRANSPORT_NAMES.join('|'),
+    help: 'how requests travel: undici (default; a keep-alive pool, least\nCPU) or sdk (the official SDK over fetch)',
+  }),
+  // No upper bound: a pool opens connections only as requests need them.
+  connections: wholeNumber(1, undefined, {
+    flag: '--connections',
+    arg: 'N',
+    help: "undici's connections per server per thread (default: as many\nas requests in flight)",
+  }),
+} as const satisfies Fields;
+
+/** How long a tool module may take to import at start-up before the check gives up on it. */
+export const DEFAULT_IMPORT_TIMEOUT_MS = 10_000;
+
+/** Default lifetime ceiling of an async agent: one hour. */
+export const DEFAULT_CEILING_MS = 3_600_000;
+
+/** Every engine option, in the order `Engine.start` checks them. */
+export const ENGINE_FIELDS = {
+  /** Worker threads; default: the machine's available parallelism. */
+  threads: wholeNumber(1, 256, {
+    flag: '--threads',
+    arg: 'N',
+    help: 'worker threads (default: one per core)',
+  }),
+  /** Children one thread runs at once (piscina's concurrentTasksPerWorker). */
+  agentsPerThread: wholeNumber(1, undefined, {
+    flag: '--agents-per-thread',
+    arg: 'N',
+    help: `children per thread (default ${DEFAULT_AGENTS_PER_THREAD})`,
+  }),
+  /**
+   * How long a cancelled child may ignore its cancel before its worker is terminated, in ms;
+   * twice that when its worker still answers main (busy, not stuck).
+   */
+  cancelGraceMs: durationMs(0, {
+    flag: '--cancel-grace',
+    arg: 'DURATION',
+    help: `how long a cancelled child may ignore it (default ${formatDuration(DEFAULT_CANCEL_GRACE_MS)}; twice that\nwhen its worker still answers)`,
+  }),
+  /** How long an idle worker lives, in ms. */
+  idleTimeoutMs: durationMs(0),
+  /** Per-worker V8 heap limit, in MB: one runaway child cannot take the process down. */
+  maxOldGenerationSizeMb: wholeNumber(16, undefined, {
+    flag: '--worker-heap-mb',
+    arg: 'N',
+    help: "each worker's heap limit",
+  }),
+  /**
+   * Crashes of its worker a child may be blamed for (it was running a tool when the worker died)
+   * before it settles `failed` instead of resuming (default 3).
+   */
+  maxCrashes: wholeNumber(1, 100),
+  /** Steps a child may take (default 50). */
+  maxSteps: MAX_STEPS,
+  /** Characters of a reply kept in `AgentResult.text` (default 32,000). */
+  replyCap: wholeNumber(100, undefined, { default: DEFAULT_REPLY_CAP }),
+  /** Depth below which agents may spawn (default 1: the root spawns, children do not). */
+  maxDepth: wholeNumber(0, 8, {
+    default: DEFAULT_MAX_DEPTH,
+    flag: '--max-depth',
+    arg: 'N',
+    help: `depth below which agents may spawn (default ${DEFAULT_MAX_DEPTH})`,
+  }),
+  /** Lifetime ceiling of async agents in ms (default one hour); sessions may override it. */
+  ceilingMs: durationMs(1, {
+    default: DEFAULT_CEILING_MS,
+    flag: '--ceiling',
+    arg: 'DURATION',
+    help: `lifetime of an async agent (default ${formatDuration(DEFAULT_CEILING_MS)})`,
+  }),
+  /** Root folder of agents' log folders; default: a fresh folder under the OS temp dir. */
+  logDir: nonEmptyString({
+    flag: '--log-dir',
+    arg: 'DIR',
+    help: "root of the agents' log folders (default: a new folder under the\nOS temp dir, cohort/<time>-<pid>)",
+  }),
+  /**
+   * Which agents' folders outlive them (default `all`): `failed` keeps only failed agents',
+   * `none` keeps none. A result names its folder only when the folder is kept.
+   */
+  logs: { ...LOG_POLICY, help: "which agents' log folders to keep" },
+  /** Read-only folder the workspace tools read from. */
+  workspace: nonEmptyString({
+    flag: '--workspace',
+    arg: 'DIR',
+    help: 'folder read_file/list_files may read (default: none, no file tools)',
+  }),
+  /** ES module paths of tool modules given to every agent. */
+  toolModules: stringArray({
+    flag: '--tools',
+    arg: 'MODULE',
+    help: 'an ES module of tools (repeatable); checked before anything starts',
+  }),
+  /**
+   * How long each tool module may take to import at start-up, in ms (default 10 s). The check
+   * imports them in a throw-away worker: a module that never finishes importing is reported.
+   */
+  toolImportTimeoutMs: durationMs(1, { default: DEFAULT_IMPORT_TIMEOUT_MS }),
+  /**
+   * Plain functions registered on the main thread. The root calls them directly; children in
+   * workers call them through the host bridge.
+   */
+  hostTools: custom<AnyTool[]>('an array of tool definitions', (value, name) => {
+    if (!Array.isArray(value)) return false;
+    value.forEach((tool, index) => {
+      checkTool(tool, `\`${name}[${index}]\``);
+    });
+    return true;
+  }),
   /** Provider settings; unset fields take the defaults. The API key is read from the env. */
-  provider?: Partial<ProviderConfig>;
+  provider: nested<Partial<ProviderConfig>>(PROVIDER_FIELDS),
   /**
    * The rate-limit governor every provider request of every thread passes through: starting
    * limits (`rpm`, `itpm`, `otpm`; the provider's headers take over), a per-key
    * `maxConcurrency`, and `enabled: false` to turn it off. See docs/GOVERNOR.md.
    */
-  governor?: GovernorOptions;
-  /** Root folder of agents' log folders; default: a fresh folder under the OS temp dir. */
-  logDir?: string;
-  /**
-   * Which agents' folders outlive them (default `all`): `failed` keeps only failed agents',
-   * `none` keeps none. A result names its folder only when the folder is kept.
-   */
-  logs?: LogPolicy;
-  /** Steps a child may take (default 50). */
-  maxSteps?: number;
-  /** Characters of a reply kept in `AgentResult.text` (default 32,000). */
-  replyCap?: number;
-  /** Depth below which agents may spawn (default 1: the root spawns, children do not). */
-  maxDepth?: number;
-  /** Read-only folder the workspace tools read from. */
-  workspace?: string;
-  /** ES module paths of tool modules given to every agent. */
-  toolModules?: string[];
-  /**
-   * How long each tool module may take to import at start-up, in ms (default 10 s). The check
-   * imports them in a throw-away worker: a module that never finishes importing is reported.
-   */
-  toolImportTimeoutMs?: number;
-  /** Lifetime ceiling of async agents in ms (default one hour); sessions may override it. */
-  ceilingMs?: number;
-  /**
-   * Plain functions registered on the main thread. The root calls them directly; children in
-   * workers call them through the host bridge.
-   */
-  hostTools?: AnyTool[];
-  /**
-   * The folder of agent files (`NAME.md`, docs/AGENTS.md). Default: `.cohort/agents` under the
-   * workspace, when it exists. Every file is checked at start; a malformed one stops the start.
-   */
-  agentsDir?: string;
-  /** The budget of every child, field by field under its agent file's and its spawn's. */
-  budget?: Budget;
-  /** Prices by model (dollars per million tokens) over the built-in table, for `costUsd`. */
-  prices?: PriceTable;
-  /**
-   * Traces every agent, provider attempt and tool call into this OpenTelemetry provider
-   * (docs/TRACING.md). Unset, nothing is recorded.
-   */
-  tracerProvider?: TracerProvider;
+  governor: custom<GovernorOptions>('an object', (value) => {
+    checkGovernorOptions(value);
+    return true;
+  }),
   /**
    * Runs every child as a job on a BullMQ queue in Redis, taken by `cohort worker` processes on
    * any number of machines, instead of on this machine's threads (docs/SCALE-OUT.md).
    */
-  queue?: QueueOptions;
-}
+  queue: {
+    ...QUEUE_OPTION,
+    // What a queue cannot carry depends on other options (`hostTools`, `maxDepth`).
+    test: (_value: unknown, _name: string, holder: Readonly<Record<string, unknown>>) => {
+      checkQueueMode(holder);
+      return true;
+    },
+  },
+  /**
+   * The folder of agent files (`NAME.md`, docs/AGENTS.md). Default: `.cohort/agents` under the
+   * workspace, when it exists. Every file is checked at start; a malformed one stops the start.
+   */
+  agentsDir: nonEmptyString({
+    flag: '--agents',
+    arg: 'DIR',
+    help: 'folder of agent files NAME.md (default: .cohort/agents under the\nworkspace, when it exists); each is checked before anything starts',
+  }),
+  /** The budget of every child, field by field under its agent file's and its spawn's. */
+  budget: custom<Budget>('an object of budget limits', by(checkBudget), {
+    flag: '--budget',
+    arg: 'JSON',
+    help: `every child agent's default budget, e.g. '{"usd":0.5,"time":"10m"}'\n(inputTokens, outputTokens, usd, steps, time, tree)`,
+  }),
+  /** Prices by model (dollars per million tokens) over the built-in table, for `costUsd`. */
+  prices: custom<PriceTable>('an object of model prefixes to prices', by(checkPriceTable), {
+    flag: '--prices',
+    arg: 'FILE',
+    help: 'a JSON price table over the built-in one, for costUsd:\n{"MODEL-PREFIX":{"inputPerMTok":3,"outputPerMTok":15}}',
+  }),
+  /**
+   * Traces every agent, provider attempt and tool call into this OpenTelemetry provider
+   * (docs/TRACING.md). Unset, nothing is recorded.
+   */
+  tracerProvider: custom<TracerProvider>(
+    'an OpenTelemetry TracerProvider',
+    (value) => typeof (value as { getTracer?: unknown } | null)?.getTracer === 'function',
+  ),
+} as const satisfies Fields;
 
-/** What one child is asked to do. */
-export interface AgentOptions {
-  prompt: string;
-  title?: string;
-  system?: string;
-  maxSteps?: number;
-  /** Names of the tools to give it; default: all it may have. */
-  tools?: string[];
-  /** Model for this child; default: the engine's. */
-  model?: string;
-  /** A named agent (an agent file): its fields are the defaults of this spawn's. */
-  agent?: string;
-  /**
-   * A JSON Schema the reply's `result` must match (a typed reply): the result then carries the
-   * parsed `value`; replies that do not match are refused, and a few refusals fail it `bad_reply`.
-   */
-  outputSchema?: Record<string, unknown>;
-  /** This child's limits, field by field over its agent file's and the engine's. */
-  budget?: Budget;
-  /** Cancels the child (reason `user`, or the signal's reason when it is a cancel reason). */
-  signal?: AbortSignal;
-  /** Live events of the child. */
-  onEvent?: (event: AgentEvent) => void;
-  /** Stream text deltas as events (default: only when `onEvent` is given). */
-  streamText?: boolean;
-  /**
-   * The event types `onEvent` wants (default: all). Each event of a child crosses a thread, so
-   * a listener that only counts retries (`['provider-retry', 'step-end']`) costs far less.
-   */
-  eventTypes?: AgentEvent['type'][];
-}
+/** What an engine is given. */
+export type EngineOptions = OptionsOf<typeof ENGINE_FIELDS>;
+
+// The pool is started with an engine's options (`defined(options)`): the pool's own are among
+// them, so a pool option the schema lacks, or with another type, fails the typecheck here.
+type Assignable<T extends U, U> = T;
+export type EngineOptionsFitThePool = Assignable<Defined<EngineOptions>, PoolOptions>;
 
 /** Spawn-time details the session fills in. */
 export interface SpawnContext {

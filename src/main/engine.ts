@@ -3,12 +3,13 @@ import path from 'node:path';
 import { context as otelContext, type Tracer } from '@opentelemetry/api';
 import { mergeBudgets } from '../shared/budget-meter.js';
 import type { ChildSpec, HostToolInfo } from '../shared/child-spec.js';
-import { DEFAULT_MAX_STEPS } from '../shared/child-spec.js';
+import { DEFAULT_MAX_DEPTH, DEFAULT_MAX_STEPS } from '../shared/child-spec.js';
 import { expected } from '../shared/errors.js';
 import type { AgentEvent } from '../shared/events.js';
 import { Governor } from '../shared/governor/governor.js';
 import { newAgentId } from '../shared/ids.js';
 import { logWritesIdle } from '../shared/log-writer.js';
+import { checkOption, defined, durationMs } from '../shared/option-schema.js';
 import { DEFAULT_PROVIDER_CONFIG, type ProviderConfig } from '../shared/provider/config.js';
 import { redactSecrets } from '../shared/redact.js';
 import { DEFAULT_REPLY_CAP } from '../shared/render.js';
@@ -24,9 +25,14 @@ import {
   engineTools,
   validateEngineOptions,
 } from './engine-check.js';
-import type { AgentOptions, EngineOptions, SpawnContext } from './engine-options.js';
+import {
+  type AgentOptions,
+  DEFAULT_CEILING_MS,
+  type EngineOptions,
+  MODEL,
+  type SpawnContext,
+} from './engine-options.js';
 import { HostBridge } from './host-bridge.js';
-import { checkDurationMs, checkString } from './options.js';
 import { defaultLogRoot, runFolderName } from './run-folder.js';
 import { type ChildCapabilities, capabilityFlags } from './runners/capabilities.js';
 import { type ChildHandle, ChildPool, type PoolStats } from './runners/local/pool.js';
@@ -36,10 +42,8 @@ import { ChildTrace } from './tracing/agent-trace.js';
 import { cohortTracer } from './tracing/otel-spans.js';
 import { TreeLedger } from './tree-budget.js';
 
-/** Default lifetime ceiling of an async agent: one hour. */
-export const DEFAULT_CEILING_MS = 3_600_000;
-
 export type { AgentOptions, EngineOptions, SpawnContext } from './engine-options.js';
+export { DEFAULT_CEILING_MS } from './engine-options.js';
 
 /**
  * The engine: a warm pool of worker threads running child agents, many to a thread.
@@ -75,7 +79,7 @@ export class Engine {
     this.#check = check;
     this.#hostTools = new Map((options.hostTools ?? []).map((tool) => [tool.name, tool]));
     this.#provider = { ...DEFAULT_PROVIDER_CONFIG, ...options.provider };
-    this.maxDepth = options.maxDepth ?? 1;
+    this.maxDepth = options.maxDepth ?? DEFAULT_MAX_DEPTH;
     this.logDir = options.logDir ?? path.join(defaultLogRoot(), runFolderName());
     this.#madeLogDir = mkdirSync(this.logDir, { recursive: true }) !== undefined;
     this.tracer = options.tracerProvider ? cohortTracer(options.tracerProvider) : undefined;
@@ -100,7 +104,7 @@ export class Engine {
       ? new (await import('./runners/queue/producer.js')).QueueRunner(options.queue, {
           cancelGraceMs: options.cancelGraceMs,
         })
-      : new ChildPool(options);
+      : new ChildPool(defined(options));
     const engine = new Engine(options, pool, check, governor);
     try {
       await pool.warm();
@@ -156,7 +160,7 @@ export class Engine {
 
   /** Changes the model for children spawned afterwards; running ones keep theirs. */
   setModel(model: string): void {
-    checkString('model', model);
+    checkOption('model', MODEL, model);
     this.#provider = { ...this.#provider, model };
   }
 
@@ -225,7 +229,8 @@ export class Engine {
     if (this.governor) capabilities.governor = this.governor;
     if (tree) capabilities.tree = tree;
     if (trace) capabilities.trace = trace;
-    const spec: ChildSpec = {
+    // Unset fields are left out: the spec crosses threads (and queues) as it is.
+    const spec: ChildSpec = defined({
       id,
       title,
       prompt: agent.prompt,
@@ -236,27 +241,28 @@ export class Engine {
       maxSteps: agent.maxSteps ?? this.#options.maxSteps ?? DEFAULT_MAX_STEPS,
       replyCap: this.#options.replyCap ?? DEFAULT_REPLY_CAP,
       logDir: path.join(this.logDir, id),
-      ...(this.#options.logs === undefined ? {} : { logs: this.#options.logs }),
+      logs: this.#options.logs,
       toolModules: this.toolModules,
       // Text is streamed only to a listener that wants it: each delta crosses a thread.
       streamText:
         agent.streamText ??
         (agent.onEvent !== undefined && (agent.eventTypes?.includes('text-delta') ?? true)),
       liveEvents: agent.onEvent !== undefined,
-      ...(agent.eventTypes === undefined ? {} : { eventTypes: [...agent.eventTypes] }),
-      ...(agent.system === undefined ? {} : { system: agent.system }),
-      ...(agent.tools === undefined ? {} : { tools: agent.tools }),
-      ...(this.workspace === undefined ? {} : { workspace: this.workspace }),
-      ...(this.#hostTools.size === 0 ? {} : { hostTools: this.#hostToolInfo() }),
-      ...(definition ? { agentName: definition.name } : {}),
-      ...(agents.length > 0 && depth < this.maxDepth
-        ? { agents: agents.map(({ name, description }) => ({ name, description })) }
-        : {}),
-      ...(agent.outputSchema === undefined ? {} : { outputSchema: agent.outputSchema }),
-      ...(budget === undefined ? {} : { budget }),
-      ...(this.#options.prices === undefined ? {} : { prices: this.#options.prices }),
+      eventTypes: agent.eventTypes === undefined ? undefined : [...agent.eventTypes],
+      system: agent.system,
+      tools: agent.tools,
+      workspace: this.workspace,
+      hostTools: this.#hostTools.size === 0 ? undefined : this.#hostToolInfo(),
+      agentName: definition?.name,
+      agents:
+        agents.length > 0 && depth < this.maxDepth
+          ? agents.map(({ name, description }) => ({ name, description }))
+          : undefined,
+      outputSchema: agent.outputSchema,
+      budget,
+      prices: this.#options.prices,
       ...capabilityFlags(capabilities),
-    };
+    });
     // A fresh bridge at each start: a resumed child gets a new one, the old one died with its
     // worker (and took the child's own agents with it). The bridge lives until the child has
     // settled, so a cancelled child can still finish its calls' aborts over it.
@@ -288,12 +294,14 @@ export class Engine {
   }
 
   #hostToolInfo(): HostToolInfo[] {
-    return [...this.#hostTools.values()].map((tool) => ({
-      name: tool.name,
-      description: tool.description,
-      inputSchema: tool.inputSchema,
-      ...(tool.parallel === undefined ? {} : { parallel: tool.parallel }),
-    }));
+    return [...this.#hostTools.values()].map((tool) =>
+      defined({
+        name: tool.name,
+        description: tool.description,
+        inputSchema: tool.inputSchema,
+        parallel: tool.parallel,
+      }),
+    );
   }
 
   /** A host bridge for a child that has host tools or may spawn agents of its own. */
@@ -376,18 +384,14 @@ export async function checkEngine(
   if (typeof options !== 'object' || options === null) {
     throw expected('options', 'an object of engine options', options);
   }
-  checkDurationMs('importTimeoutMs', check.importTimeoutMs, 1);
+  checkOption('importTimeoutMs', durationMs(1), check.importTimeoutMs);
   validateEngineOptions(options);
   const timeoutMs =
     check.importTimeoutMs ?? options.toolImportTimeoutMs ?? DEFAULT_IMPORT_TIMEOUT_MS;
   return agentCheck(
     await engineTools(options, timeoutMs),
-    options.maxDepth ?? 1,
+    options.maxDepth ?? DEFAULT_MAX_DEPTH,
     engineAgents(options),
-    {
-      ...(options.provider?.model === undefined ? {} : { model: options.provider.model }),
-      ...(options.budget === undefined ? {} : { budget: options.budget }),
-      ...(options.prices === undefined ? {} : { prices: options.prices }),
-    },
+    defined({ model: options.provider?.model, budget: options.budget, prices: options.prices }),
   );
 }

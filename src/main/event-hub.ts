@@ -1,5 +1,5 @@
 import { expected } from '../shared/errors.js';
-import { checkInteger } from './options.js';
+import { checkOption, wholeNumber } from '../shared/option-schema.js';
 
 /** Events a subscriber may have waiting when no `maxQueued` is given. */
 export const DEFAULT_MAX_QUEUED = 10_000;
@@ -32,7 +32,8 @@ export class EventHub<Event> {
   #closed = false;
 
   constructor(options: EventHubOptions<Event> = {}) {
-    this.#maxQueued = checkInteger('maxQueued', options.maxQueued, 1) ?? DEFAULT_MAX_QUEUED;
+    this.#maxQueued =
+      checkOption('maxQueued', wholeNumber(1), options.maxQueued) ?? DEFAULT_MAX_QUEUED;
     if (options.overflow !== undefined && typeof options.overflow !== 'function') {
       throw expected('overflow', 'a function', options.overflow);
     }

@@ -1,3 +1,4 @@
+import { defined } from '../shared/option-schema.js';
 import type { ContentBlockParam } from '../shared/provider/types.js';
 import { type AgentResult, outcomeTag } from '../shared/result.js';
 
@@ -19,7 +20,7 @@ export function renderInbox(results: readonly AgentResult[]): ContentBlockParam[
       id: result.id,
       title: result.title,
       outcome: result.outcome,
-      ...(result.reason === undefined ? {} : { reason: result.reason }),
+      ...defined({ reason: result.reason }),
       ...(result.truncated ? { truncated: true, replyFile: result.replyFile } : {}),
     };
     const body = result.text !== '' ? result.text : outcomeTag(result);

@@ -1,6 +1,6 @@
+import { checkOption, wholeNumber } from '../shared/option-schema.js';
 import { type AgentResult, type CancelReason, cancelReasonOf } from '../shared/result.js';
 import type { AgentOptions, Engine, SpawnContext } from './engine.js';
-import { checkInteger } from './options.js';
 
 export interface MapOptions {
   /** Children in flight at once (default 50). */
@@ -28,7 +28,7 @@ export async function* mapAgents<Spec extends AgentOptions>(
   specs: Iterable<Spec> | AsyncIterable<Spec>,
   options: MapOptions & MapContext<Spec> = {},
 ): AsyncGenerator<{ spec: Spec; result: AgentResult }> {
-  const concurrency = checkInteger('concurrency', options.concurrency, 1) ?? 50;
+  const concurrency = checkOption('concurrency', wholeNumber(1), options.concurrency) ?? 50;
   const signal = options.signal;
   // Each child's result is watched once, when it is admitted, and lands here as it settles.
   // Racing every running result again after each settle would cost O(concurrency) promise

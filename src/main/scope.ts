@@ -190,12 +190,12 @@ export class AgentScope implements AgentSpawner {
       {
         prompt: input.prompt,
         title: input.title,
-        ...(input.system === undefined ? {} : { system: input.system }),
-        ...(input.tools === undefined ? {} : { tools: input.tools }),
-        ...(input.agent === undefined ? {} : { agent: input.agent }),
-        ...(input.outputSchema === undefined ? {} : { outputSchema: input.outputSchema }),
+        system: input.system,
+        tools: input.tools,
+        agent: input.agent,
+        outputSchema: input.outputSchema,
         // Sync children stream to the scope's events; async ones only to their own logs.
-        ...(onEvent ? { onEvent } : {}),
+        onEvent,
         streamText: onEvent !== undefined,
       },
       {

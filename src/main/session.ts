@@ -1,8 +1,19 @@
 import path from 'node:path';
 import { context as otelContext } from '@opentelemetry/api';
+import { DEFAULT_MAX_STEPS } from '../shared/child-spec.js';
 import { UsageError } from '../shared/errors.js';
 import type { AgentEvent } from '../shared/events.js';
 import type { GovernorState } from '../shared/governor/types.js';
+import {
+  anyString,
+  checkOption,
+  checkOptions,
+  custom,
+  durationMs,
+  type Fields,
+  nonEmptyString,
+  type OptionsOf,
+} from '../shared/option-schema.js';
 import { Provider } from '../shared/provider/provider.js';
 import type { ContentBlockParam, MessageParam } from '../shared/provider/types.js';
 import { redactEvent } from '../shared/redact.js';
@@ -12,10 +23,10 @@ import type { AgentInfo, AgentReceipt, AgentToolInput } from '../shared/tools/sp
 import { spawnTools } from '../shared/tools/spawn-tools.js';
 import type { AnyTool } from '../shared/tools/types.js';
 import { WORKSPACE_TOOLS } from '../shared/tools/workspace.js';
-import { DEFAULT_CEILING_MS, type Engine } from './engine.js';
+import type { Engine } from './engine.js';
+import { DEFAULT_CEILING_MS, MAX_STEPS } from './engine-options.js';
 import { EventHub } from './event-hub.js';
 import { renderInbox } from './inbox.js';
-import { checkDurationMs, checkInteger, checkString, MAX_STEPS_LIMIT } from './options.js';
 import { ROOT_ID, runRootTurn, type TurnResult } from './root-turn.js';
 import { AgentScope } from './scope.js';
 import { type RootTrace, traceRootTurn } from './tracing/agent-trace.js';
@@ -29,16 +40,22 @@ export const DEFAULT_ROOT_SYSTEM = [
   'stops one. A sub-agent sees only the prompt you write: make it self-contained.',
 ].join(' ');
 
-export interface SessionOptions {
+/** A session's options, in the order the constructor checks them. */
+export const SESSION_FIELDS = {
   /** The root's system prompt; default: a short description of the agent tools. */
-  system?: string;
-  /** Start a turn by itself when an async result arrives while idle (CLI default: on). */
-  autoWake?: boolean;
+  system: anyString(),
+  /**
+   * Start a turn by itself when an async result arrives while idle (CLI default: on). Taken for
+   * its truth, as it always was: no value is refused.
+   */
+  autoWake: custom<boolean>('a boolean', () => true),
   /** Lifetime ceiling of async agents, in ms (default one hour; per spawn too). */
-  ceilingMs?: number;
+  ceilingMs: durationMs(1, { default: DEFAULT_CEILING_MS }),
   /** Steps one root turn may take (default 50). */
-  maxSteps?: number;
-}
+  maxSteps: MAX_STEPS,
+} as const satisfies Fields;
+
+export type SessionOptions = OptionsOf<typeof SESSION_FIELDS>;
 
 /** Everything a session's event stream carries. */
 export type SessionEvent =
@@ -82,9 +99,7 @@ export class Session {
   readonly #unsubscribeGovernor: (() => void) | undefined;
 
   constructor(engine: Engine, options: SessionOptions = {}) {
-    checkString('system', options.system, true);
-    checkDurationMs('ceilingMs', options.ceilingMs, 1);
-    checkInteger('maxSteps', options.maxSteps, 1, MAX_STEPS_LIMIT);
+    checkOptions(SESSION_FIELDS, options);
     this.#engine = engine;
     this.#options = options;
     this.#provider = new Provider(engine.provider);
@@ -152,7 +167,7 @@ export class Session {
    * Rejects with a UsageError once the session is closed.
    */
   send(text: string, options: { signal?: AbortSignal } = {}): Promise<TurnResult> {
-    checkString('text', text);
+    checkOption('text', nonEmptyString(), text);
     if (this.#closed) {
       return Promise.reject(
         new UsageError('Expected an open session for `send`, got one that was closed'),
@@ -307,7 +322,7 @@ export class Session {
         tools,
         provider: this.#provider,
         gate: this.#engine.governor,
-        maxSteps: this.#options.maxSteps ?? 50,
+        maxSteps: this.#options.maxSteps ?? DEFAULT_MAX_STEPS,
         signal: controller.signal,
         workspace: this.#engine.workspace,
         usage,

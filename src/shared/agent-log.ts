@@ -1,7 +1,7 @@
 import { access, readFile } from 'node:fs/promises';
 import path from 'node:path';
-import { expected } from './errors.js';
 import { LogLane, type LogWriter, threadLogWriter } from './log-writer.js';
+import { checkOption, oneOf } from './option-schema.js';
 import type { MessageParam } from './provider/types.js';
 import { redactSecrets } from './redact.js';
 import type { AgentOutcome, AgentResult } from './result.js';
@@ -15,13 +15,16 @@ export type LogPolicy = 'all' | 'failed' | 'none';
 
 export const LOG_POLICIES: readonly LogPolicy[] = ['all', 'failed', 'none'];
 
+/** The `logs` option: which agents' log folders outlive them (default `all`). */
+export const LOG_POLICY = oneOf(LOG_POLICIES, `one of ${LOG_POLICIES.join(', ')}`, {
+  default: 'all',
+  flag: '--logs',
+  arg: LOG_POLICIES.join('|'),
+});
+
 /** Checks an optional log policy; `name` is how the caller knows the option (`logs`, `--logs`). */
 export function checkLogPolicy(name: string, value: unknown): LogPolicy | undefined {
-  if (value === undefined) return undefined;
-  if (!LOG_POLICIES.includes(value as LogPolicy)) {
-    throw expected(name, `one of ${LOG_POLICIES.join(', ')}`, value);
-  }
-  return value as LogPolicy;
+  return checkOption(name, LOG_POLICY, value);
 }
 
 /** Whether an agent that ended with `outcome` keeps its folder under `policy`. */

@@ -10,8 +10,15 @@ import {
   type BudgetKind,
   type StepSpend,
 } from './budget.js';
-import { MAX_DURATION_MS } from './duration.js';
 import { expected, UsageError } from './errors.js';
+import {
+  boolean,
+  checkOptions,
+  durationMs,
+  type Field,
+  type Fields,
+  wholeNumber,
+} from './option-schema.js';
 
 /** What has been spent against a budget so far. */
 export interface BudgetSpent {
@@ -145,7 +152,37 @@ export class BudgetMeter implements BudgetGuard {
   }
 }
 
-const BUDGET_KEYS = ['inputTokens', 'outputTokens', 'usd', 'steps', 'timeMs', 'tree'] as const;
+/**
+ * A budget's limits, in the order the library checks them. Each bound is written here once: the
+ * agent files' and task lines' form (`budgetFromData`) takes the same fields, with `time` as a
+ * duration in place of `timeMs`.
+ */
+export const BUDGET_FIELDS = {
+  inputTokens: wholeNumber(1),
+  outputTokens: wholeNumber(1),
+  steps: wholeNumber(1),
+  usd: {
+    type: 'number',
+    exclusiveMinimum: 0,
+    expected: 'a finite number of dollars above 0',
+  } satisfies Field<number>,
+  // Above 2³¹−1 ms a Node timer fires at once, so the tree ledger's timer could not hold it.
+  timeMs: durationMs(1),
+  tree: boolean({ expected: 'true or false' }),
+} as const satisfies Fields & Record<keyof Budget, Field>;
+
+/**
+ * The keys as the unknown-key message has always listed them (`usd` before `steps`, though
+ * `steps` is checked first): both orders are kept, so every message reads as before.
+ */
+const BUDGET_KEYS: readonly (keyof Budget)[] = [
+  'inputTokens',
+  'outputTokens',
+  'usd',
+  'steps',
+  'timeMs',
+  'tree',
+];
 
 /**
  * Checks a `Budget` given in library options (`timeMs` in ms). Throws a UsageError naming `name`
@@ -157,51 +194,18 @@ export function checkBudget(name: string, value: unknown): Budget | undefined {
     throw expected(name, 'an object of budget limits', value);
   }
   const record = value as Record<string, unknown>;
-  const unknown = Object.keys(record).filter(
-    (key) => !(BUDGET_KEYS as readonly string[]).includes(key),
-  );
+  const unknown = Object.keys(record).filter((key) => !Object.hasOwn(BUDGET_FIELDS, key));
   if (unknown.length > 0) {
     const known = BUDGET_KEYS.map((key) => `\`${key}\``).join(', ');
     const got = unknown.map((key) => `\`${key}\``).join(', ');
     throw new UsageError(`Expected \`${name}\` to have only the keys ${known}, got ${got}`);
   }
-  const budget: Budget = {};
-  for (const key of ['inputTokens', 'outputTokens', 'steps'] as const) {
-    const limit = record[key];
-    if (limit === undefined) continue;
-    if (typeof limit !== 'number' || !Number.isSafeInteger(limit) || limit < 1) {
-      throw expected(`${name}.${key}`, 'a whole number from 1 and up', limit);
-    }
-    budget[key] = limit;
+  checkOptions(BUDGET_FIELDS, record, `${name}.`);
+  const budget: Record<string, unknown> = {};
+  for (const key of Object.keys(BUDGET_FIELDS)) {
+    if (record[key] !== undefined) budget[key] = record[key];
   }
-  const { usd, timeMs, tree } = record;
-  if (usd !== undefined) {
-    if (typeof usd !== 'number' || !Number.isFinite(usd) || usd <= 0) {
-      throw expected(`${name}.usd`, 'a finite number of dollars above 0', usd);
-    }
-    budget.usd = usd;
-  }
-  if (timeMs !== undefined) {
-    if (
-      typeof timeMs !== 'number' ||
-      !Number.isInteger(timeMs) ||
-      timeMs < 1 ||
-      timeMs > MAX_DURATION_MS
-    ) {
-      // Above 2³¹−1 ms a Node timer fires at once, so the tree ledger's timer could not hold it.
-      throw expected(
-        `${name}.timeMs`,
-        `a whole number of milliseconds from 1 to ${MAX_DURATION_MS} (about 24.8 days)`,
-        timeMs,
-      );
-    }
-    budget.timeMs = timeMs;
-  }
-  if (tree !== undefined) {
-    if (typeof tree !== 'boolean') throw expected(`${name}.tree`, 'true or false', tree);
-    budget.tree = tree;
-  }
-  return budget;
+  return budget as Budget;
 }
 
 /**

@@ -94,3 +94,6 @@ export interface HostToolInfo {
 }
 
 export const DEFAULT_MAX_STEPS = 50;
+
+/** Depth below which agents may spawn by default: the root spawns, its children do not. */
+export const DEFAULT_MAX_DEPTH = 1;

@@ -11,6 +11,7 @@ import {
   runAgentLoop,
 } from './loop/agent-loop.js';
 import { eventSink } from './loop/event-sink.js';
+import { defined } from './option-schema.js';
 import { priceOf, priceTable } from './prices.js';
 import type { Provider } from './provider/provider.js';
 import type { MessageParam, ToolCall } from './provider/types.js';
@@ -132,9 +133,7 @@ async function runLoop(run: ChildRun, deps: ChildRunDeps): Promise<AgentResult> 
     baseURL: spec.provider.baseURL ?? null,
     maxSteps: spec.maxSteps,
     tools: [...tools.keys()],
-    ...(spec.agentName === undefined ? {} : { agent: spec.agentName }),
-    ...(spec.budget === undefined ? {} : { budget: spec.budget }),
-    ...(spec.outputSchema === undefined ? {} : { outputSchema: spec.outputSchema }),
+    ...defined({ agent: spec.agentName, budget: spec.budget, outputSchema: spec.outputSchema }),
     ...(restored ? { resumedAtStep: restored.steps } : {}),
   });
   if (!spec.resume) writeTranscript(log, deps, messages, false);
@@ -225,8 +224,7 @@ function settle(run: ChildRun, outcome: LoopOutcome): AgentResult {
   };
   switch (outcome.kind) {
     case 'replied': {
-      const over =
-        outcome.budgetExceeded === undefined ? {} : { budgetExceeded: outcome.budgetExceeded };
+      const over = defined({ budgetExceeded: outcome.budgetExceeded });
       // A typed reply is one value, parsed and checked; it may render as nothing (`null`).
       const typed = spec.outputSchema ? { value: redactValue(outcome.replies[0]) } : {};
       const rendered = outcome.replies.map(renderValue).filter((text) => text !== '');
@@ -248,7 +246,7 @@ function settle(run: ChildRun, outcome: LoopOutcome): AgentResult {
         outcome: 'complete',
         text: redactSecrets(clipped.text),
         truncated: clipped.truncated,
-        ...(replyFile === undefined ? {} : { replyFile }),
+        ...defined({ replyFile }),
         ...typed,
         ...over,
       };

@@ -39,6 +39,15 @@ export function parseAge(value: string, name = 'age'): number {
   );
 }
 
+/** A duration as help shows a default: in the largest unit that divides it (`5s`, `2m`, `1h`). */
+export function formatDuration(ms: number): string {
+  for (const unit of ['h', 'm', 's'] as const) {
+    const size = UNITS[unit]!;
+    if (ms >= size && ms % size === 0) return `${ms / size}${unit}`;
+  }
+  return `${ms}ms`;
+}
+
 function durationMs(value: string | number): number | undefined {
   if (typeof value === 'number') {
     return Number.isFinite(value) && value >= 0 ? Math.round(value) : undefined;

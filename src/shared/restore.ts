@@ -1,5 +1,6 @@
 import type { BudgetKind } from './budget.js';
 import { budgetNoticeKind } from './budget-meter.js';
+import { defined } from './option-schema.js';
 import type { ContentBlockParam, MessageParam } from './provider/types.js';
 import { BAD_REPLY_PREFIX, NUDGE_TEXT } from './tools/reply.js';
 import { REPLY_TOOL } from './tools/types.js';
@@ -85,7 +86,7 @@ export function restoreTranscript(text: string): RestoredState | undefined {
     (message, index) => index > 0 && noticeIn(message) !== undefined,
   );
   const notice = noticeAt >= 0 ? noticeIn(messages[noticeAt]!) : undefined;
-  const over = notice === undefined ? {} : { budgetExceeded: notice };
+  const over = defined({ budgetExceeded: notice });
   let ended: RestoredState['ended'];
   const last = messages.at(-1)!;
   if (last.role === 'assistant') {

@@ -1,6 +1,7 @@
 import { EventEmitter } from 'node:events';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { defined } from '../shared/option-schema.js';
 import { type Attempt, AttemptCounter } from './attempts.js';
 import {
   decideFate,
@@ -204,7 +205,7 @@ class ScriptedModelServer extends EventEmitter implements ScriptedModel {
     const reject = (refusal: Refusal): void => {
       const rate = exchange.rateHeaders ?? this.#limits?.headers(key, this.#scheduler.now());
       const headers = rate === undefined ? refusal.headers : { ...rate, ...refusal.headers };
-      sendError(response, { ...refusal, requestId, ...(headers === undefined ? {} : { headers }) });
+      sendError(response, { ...refusal, requestId, ...defined({ headers }) });
     };
     let load: RequestLoad;
     let counted: Attempt;
@@ -311,7 +312,7 @@ class ScriptedModelServer extends EventEmitter implements ScriptedModel {
           message,
           headers: rate === undefined ? headers : { ...rate, ...headers },
           requestId,
-          ...(details === undefined ? {} : { details }),
+          ...defined({ details }),
         });
         return;
       }
@@ -326,8 +327,7 @@ class ScriptedModelServer extends EventEmitter implements ScriptedModel {
         onDeliberateClose: () => {
           exchange.deliberateClose = true;
         },
-        ...(exchange.onOutput === undefined ? {} : { onOutput: exchange.onOutput }),
-        ...(exchange.rateHeaders === undefined ? {} : { headers: exchange.rateHeaders }),
+        ...defined({ onOutput: exchange.onOutput, headers: exchange.rateHeaders }),
       };
       if (messagesRequest.stream) {
         this.#stats.streamed++;

@@ -1,6 +1,7 @@
 import type { MessagePort } from 'node:worker_threads';
 import type { ChildSpec } from '../shared/child-spec.js';
 import type { ChildInbox } from '../shared/loop/agent-loop.js';
+import { defined } from '../shared/option-schema.js';
 import {
   type BridgeRequest,
   type HostMethod,
@@ -132,7 +133,7 @@ export function connectBridge(
     name: info.name,
     description: info.description,
     inputSchema: info.inputSchema,
-    ...(info.parallel === undefined ? {} : { parallel: info.parallel }),
+    ...defined({ parallel: info.parallel }),
     run: async (input: unknown, context) => {
       const outcome = await host.call('callTool', { name: info.name, input }, context.signal);
       if (!outcome.ok) throw new Error(outcome.error);

@@ -1,12 +1,27 @@
-import { MAX_STEPS_LIMIT } from '../../main/options.js';
+import { MAX_STEPS } from '../../main/engine-options.js';
 import { UsageError } from '../../shared/errors.js';
-import { intFlag, parseCommand, stringFlag } from '../flags.js';
+import { type CliFlag, parseCommand, stringFlag, wholeNumberFlag } from '../flags.js';
 import { readPrompt } from '../input.js';
 import { stdout } from '../output.js';
 import { handleInterrupts, signalExitCode, stopSignal } from '../process.js';
 import { formatResult } from '../views/render-result.js';
-import { COMMON_HELP, commandOptions, EXIT_CODES_HELP } from './help.js';
+import { COMMON_HELP, commandOptions, EXIT_CODES_HELP, ownHelp } from './help.js';
 import { prepareEngine, startEngine } from './start.js';
+
+const SYSTEM_FLAG: CliFlag = {
+  flag: '--system',
+  arg: 'S',
+  help: 'system prompt (the reply rules are always added)',
+};
+const TITLE_FLAG: CliFlag = {
+  flag: '--title',
+  arg: 'T',
+  help: "the agent's title (default: the prompt's first 60 characters)",
+};
+const JSON_FLAG: CliFlag = { flag: '--json', help: 'print the AgentResult as one JSON line' };
+
+/** `cohort agent`'s own flags, in the order its help lists them. */
+const OWN_FLAGS = [SYSTEM_FLAG, TITLE_FLAG, MAX_STEPS, JSON_FLAG];
 
 export const AGENT_USAGE = `Usage: cohort agent PROMPT [options]
 
@@ -15,10 +30,7 @@ PROMPT is the text itself, \`-\` to read it from stdin, or @FILE to read it from
 (@@… for a literal prompt that starts with @).
 
 Options:
-  --system S           system prompt (the reply rules are always added)
-  --title T            the agent's title (default: the prompt's first 60 characters)
-  --max-steps N        steps the agent may take (default 50)
-  --json               print the AgentResult as one JSON line
+${ownHelp(OWN_FLAGS)}
 ${COMMON_HELP}
 ${EXIT_CODES_HELP}
   0  the outcome is complete
@@ -27,14 +39,7 @@ ${EXIT_CODES_HELP}
   130/143/129  stopped by SIGINT/SIGTERM/SIGHUP (the cancelled result is still printed)`;
 
 export async function agentCommand(argv: string[]): Promise<number> {
-  const { values, positionals } = parseCommand(
-    argv,
-    commandOptions({
-      system: { type: 'string' },
-      title: { type: 'string' },
-      'max-steps': { type: 'string' },
-    }),
-  );
+  const { values, positionals } = parseCommand(argv, commandOptions(OWN_FLAGS));
   if (values.help) {
     stdout().write(`${AGENT_USAGE}\n`);
     return 0;
@@ -44,9 +49,9 @@ export async function agentCommand(argv: string[]): Promise<number> {
       `Expected exactly one PROMPT argument, got ${positionals.length}${positionals.length ? `: ${positionals.map((p) => JSON.stringify(p)).join(' ')}` : ''}`,
     );
   }
-  const maxSteps = intFlag(values, 'max-steps', 1, MAX_STEPS_LIMIT);
-  const system = stringFlag(values, 'system');
-  const title = stringFlag(values, 'title');
+  const maxSteps = wholeNumberFlag(values, MAX_STEPS);
+  const system = stringFlag(values, SYSTEM_FLAG);
+  const title = stringFlag(values, TITLE_FLAG);
   // Flags first: a mistake is reported before anything waits on stdin.
   const prepared = await prepareEngine(values);
   const prompt = await readPrompt(positionals[0]!);
@@ -61,13 +66,7 @@ export async function agentCommand(argv: string[]): Promise<number> {
     },
   });
   try {
-    const result = await engine.run({
-      prompt,
-      signal: controller.signal,
-      ...(maxSteps === undefined ? {} : { maxSteps }),
-      ...(system === undefined ? {} : { system }),
-      ...(title === undefined ? {} : { title }),
-    });
+    const result = await engine.run({ prompt, signal: controller.signal, maxSteps, system, title });
     if (values.json) stdout().write(`${JSON.stringify(result)}\n`);
     else stdout().write(`${formatResult(result)}\n`);
     const signal = stopSignal();

@@ -5,7 +5,14 @@ import { mapAgents } from '../../main/map-agents.js';
 import { batchJobId } from '../../main/runners/queue/job.js';
 import { UsageError } from '../../shared/errors.js';
 import type { AgentEvent } from '../../shared/events.js';
-import { intFlag, type ParsedValues, parseCommand, stringFlag } from '../flags.js';
+import { wholeNumber } from '../../shared/option-schema.js';
+import {
+  type CliFlag,
+  type ParsedValues,
+  parseCommand,
+  stringFlag,
+  wholeNumberFlag,
+} from '../flags.js';
 import { readTasksInput } from '../input.js';
 import { note, safeLabel, shellQuote, stdout } from '../output.js';
 import {
@@ -19,8 +26,33 @@ import {
 import { openResults, type ResultsFile } from '../results/file.js';
 import { type BatchTask, checkTasks, parseTasks, taskAgentOptions } from '../task-lines.js';
 import { BatchProgress, BatchTally } from '../views/batch-progress.js';
-import { COMMON_HELP, commandOptions, EXIT_CODES_HELP } from './help.js';
+import { TRACE_FILE_FLAG } from './common.js';
+import { COMMON_HELP, commandOptions, EXIT_CODES_HELP, ownHelp } from './help.js';
 import { prepareEngine, startEngine } from './start.js';
+
+const OUT_FLAG: CliFlag = {
+  flag: '--out',
+  short: 'o',
+  arg: 'FILE',
+  help: 'the results file (required)',
+};
+const DEFAULT_CONCURRENCY = 50;
+const CONCURRENCY_FLAG = wholeNumber(1, 100_000, {
+  default: DEFAULT_CONCURRENCY,
+  flag: '--concurrency',
+  arg: 'N',
+  help: `tasks in flight at once (default ${DEFAULT_CONCURRENCY})`,
+});
+
+/** `cohort batch`'s own flags, in the order its help lists them. */
+const OWN_FLAGS: readonly CliFlag[] = [
+  OUT_FLAG,
+  CONCURRENCY_FLAG,
+  { flag: '--retry-failed', help: 'rerun the tasks whose line in --out is failed' },
+  { flag: '--strict', help: 'refuse to start when any task line is bad' },
+  { flag: '--quiet', help: 'no progress and no summary on stderr' },
+  { flag: '--json', help: 'a summary object on stdout at the end' },
+];
 
 export const BATCH_USAGE = `Usage: cohort batch TASKS.jsonl --out RESULTS.jsonl [options]
 
@@ -53,12 +85,7 @@ cancelled results and prints how to resume; a second signal stops at once. If st
 closes, the batch keeps going and keeps writing RESULTS.jsonl.
 
 Options:
-  -o, --out FILE       the results file (required)
-  --concurrency N      tasks in flight at once (default 50)
-  --retry-failed       rerun the tasks whose line in --out is failed
-  --strict             refuse to start when any task line is bad
-  --quiet              no progress and no summary on stderr
-  --json               a summary object on stdout at the end
+${ownHelp(OWN_FLAGS)}
 ${COMMON_HELP}
   Log folders are kept as --logs says; for a large batch, --logs failed keeps only the failed.
 ${EXIT_CODES_HELP}
@@ -68,13 +95,7 @@ ${EXIT_CODES_HELP}
      or (with --strict) a bad line; nothing ran
   130/143/129  stopped by SIGINT/SIGTERM/SIGHUP (the cancelled results are written)`;
 
-const OPTIONS = commandOptions({
-  out: { type: 'string', short: 'o' },
-  concurrency: { type: 'string' },
-  strict: { type: 'boolean' },
-  quiet: { type: 'boolean' },
-  'retry-failed': { type: 'boolean' },
-});
+const OPTIONS = commandOptions(OWN_FLAGS);
 
 export async function batchCommand(argv: string[]): Promise<number> {
   const { values, positionals } = parseCommand(argv, OPTIONS);
@@ -87,12 +108,12 @@ export async function batchCommand(argv: string[]): Promise<number> {
       `Expected exactly one TASKS.jsonl argument (or \`-\` for stdin), got ${positionals.length}`,
     );
   }
-  const out = stringFlag(values, 'out');
+  const out = stringFlag(values, OUT_FLAG);
   if (out === undefined) throw new UsageError('Expected `--out RESULTS.jsonl`, got nothing');
-  const concurrency = intFlag(values, 'concurrency', 1, 100_000) ?? 50;
+  const concurrency = wholeNumberFlag(values, CONCURRENCY_FLAG) ?? DEFAULT_CONCURRENCY;
   const quiet = values.quiet === true;
   const tasksArg = positionals[0]!;
-  refuseTraceFile(stringFlag(values, 'trace-file'), out, tasksArg);
+  refuseTraceFile(stringFlag(values, TRACE_FILE_FLAG), out, tasksArg);
   const { prepared, tasks, errors } = await readTasks(values, tasksArg);
   const results = openResults(out, {
     ...(tasksArg === '-' ? {} : { tasksFile: tasksArg }),

@@ -1,61 +1,160 @@
 import { readFileSync } from 'node:fs';
 import { budgetFromData } from '../../main/agents/load.js';
 import type { EngineOptions } from '../../main/engine.js';
-import type { QueueOptions } from '../../main/runners/queue/options.js';
+import { ENGINE_FIELDS, PROVIDER_FIELDS } from '../../main/engine-options.js';
+import { QUEUE_FIELDS, type QueueOptions } from '../../main/runners/queue/options.js';
 import { checkLogPolicy } from '../../shared/agent-log.js';
 import type { Budget, PriceTable } from '../../shared/budget.js';
 import { parseDuration } from '../../shared/duration.js';
 import { UsageError } from '../../shared/errors.js';
-import type { GovernorOptions } from '../../shared/governor/types.js';
+import { GOVERNOR_FIELDS, type GovernorOptions } from '../../shared/governor/options.js';
+import { defined, oneOf, wholeNumber } from '../../shared/option-schema.js';
 import { checkPriceTable } from '../../shared/prices.js';
 import type { ProviderConfig } from '../../shared/provider/config.js';
-import { TRANSPORT_NAMES, type TransportName } from '../../shared/provider/transport/types.js';
-import { durationFlag, intFlag, type ParsedValues, stringFlag } from '../flags.js';
+import type { TransportName } from '../../shared/provider/transport/types.js';
+import {
+  type CliFlag,
+  choiceFlag,
+  durationFlag,
+  flagOf,
+  HELP_FLAG,
+  type HelpRow,
+  type ParsedValues,
+  stringFlag,
+  wholeNumberFlag,
+} from '../flags.js';
+import { PROVIDER_FLAG } from '../provider-select.js';
 
-/** Engine options from the common flags. */
+/** The largest `--max-tokens`: far above any model's, so the provider, not cohort, says no. */
+const MAX_TOKENS_LIMIT = 10_000_000;
+
+/**
+ * `--max-tokens`: the library takes any safe integer (`provider.maxTokens`); the CLI refuses
+ * one no model has, in its own words.
+ */
+const MAX_TOKENS_FLAG = { ...PROVIDER_FIELDS.maxTokens, ...wholeNumber(1, MAX_TOKENS_LIMIT) };
+
+/** `--governor on|off`: the CLI's words for the governor's `enabled`. */
+const GOVERNOR_SWITCH = oneOf(['on', 'off'], 'on or off', {
+  flag: '--governor',
+  arg: 'on|off',
+  help: "the rate-limit governor (default on; off sends every request at\nonce and leaves 429s to each agent's own retries)",
+});
+
+/** The governor's limits as flags, as `governorFlags` reads them. */
+const GOVERNOR_LIMITS = ['rpm', 'itpm', 'otpm', 'maxConcurrency'] as const;
+
+/** The account's three limits share one line of help. */
+const ACCOUNT_LIMITS = {
+  flags: [GOVERNOR_FIELDS.rpm, GOVERNOR_FIELDS.itpm, GOVERNOR_FIELDS.otpm],
+  help: "the account's requests, input and output tokens per minute: the\ngovernor's starting values until the provider's headers say",
+} as const satisfies HelpRow;
+
+/** The governor's flags as one row, for a command that lists them together. */
+export function governorRow(help: string): HelpRow {
+  return {
+    flags: [...ACCOUNT_LIMITS.flags, GOVERNOR_FIELDS.maxConcurrency, GOVERNOR_SWITCH],
+    help,
+  };
+}
+
+export const OTEL_ENDPOINT_FLAG: CliFlag = {
+  flag: '--otel-endpoint',
+  arg: 'URL',
+  help: 'send OpenTelemetry traces over OTLP/HTTP to this collector',
+};
+
+export const TRACE_FILE_FLAG: CliFlag = {
+  flag: '--trace-file',
+  arg: 'FILE',
+  help: 'write every span to FILE, one OTLP-shaped JSON object per line',
+};
+
+/**
+ * The flags every engine command takes, in the order its help lists them: each is the field of
+ * the option it sets, so its parsing, its check and its help come from one declaration.
+ */
+export const ENGINE_FLAGS: readonly HelpRow[] = [
+  PROVIDER_FLAG,
+  PROVIDER_FIELDS.model,
+  PROVIDER_FIELDS.baseURL,
+  PROVIDER_FIELDS.requestTimeoutMs,
+  PROVIDER_FIELDS.idleTimeoutMs,
+  MAX_TOKENS_FLAG,
+  PROVIDER_FIELDS.transport,
+  PROVIDER_FIELDS.connections,
+  ACCOUNT_LIMITS,
+  GOVERNOR_FIELDS.maxConcurrency,
+  GOVERNOR_SWITCH,
+  ENGINE_FIELDS.workspace,
+  ENGINE_FIELDS.toolModules,
+  ENGINE_FIELDS.threads,
+  ENGINE_FIELDS.agentsPerThread,
+  ENGINE_FIELDS.maxDepth,
+  ENGINE_FIELDS.ceilingMs,
+  ENGINE_FIELDS.cancelGraceMs,
+  ENGINE_FIELDS.maxOldGenerationSizeMb,
+  ENGINE_FIELDS.logDir,
+  ENGINE_FIELDS.logs,
+  ENGINE_FIELDS.agentsDir,
+  ENGINE_FIELDS.budget,
+  ENGINE_FIELDS.prices,
+  QUEUE_FIELDS.url,
+  QUEUE_FIELDS.name,
+  QUEUE_FIELDS.rateLimit,
+  OTEL_ENDPOINT_FLAG,
+  TRACE_FILE_FLAG,
+  HELP_FLAG,
+];
+
+/**
+ * Engine options from the common flags, read in the order their mistakes are reported; `over`
+ * is what a command sets itself (the demo's folder), over its flag.
+ */
 export function engineOptionsFrom(
   values: ParsedValues,
-  provider: Partial<ProviderConfig>,
+  over: { workspace?: string | undefined } = {},
 ): EngineOptions {
-  const threads = intFlag(values, 'threads', 1, 256);
-  const agentsPerThread = intFlag(values, 'agents-per-thread', 1);
-  const maxDepth = intFlag(values, 'max-depth', 0, 8);
-  const ceilingMs = durationFlag(values, 'ceiling');
-  const logDir = stringFlag(values, 'log-dir');
+  const threads = wholeNumberFlag(values, ENGINE_FIELDS.threads);
+  const agentsPerThread = wholeNumberFlag(values, ENGINE_FIELDS.agentsPerThread);
+  const maxDepth = wholeNumberFlag(values, ENGINE_FIELDS.maxDepth);
+  const ceilingMs = durationFlag(values, ENGINE_FIELDS.ceilingMs);
+  const logDir = stringFlag(values, ENGINE_FIELDS.logDir);
   const logs = checkLogPolicy('--logs', values.logs);
-  const workspace = stringFlag(values, 'workspace');
+  const workspace = stringFlag(values, ENGINE_FIELDS.workspace);
   const tools = values.tools as string[] | undefined;
-  const heap = intFlag(values, 'worker-heap-mb', 16);
-  const grace = durationFlag(values, 'cancel-grace');
-  const agentsDir = stringFlag(values, 'agents');
+  const heap = wholeNumberFlag(values, ENGINE_FIELDS.maxOldGenerationSizeMb);
+  const grace = durationFlag(values, ENGINE_FIELDS.cancelGraceMs);
+  const agentsDir = stringFlag(values, ENGINE_FIELDS.agentsDir);
   const budget = budgetFlag(values);
   const prices = pricesFlag(values);
   const queue = queueFlags(values);
-  return {
-    provider: { ...provider, ...providerFlagsFrom(values) },
-    ...(threads === undefined ? {} : { threads }),
-    ...(agentsPerThread === undefined ? {} : { agentsPerThread }),
-    ...(maxDepth === undefined ? {} : { maxDepth }),
-    ...(ceilingMs === undefined ? {} : { ceilingMs }),
-    ...(logDir === undefined ? {} : { logDir }),
-    ...(logs === undefined ? {} : { logs }),
-    ...(workspace === undefined ? {} : { workspace }),
-    ...(tools === undefined ? {} : { toolModules: tools }),
-    ...(heap === undefined ? {} : { maxOldGenerationSizeMb: heap }),
-    ...(grace === undefined ? {} : { cancelGraceMs: grace }),
-    ...(agentsDir === undefined ? {} : { agentsDir }),
-    ...(budget === undefined ? {} : { budget }),
-    ...(prices === undefined ? {} : { prices }),
-    ...(queue === undefined ? {} : { queue }),
-    ...governorFlagsFrom(values),
-  };
+  // Unset options are left out (not set to undefined), so the options can be spread over others.
+  return defined({
+    provider: providerFlagsFrom(values),
+    threads,
+    agentsPerThread,
+    maxDepth,
+    ceilingMs,
+    logDir,
+    logs,
+    workspace: over.workspace ?? workspace,
+    toolModules: tools,
+    maxOldGenerationSizeMb: heap,
+    cancelGraceMs: grace,
+    agentsDir,
+    budget,
+    prices,
+    queue,
+    governor: governorFlags(values),
+  });
 }
 
 /** `--queue REDIS` and `--queue-name NAME`: children run on `cohort worker` processes. */
 function queueFlags(values: ParsedValues): QueueOptions | undefined {
-  const url = stringFlag(values, 'queue');
-  const name = stringFlag(values, 'queue-name');
-  const rate = stringFlag(values, 'queue-rate');
+  const url = stringFlag(values, QUEUE_FIELDS.url);
+  const name = stringFlag(values, QUEUE_FIELDS.name);
+  const rate = stringFlag(values, QUEUE_FIELDS.rateLimit);
   if (url === undefined) {
     if (name !== undefined || rate !== undefined) {
       const flag = name !== undefined ? '--queue-name' : '--queue-rate';
@@ -63,11 +162,7 @@ function queueFlags(values: ParsedValues): QueueOptions | undefined {
     }
     return undefined;
   }
-  return {
-    url,
-    ...(name === undefined ? {} : { name }),
-    ...(rate === undefined ? {} : { rateLimit: queueRate(rate) }),
-  };
+  return defined({ url, name, rateLimit: rate === undefined ? undefined : queueRate(rate) });
 }
 
 /** `--queue-rate N/DURATION`: at most N jobs start per DURATION across the fleet. */
@@ -90,7 +185,7 @@ function queueRate(text: string): { max: number; durationMs: number } {
 
 /** `--budget JSON`: every agent's default budget, in the agent files' form. */
 function budgetFlag(values: ParsedValues): Budget | undefined {
-  const text = stringFlag(values, 'budget');
+  const text = stringFlag(values, ENGINE_FIELDS.budget);
   if (text === undefined) return undefined;
   let data: unknown;
   try {
@@ -106,7 +201,7 @@ function budgetFlag(values: ParsedValues): Budget | undefined {
 
 /** `--prices FILE`: a JSON price table over the built-in one. */
 function pricesFlag(values: ParsedValues): PriceTable | undefined {
-  const file = stringFlag(values, 'prices');
+  const file = stringFlag(values, ENGINE_FIELDS.prices);
   if (file === undefined) return undefined;
   let data: unknown;
   try {
@@ -120,26 +215,26 @@ function pricesFlag(values: ParsedValues): PriceTable | undefined {
   return checkPriceTable('--prices', data);
 }
 
-/** `--governor`, `--rpm`, `--itpm`, `--otpm` and `--max-concurrency`, as the `governor` option. */
-export function governorFlagsFrom(values: ParsedValues): { governor?: GovernorOptions } {
-  const mode = values.governor;
-  if (mode !== undefined && mode !== 'on' && mode !== 'off') {
-    throw new UsageError(`Expected \`--governor\` to be on or off, got \`${String(mode)}\``);
-  }
+/**
+ * `--governor`, `--rpm`, `--itpm`, `--otpm` and `--max-concurrency`, as the `governor` option;
+ * none of them gives none.
+ */
+export function governorFlags(values: ParsedValues): GovernorOptions | undefined {
+  const mode = choiceFlag(values, GOVERNOR_SWITCH);
   const governor: GovernorOptions = {};
-  const limits = { rpm: 'rpm', itpm: 'itpm', otpm: 'otpm', maxConcurrency: 'max-concurrency' };
-  for (const [option, flag] of Object.entries(limits)) {
-    const value = intFlag(values, flag, 1);
+  for (const option of GOVERNOR_LIMITS) {
+    const field = GOVERNOR_FIELDS[option];
+    const value = wholeNumberFlag(values, field);
     if (value === undefined) continue;
     if (mode === 'off') {
       throw new UsageError(
-        `Expected either \`--governor off\` or \`--${flag}\`, got both: the limits are the governor's`,
+        `Expected either \`--governor off\` or \`${field.flag}\`, got both: the limits are the governor's`,
       );
     }
-    governor[option as keyof typeof limits] = value;
+    governor[option] = value;
   }
   if (mode === 'off') governor.enabled = false;
-  return Object.keys(governor).length === 0 ? {} : { governor };
+  return Object.keys(governor).length === 0 ? undefined : governor;
 }
 
 /**
@@ -147,42 +242,21 @@ export function governorFlagsFrom(values: ParsedValues): { governor?: GovernorOp
  * `--idle-timeout`, `--max-tokens`, `--transport` and `--connections`.
  */
 export function providerFlagsFrom(values: ParsedValues): Partial<ProviderConfig> {
-  const requestTimeoutMs = positiveDurationFlag(values, 'request-timeout');
-  const idleTimeoutMs = positiveDurationFlag(values, 'idle-timeout');
-  const maxTokens = intFlag(values, 'max-tokens', 1, MAX_TOKENS_LIMIT);
-  const transport = transportFlag(values);
-  const connections = intFlag(values, 'connections', 1);
-  return {
-    ...(requestTimeoutMs === undefined ? {} : { requestTimeoutMs }),
-    ...(idleTimeoutMs === undefined ? {} : { idleTimeoutMs }),
-    ...(maxTokens === undefined ? {} : { maxTokens }),
-    ...(transport === undefined ? {} : { transport }),
-    ...(connections === undefined ? {} : { connections }),
-  };
+  const requestTimeoutMs = positiveDurationFlag(values, PROVIDER_FIELDS.requestTimeoutMs);
+  const idleTimeoutMs = positiveDurationFlag(values, PROVIDER_FIELDS.idleTimeoutMs);
+  const maxTokens = wholeNumberFlag(values, MAX_TOKENS_FLAG);
+  const transport: TransportName | undefined = choiceFlag(values, PROVIDER_FIELDS.transport);
+  const connections = wholeNumberFlag(values, PROVIDER_FIELDS.connections);
+  return defined({ requestTimeoutMs, idleTimeoutMs, maxTokens, transport, connections });
 }
-
-/** `--transport undici|sdk`. */
-export function transportFlag(values: ParsedValues): TransportName | undefined {
-  const raw = values.transport;
-  if (raw === undefined) return undefined;
-  const name = TRANSPORT_NAMES.find((known) => known === raw);
-  if (name === undefined) {
-    throw new UsageError(
-      `Expected \`--transport\` to be ${TRANSPORT_NAMES.join(' or ')}, got \`${String(raw)}\``,
-    );
-  }
-  return name;
-}
-
-/** The largest `--max-tokens`: far above any model's, so the provider, not cohort, says no. */
-const MAX_TOKENS_LIMIT = 10_000_000;
 
 // A zero wait would fail every request at once, so it is refused here, named by its flag.
-function positiveDurationFlag(values: ParsedValues, name: string): number | undefined {
-  const ms = durationFlag(values, name);
+function positiveDurationFlag(values: ParsedValues, field: CliFlag): number | undefined {
+  const ms = durationFlag(values, field);
   if (ms === 0) {
+    const flag = flagOf(field);
     throw new UsageError(
-      `Expected \`--${name}\` to be a duration of at least 1ms, got \`${String(values[name])}\``,
+      `Expected \`${flag}\` to be a duration of at least 1ms, got \`${String(values[flag.slice(2)])}\``,
     );
   }
   return ms;

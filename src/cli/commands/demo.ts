@@ -1,10 +1,11 @@
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { ENGINE_FIELDS } from '../../main/engine-options.js';
 import { UsageError } from '../../shared/errors.js';
 import { parseCommand, stringFlag } from '../flags.js';
 import { stdout } from '../output.js';
-import { COMMON_HELP, commandOptions, EXIT_CODES_HELP } from './help.js';
-import { runSession } from './run.js';
+import { COMMON_HELP, commandOptions, EXIT_CODES_HELP, ownHelp } from './help.js';
+import { EVENTS_JSON_FLAG, runSession } from './run.js';
 
 export const DEMO_USAGE = `Usage: cohort demo [FOLDER] [options]
 
@@ -14,7 +15,7 @@ live progress, and composes a final report from the sub-agents' replies. Signals
 work as in \`cohort run\`.
 
 Options:
-  --json               JSONL events and a final line
+${ownHelp([EVENTS_JSON_FLAG])}
 ${COMMON_HELP}
 ${EXIT_CODES_HELP}
   0  the report was composed
@@ -31,7 +32,7 @@ export const DEMO_PROMPT = [
 ].join(' ');
 
 export async function demoCommand(argv: string[]): Promise<number> {
-  const { values, positionals } = parseCommand(argv, commandOptions());
+  const { values, positionals } = parseCommand(argv, commandOptions([EVENTS_JSON_FLAG]));
   if (values.help) {
     stdout().write(`${DEMO_USAGE}\n`);
     return 0;
@@ -39,7 +40,9 @@ export async function demoCommand(argv: string[]): Promise<number> {
   if (positionals.length > 1) {
     throw new UsageError(`Expected at most one FOLDER, got ${positionals.length}`);
   }
-  const folder = path.resolve(positionals[0] ?? stringFlag(values, 'workspace') ?? defaultFolder());
+  const folder = path.resolve(
+    positionals[0] ?? stringFlag(values, ENGINE_FIELDS.workspace) ?? defaultFolder(),
+  );
   return runSession({
     prompt: DEMO_PROMPT,
     values,

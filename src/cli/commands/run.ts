@@ -1,8 +1,9 @@
 import { ROOT_ID, Session, type SessionEvent, type TurnResult } from '../../main/session.js';
 import { UsageError } from '../../shared/errors.js';
+import { defined } from '../../shared/option-schema.js';
 import type { AgentResult } from '../../shared/result.js';
 import type { ScriptedModelOptions } from '../../testing/index.js';
-import { type ParsedValues, parseCommand, stringFlag } from '../flags.js';
+import { type CliFlag, type ParsedValues, parseCommand, stringFlag } from '../flags.js';
 import { readPrompt } from '../input.js';
 import { note, safeLabel, safeText, stdout } from '../output.js';
 import {
@@ -13,8 +14,16 @@ import {
   stopSignal,
 } from '../process.js';
 import { LiveView } from '../views/live-view.js';
-import { COMMON_HELP, commandOptions, EXIT_CODES_HELP } from './help.js';
+import { COMMON_HELP, commandOptions, EXIT_CODES_HELP, ownHelp } from './help.js';
 import { type PreparedEngine, prepareEngine, startEngine } from './start.js';
+
+const SYSTEM_FLAG: CliFlag = { flag: '--system', arg: 'S', help: "the root's system prompt" };
+
+/** `--json` of `cohort run` and `cohort demo`. */
+export const EVENTS_JSON_FLAG: CliFlag = { flag: '--json', help: 'JSONL events and a final line' };
+
+/** `cohort run`'s own flags, in the order its help lists them. */
+const OWN_FLAGS = [SYSTEM_FLAG, EVENTS_JSON_FLAG];
 
 export const RUN_USAGE = `Usage: cohort run PROMPT [options]
 
@@ -30,8 +39,7 @@ cancels everything and still prints every settled result and the final line. One
 stops at once. If stdout closes (\`| head -1\`), everything is cancelled quietly.
 
 Options:
-  --system S           the root's system prompt
-  --json               JSONL events and a final line
+${ownHelp(OWN_FLAGS)}
 ${COMMON_HELP}
 ${EXIT_CODES_HELP}
   0  the root's last turn ended ready
@@ -54,10 +62,7 @@ export interface RunSummary {
 }
 
 export async function runCommand(argv: string[]): Promise<number> {
-  const { values, positionals } = parseCommand(
-    argv,
-    commandOptions({ system: { type: 'string' } }),
-  );
+  const { values, positionals } = parseCommand(argv, commandOptions(OWN_FLAGS));
   if (values.help) {
     stdout().write(`${RUN_USAGE}\n`);
     return 0;
@@ -65,7 +70,7 @@ export async function runCommand(argv: string[]): Promise<number> {
   if (positionals.length !== 1) {
     throw new UsageError(`Expected exactly one PROMPT argument, got ${positionals.length}`);
   }
-  const system = stringFlag(values, 'system');
+  const system = stringFlag(values, SYSTEM_FLAG);
   // Flags first: a mistake is reported before anything waits on stdin.
   const prepared = await prepareEngine(values);
   return runSession({
@@ -73,7 +78,7 @@ export async function runCommand(argv: string[]): Promise<number> {
     prompt: await readPrompt(positionals[0]!),
     values,
     json: values.json === true,
-    ...(system === undefined ? {} : { system }),
+    system,
   });
 }
 
@@ -81,11 +86,11 @@ export interface RunSessionOptions {
   prompt: string;
   values: ParsedValues;
   /** The flags, already checked (`run` checks them before it reads a prompt from stdin). */
-  prepared?: PreparedEngine;
+  prepared?: PreparedEngine | undefined;
   json: boolean;
-  system?: string;
+  system?: string | undefined;
   /** Folder the workspace tools read (the demo's survey root). */
-  workspace?: string;
+  workspace?: string | undefined;
   /** Printed before the run starts (not in JSON mode). */
   banner?: string;
   /** Latency of the in-process scripted model, when it is the provider. */
@@ -95,14 +100,11 @@ export interface RunSessionOptions {
 /** Runs a session to idle with the live view or JSONL, and handles signals. Shared with `demo`. */
 export async function runSession(options: RunSessionOptions): Promise<number> {
   const { engine } = await startEngine(options.values, {
-    ...(options.prepared === undefined ? {} : { prepared: options.prepared }),
-    ...(options.workspace === undefined ? {} : { workspace: options.workspace }),
-    ...(options.mockLoad ? { mockLoad: options.mockLoad } : {}),
+    prepared: options.prepared,
+    workspace: options.workspace,
+    mockLoad: options.mockLoad,
   });
-  const session = new Session(engine, {
-    autoWake: true,
-    ...(options.system === undefined ? {} : { system: options.system }),
-  });
+  const session = new Session(engine, { autoWake: true, system: options.system });
   const out = stdout();
   const view = new LiveView({ write: (text: string) => out.write(text) });
   const record = new RunRecord();
@@ -231,13 +233,13 @@ function summarise(input: SummaryInput): RunSummary {
   for (const result of input.settled.values())
     byOutcome[result.outcome] = (byOutcome[result.outcome] ?? 0) + 1;
   const lastTurn = input.lastTurn;
-  return {
-    type: 'final',
+  return defined({
+    type: 'final' as const,
     outcome: lastTurn?.outcome ?? 'cancelled',
     text: input.lastRootText,
-    ...(lastTurn?.reason === undefined ? {} : { reason: lastTurn.reason }),
+    reason: lastTurn?.reason,
     generation: input.session.generation,
     agents: { total: input.settled.size, byOutcome },
-    ...(input.logDir === undefined ? {} : { logDir: input.logDir }),
-  };
+    logDir: input.logDir,
+  });
 }

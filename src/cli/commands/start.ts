@@ -4,6 +4,7 @@ import { checkEngine, Engine, type EngineOptions } from '../../main/engine.js';
 import type { EngineCheck } from '../../main/engine-check.js';
 import { flagMessage } from '../../main/options.js';
 import { UsageError } from '../../shared/errors.js';
+import { defined } from '../../shared/option-schema.js';
 import type { ScriptedModelOptions } from '../../testing/index.js';
 import { type ParsedValues, stringFlag } from '../flags.js';
 import { note } from '../output.js';
@@ -15,7 +16,7 @@ import {
   startProvider,
 } from '../provider-select.js';
 import { checkCliTracing, startCliTracing } from '../tracing/tracing.js';
-import { engineOptionsFrom } from './common.js';
+import { engineOptionsFrom, OTEL_ENDPOINT_FLAG, TRACE_FILE_FLAG } from './common.js';
 
 export interface StartedEngine {
   engine: Engine;
@@ -37,12 +38,9 @@ export interface PreparedEngine {
  */
 export async function prepareEngine(
   values: ParsedValues,
-  options: { workspace?: string } = {},
+  options: { workspace?: string | undefined } = {},
 ): Promise<PreparedEngine> {
-  const engineOptions: EngineOptions = {
-    ...engineOptionsFrom(values, {}),
-    ...(options.workspace === undefined ? {} : { workspace: options.workspace }),
-  };
+  const engineOptions = engineOptionsFrom(values, options);
   const choice = chooseProvider(values);
   checkCliTracing(tracingFlags(values));
   try {
@@ -67,7 +65,11 @@ export async function prepareEngine(
  */
 export async function startEngine(
   values: ParsedValues,
-  options: { workspace?: string; mockLoad?: ScriptedModelOptions; prepared?: PreparedEngine } = {},
+  options: {
+    workspace?: string | undefined;
+    mockLoad?: ScriptedModelOptions | undefined;
+    prepared?: PreparedEngine | undefined;
+  } = {},
 ): Promise<StartedEngine> {
   const prepared = options.prepared ?? (await prepareEngine(values, options));
   warnAboutThreads(prepared.options.threads);
@@ -104,12 +106,9 @@ async function startTracing(
 
 /** `--otel-endpoint` and `--trace-file`, as given. */
 export function tracingFlags(values: ParsedValues): { endpoint?: string; file?: string } {
-  const endpoint = stringFlag(values, 'otel-endpoint');
-  const file = stringFlag(values, 'trace-file');
-  return {
-    ...(endpoint === undefined ? {} : { endpoint }),
-    ...(file === undefined ? {} : { file }),
-  };
+  const endpoint = stringFlag(values, OTEL_ENDPOINT_FLAG);
+  const file = stringFlag(values, TRACE_FILE_FLAG);
+  return defined({ endpoint, file });
 }
 
 /** More threads than cores only adds start-up time (each thread is a V8 isolate) and switching. */

@@ -1,19 +1,82 @@
 import path from 'node:path';
+import { ENGINE_FIELDS } from '../../main/engine-options.js';
 import { defaultLogRoot, runFolderName } from '../../main/run-folder.js';
 import {
   checkQueueName,
   checkQueueUrl,
   describeRedis,
 } from '../../main/runners/queue/connection.js';
-import { DEFAULT_QUEUE_NAME } from '../../main/runners/queue/options.js';
+import {
+  DEFAULT_QUEUE_NAME,
+  QUEUE_WORKER_FIELDS as WORKER,
+} from '../../main/runners/queue/options.js';
 import { DEFAULT_MAX_DELIVERIES, QueueWorker } from '../../main/runners/queue/worker.js';
 import { checkLogPolicy } from '../../shared/agent-log.js';
+import { formatDuration } from '../../shared/duration.js';
 import { UsageError } from '../../shared/errors.js';
-import { durationFlag, intFlag, parseCommand, stringFlag } from '../flags.js';
+import { defined, oneOf } from '../../shared/option-schema.js';
+import {
+  type CliFlag,
+  choiceFlag,
+  durationFlag,
+  flagOf,
+  HELP_FLAG,
+  type HelpRow,
+  helpLines,
+  type ParsedValues,
+  parseCommand,
+  parseOptions,
+  stringFlag,
+  wholeNumberFlag,
+} from '../flags.js';
 import { note, safeText, stdout } from '../output.js';
 import { handleInterrupts } from '../process.js';
-import { governorFlagsFrom } from './common.js';
+import { governorFlags, governorRow } from './common.js';
 import { EXIT_CODES_HELP } from './help.js';
+
+/** How long running jobs may finish after a stop signal, unless `--drain-timeout` says. */
+const DEFAULT_DRAIN_MS = 10_000;
+
+const DRAIN_TIMEOUT_FLAG: CliFlag = {
+  flag: '--drain-timeout',
+  arg: 'DURATION',
+  help: `on a stop signal, how long running jobs may finish (default ${formatDuration(DEFAULT_DRAIN_MS)})`,
+};
+const SHARED_LIMITS_FLAG = oneOf(['on', 'off'], 'on or off', {
+  flag: '--shared-limits',
+  arg: 'on|off',
+  help: "lease the account's limits from buckets in Redis shared by every\nworker (default on); off paces each worker alone (comparisons)",
+});
+const QUIET_FLAG: CliFlag = { flag: '--quiet', help: 'no progress lines on stderr' };
+
+/**
+ * `cohort worker`'s flags, in the order its help lists them. Those it shares with the engine
+ * commands are the same fields, some described in words of the worker's own.
+ */
+const WORKER_FLAGS: readonly HelpRow[] = [
+  { flags: [WORKER.url], help: 'the Redis holding the queue (required)' },
+  {
+    flags: [WORKER.name],
+    help: `the queue (default ${DEFAULT_QUEUE_NAME}); producers use the same name`,
+  },
+  ENGINE_FIELDS.threads,
+  ENGINE_FIELDS.agentsPerThread,
+  WORKER.concurrency,
+  WORKER.logDir,
+  WORKER.logs,
+  DRAIN_TIMEOUT_FLAG,
+  WORKER.connectTimeoutMs,
+  WORKER.stalledIntervalMs,
+  WORKER.lockDurationMs,
+  {
+    flags: [WORKER.maxDeliveries],
+    help: `deliveries of a job whose workers keep dying before it fails\n(default ${DEFAULT_MAX_DELIVERIES})`,
+  },
+  governorRow("this worker's rate-limit governor (see cohort help batch)"),
+  SHARED_LIMITS_FLAG,
+  QUIET_FLAG,
+  HELP_FLAG,
+];
 
 export const WORKER_USAGE = `Usage: cohort worker --queue REDIS [options]
 
@@ -31,55 +94,14 @@ finish, the rest go back to the queue (another worker resumes them from their la
 the worker exits 0. A second signal hands every running job back at once.
 
 Options:
-  --queue REDIS               the Redis holding the queue (required)
-  --queue-name NAME           the queue (default ${DEFAULT_QUEUE_NAME}); producers use the same name
-  --threads N                 worker threads (default: one per core)
-  --agents-per-thread N       children per thread (default 2048)
-  --concurrency N             jobs taken at once (default: threads × agents per thread, at most 1000)
-  --log-dir DIR               root of the agents' log folders, kept here (default: a new folder
-                              under the OS temp dir)
-  --logs all|failed|none      overrides each job's own policy for the folders kept here
-  --drain-timeout DURATION    on a stop signal, how long running jobs may finish (default 10s)
-  --connect-timeout DURATION  how long to wait for Redis at start before giving up (default 10s)
-  --stalled-interval DURATION how often workers look for jobs of dead workers (default 30s)
-  --lock-duration DURATION    how long a job's lock lasts unrenewed (default 30s): a worker
-                              silent that long is taken for dead and its jobs are redelivered
-  --max-deliveries N          deliveries of a job whose workers keep dying before it fails
-                              (default ${DEFAULT_MAX_DELIVERIES})
-  --rpm N, --itpm N, --otpm N, --max-concurrency N, --governor on|off
-                              this worker's rate-limit governor (see cohort help batch)
-  --shared-limits on|off      lease the account's limits from buckets in Redis shared by every
-                              worker (default on); off paces each worker alone (comparisons)
-  --quiet                     no progress lines on stderr
-  -h, --help                  this help
+${helpLines(WORKER_FLAGS, 28)}
 Durations: 500ms, 2s, 5m, 1h, or whole milliseconds.
 ${EXIT_CODES_HELP}
   0  drained after a stop signal
   1  a fault: Redis could not be reached at start
   2  a usage error: a bad or missing flag`;
 
-const OPTIONS = {
-  queue: { type: 'string' },
-  'queue-name': { type: 'string' },
-  threads: { type: 'string' },
-  'agents-per-thread': { type: 'string' },
-  concurrency: { type: 'string' },
-  'log-dir': { type: 'string' },
-  logs: { type: 'string' },
-  'drain-timeout': { type: 'string' },
-  'connect-timeout': { type: 'string' },
-  'stalled-interval': { type: 'string' },
-  'lock-duration': { type: 'string' },
-  'max-deliveries': { type: 'string' },
-  governor: { type: 'string' },
-  rpm: { type: 'string' },
-  itpm: { type: 'string' },
-  otpm: { type: 'string' },
-  'max-concurrency': { type: 'string' },
-  'shared-limits': { type: 'string' },
-  quiet: { type: 'boolean' },
-  help: { type: 'boolean', short: 'h' },
-} as const;
+const OPTIONS = parseOptions(WORKER_FLAGS);
 
 /** How often a busy worker prints a progress line. */
 const PROGRESS_EVERY_MS = 5000;
@@ -95,27 +117,24 @@ export async function workerCommand(argv: string[]): Promise<number> {
       `Expected no arguments (the queue is given with --queue), got \`${safeText(positionals[0]!)}\``,
     );
   }
-  const url = stringFlag(values, 'queue');
+  const url = stringFlag(values, WORKER.url);
   if (url === undefined) throw new UsageError('Expected `--queue REDIS`, got nothing');
   checkQueueUrl('--queue', url);
-  const name = stringFlag(values, 'queue-name') ?? DEFAULT_QUEUE_NAME;
+  const name = stringFlag(values, WORKER.name) ?? DEFAULT_QUEUE_NAME;
   checkQueueName('--queue-name', name);
-  const threads = intFlag(values, 'threads', 1, 256);
-  const agentsPerThread = intFlag(values, 'agents-per-thread', 1);
-  const concurrency = intFlag(values, 'concurrency', 1, 100_000);
+  const threads = wholeNumberFlag(values, ENGINE_FIELDS.threads);
+  const agentsPerThread = wholeNumberFlag(values, ENGINE_FIELDS.agentsPerThread);
+  const concurrency = wholeNumberFlag(values, WORKER.concurrency);
   const logs = checkLogPolicy('--logs', values.logs);
-  const drainMs = durationFlag(values, 'drain-timeout') ?? 10_000;
-  const connectTimeoutMs = positive(values, 'connect-timeout');
-  const stalledIntervalMs = positive(values, 'stalled-interval');
-  const lockDurationMs = positive(values, 'lock-duration');
-  const maxDeliveries = intFlag(values, 'max-deliveries', 1, 100);
+  const drainMs = durationFlag(values, DRAIN_TIMEOUT_FLAG) ?? DEFAULT_DRAIN_MS;
+  const connectTimeoutMs = positive(values, WORKER.connectTimeoutMs);
+  const stalledIntervalMs = positive(values, WORKER.stalledIntervalMs);
+  const lockDurationMs = positive(values, WORKER.lockDurationMs);
+  const maxDeliveries = wholeNumberFlag(values, WORKER.maxDeliveries);
   const quiet = values.quiet === true;
-  const shared = values['shared-limits'];
-  if (shared !== undefined && shared !== 'on' && shared !== 'off') {
-    throw new UsageError(`Expected \`--shared-limits\` to be on or off, got \`${String(shared)}\``);
-  }
+  const shared = choiceFlag(values, SHARED_LIMITS_FLAG);
   const logDir = path.resolve(
-    stringFlag(values, 'log-dir') ?? path.join(defaultLogRoot(), runFolderName()),
+    stringFlag(values, WORKER.logDir) ?? path.join(defaultLogRoot(), runFolderName()),
   );
   const stop = new AbortController();
   let worker: QueueWorker | undefined;
@@ -126,22 +145,24 @@ export async function workerCommand(argv: string[]): Promise<number> {
       return 'handled';
     },
   });
-  worker = await startWorker({
-    url,
-    name,
-    logDir,
-    drainMs,
-    ...(threads === undefined ? {} : { threads }),
-    ...(agentsPerThread === undefined ? {} : { agentsPerThread }),
-    ...(concurrency === undefined ? {} : { concurrency }),
-    ...(logs === undefined ? {} : { logs }),
-    ...(connectTimeoutMs === undefined ? {} : { connectTimeoutMs }),
-    ...(stalledIntervalMs === undefined ? {} : { stalledIntervalMs }),
-    ...(lockDurationMs === undefined ? {} : { lockDurationMs }),
-    ...(maxDeliveries === undefined ? {} : { maxDeliveries }),
-    ...governorFlagsFrom(values),
-    ...(shared === 'off' ? { sharedLimits: false } : {}),
-  });
+  worker = await startWorker(
+    defined({
+      url,
+      name,
+      logDir,
+      drainMs,
+      threads,
+      agentsPerThread,
+      concurrency,
+      logs,
+      connectTimeoutMs,
+      stalledIntervalMs,
+      lockDurationMs,
+      maxDeliveries,
+      governor: governorFlags(values),
+      sharedLimits: shared === 'off' ? false : undefined,
+    }),
+  );
   if (!quiet) {
     note(
       `cohort worker ${worker.name}: taking jobs from queue ${safeText(name)} at ${describeRedis(url)}; logs in ${safeText(logDir)}`,
@@ -174,11 +195,12 @@ function report(worker: QueueWorker): void {
   note(`cohort worker: ${worker.running} running, ${worker.done} done`);
 }
 
-function positive(values: Record<string, unknown>, name: string): number | undefined {
-  const ms = durationFlag(values as never, name);
+function positive(values: ParsedValues, flag: CliFlag): number | undefined {
+  const ms = durationFlag(values, flag);
   if (ms === 0) {
+    const name = flagOf(flag);
     throw new UsageError(
-      `Expected \`--${name}\` to be at least 1ms, got \`${String(values[name])}\``,
+      `Expected \`${name}\` to be at least 1ms, got \`${String(values[name.slice(2)])}\``,
     );
   }
   return ms;

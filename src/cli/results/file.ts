@@ -61,7 +61,7 @@ export function openResults(out: string, options: OpenResultsOptions = {}): Resu
   refuseTasksFile(target, options.tasksFile);
   const lock = acquireLock(`${target.path}.lock`, {
     label: out,
-    ...(options.command === undefined ? {} : { command: options.command }),
+    command: options.command,
   });
   try {
     return new ResultsFile(prepareUnderLock(target, options.retryFailed === true), lock);

@@ -1,6 +1,7 @@
 import { closeSync, fsyncSync, openSync, readFileSync, unlinkSync, writeSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { UsageError } from '../../shared/errors.js';
+import { defined } from '../../shared/option-schema.js';
 import { safeLabel, safeText } from '../output.js';
 
 /**
@@ -21,7 +22,7 @@ export interface LockHolder {
 
 export interface AcquireLockOptions {
   /** Shown to a second run: which command holds the lock. */
-  command?: string;
+  command?: string | undefined;
   /** How the locked file is named in messages (the path as the user gave it). */
   label?: string;
 }
@@ -73,12 +74,12 @@ export class ResultsLock {
  */
 export function acquireLock(lockPath: string, options: AcquireLockOptions = {}): ResultsLock {
   const label = options.label ?? lockPath;
-  const record: LockHolder = {
+  const record: LockHolder = defined({
     pid: process.pid,
     host: hostname(),
     startedAt: new Date().toISOString(),
-    ...(options.command === undefined ? {} : { command: options.command }),
-  };
+    command: options.command,
+  });
   const content = `${JSON.stringify(record)}\n`;
   for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
     if (attempt > 0) pause(RETRY_MS);

@@ -1,5 +1,7 @@
 import type { Budget } from '../../shared/budget.js';
 import { UsageError } from '../../shared/errors.js';
+import { custom, type Fields, nonEmptyString } from '../../shared/option-schema.js';
+import { MAX_STEPS } from '../engine-options.js';
 
 /**
  * A malformed agent file: the message starts with `FILE:LINE: `. Its field names are the file's
@@ -7,18 +9,38 @@ import { UsageError } from '../../shared/errors.js';
  */
 export class AgentFileError extends UsageError {}
 
-/** The frontmatter fields an agent file may have. */
-export const AGENT_FIELDS = [
-  'name',
-  'description',
-  'model',
-  'tools',
-  'maxSteps',
-  'budget',
-  'outputSchema',
-] as const;
+/** An agent's name and a tool's name share the shape tool modules are held to. */
+export const NAME_SHAPE = /^[a-zA-Z0-9_-]{1,64}$/;
+export const NAME_RULE = '1 to 64 of a-z, A-Z, 0-9, _ and -';
 
-export type AgentField = (typeof AGENT_FIELDS)[number];
+const TEXT = nonEmptyString();
+
+/**
+ * The frontmatter fields an agent file may have, in the order messages list them. Each field's
+ * words are its messages' (``Expected `maxSteps` to be …``); `maxSteps` is the spawn option's own
+ * field. Beyond its field, `name` must be the file's name, `tools` may be one comma-separated
+ * string, `outputSchema` must compile, and `budget` is checked limit by limit, each pointed at
+ * its own line (`load.ts`).
+ */
+export const AGENT_FILE_FIELDS = {
+  name: custom<string>(NAME_RULE, (value) => typeof value === 'string' && NAME_SHAPE.test(value)),
+  description: TEXT,
+  model: TEXT,
+  /** A list, or one comma-separated string (`read_file, list_files`), each entry a name. */
+  tools: custom<string[]>(
+    `an array of tool names or a comma-separated string of them (each ${NAME_RULE})`,
+    (value) => typeof value === 'string' || Array.isArray(value),
+  ),
+  maxSteps: MAX_STEPS,
+  budget: custom<Budget>('a mapping of limits', isMapping),
+  outputSchema: custom<Record<string, unknown>>('a mapping (a JSON Schema)', isMapping),
+} as const satisfies Fields;
+
+export type AgentField = keyof typeof AGENT_FILE_FIELDS;
+
+function isMapping(value: unknown): boolean {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
 
 /**
  * One named agent, from a `NAME.md` file: YAML frontmatter, and a body that is its system prompt

@@ -12,26 +12,46 @@ import {
   type YAMLMap,
 } from 'yaml';
 import type { Budget } from '../../shared/budget.js';
+import { BUDGET_FIELDS } from '../../shared/budget-meter.js';
 import { MAX_DURATION_MS, parseDuration } from '../../shared/duration.js';
 import { describeValue, UsageError } from '../../shared/errors.js';
-import { outputSchemaProblem } from '../../shared/tools/output-schema.js';
-import { MAX_STEPS_LIMIT } from '../options.js';
 import {
-  AGENT_FIELDS,
+  accepts,
+  custom,
+  type Field,
+  type Fields as OptionFields,
+} from '../../shared/option-schema.js';
+import { outputSchemaProblem } from '../../shared/tools/output-schema.js';
+import {
+  AGENT_FILE_FIELDS,
   type AgentDefinition,
   type AgentField,
   AgentFileError,
+  NAME_SHAPE,
 } from './definition.js';
 
-/** An agent's name and a tool's name share the shape tool modules are held to. */
-const NAME_SHAPE = /^[a-zA-Z0-9_-]{1,64}$/;
-const NAME_RULE = '1 to 64 of a-z, A-Z, 0-9, _ and -';
+/** The field names, as messages list them. */
+const FIELD_NAMES = Object.keys(AGENT_FILE_FIELDS).join(', ');
 const FENCE = /^---[ \t]*$/;
 const UNCLOSED =
   'Expected a `---` line closing the frontmatter opened on line 1, got the end of the file';
 const EMPTY_BODY =
   'Expected a system prompt after the frontmatter (the file body), got an empty body';
-const BUDGET_FIELDS = ['inputTokens', 'outputTokens', 'steps', 'usd', 'time', 'tree'] as const;
+/**
+ * A budget as data (agent files, task lines, `--budget`): the library's fields, with `time` a
+ * duration (`10m`) or whole milliseconds in place of `timeMs`, in the order messages list them.
+ */
+const BUDGET_DATA_FIELDS = {
+  inputTokens: BUDGET_FIELDS.inputTokens,
+  outputTokens: BUDGET_FIELDS.outputTokens,
+  steps: BUDGET_FIELDS.steps,
+  usd: { ...BUDGET_FIELDS.usd, expected: 'a number of dollars above 0' },
+  time: custom<string | number>(
+    `a duration like 30s, 10m or 1h, or a whole number of milliseconds, from 1 ms to ${MAX_DURATION_MS} ms (about 24.8 days)`,
+    (value) => budgetTime(value) !== undefined,
+  ),
+  tree: BUDGET_FIELDS.tree,
+} as const satisfies OptionFields;
 
 /**
  * Loads every `*.md` file of `dir` (not recursive), in name order. A missing folder is an error
@@ -146,7 +166,7 @@ function readFrontmatter(yamlLines: string[], fileName: string, at: At): Fields 
   if (!isMap(contents)) {
     throw at(
       contents ? lineAt(contents.range?.[0]) : 1,
-      `Expected the frontmatter to be a YAML mapping of fields (${AGENT_FIELDS.join(', ')}), got ${contents ? show(doc.toJS()) : 'nothing'}`,
+      `Expected the frontmatter to be a YAML mapping of fields (${FIELD_NAMES}), got ${contents ? show(doc.toJS()) : 'nothing'}`,
     );
   }
   const fields: Partial<Fields> & { lines: Fields['lines'] } = { lines: {} };
@@ -154,7 +174,7 @@ function readFrontmatter(yamlLines: string[], fileName: string, at: At): Fields 
     const line = lineAt(pairStart(pair));
     const key = isScalar(pair.key) ? pair.key.value : isNode(pair.key) ? pair.key.toJS(doc) : null;
     if (typeof key !== 'string' || !isField(key)) {
-      throw at(line, `Expected a known field (${AGENT_FIELDS.join(', ')}), got ${show(key)}`);
+      throw at(line, `Expected a known field (${FIELD_NAMES}), got ${show(key)}`);
     }
     let value: unknown;
     try {
@@ -192,67 +212,50 @@ function setField(
   value: unknown,
   fileName: string,
 ): string | undefined {
-  switch (key) {
-    case 'name':
-      if (typeof value !== 'string' || !NAME_SHAPE.test(value)) {
-        return problem('name', NAME_RULE, value);
-      }
-      if (value !== fileName) {
-        return problem('name', `\`${fileName}\`, the file name without .md`, value);
-      }
-      fields.name = value;
-      return undefined;
-    case 'description':
-    case 'model':
-      if (typeof value !== 'string' || value.trim() === '') {
-        return problem(key, 'a non-empty string', value);
-      }
-      fields[key] = value;
-      return undefined;
-    case 'tools': {
-      const tools = toolList(value);
-      if (typeof tools === 'string') return tools;
-      fields.tools = tools;
-      return undefined;
-    }
-    case 'maxSteps':
-      if (!isWhole(value, 1, MAX_STEPS_LIMIT)) {
-        return problem('maxSteps', `a whole number from 1 to ${MAX_STEPS_LIMIT}`, value);
-      }
-      fields.maxSteps = value;
-      return undefined;
-    case 'outputSchema': {
-      if (!isRecord(value)) return problem('outputSchema', 'a mapping (a JSON Schema)', value);
-      // A fresh Ajv each time: one shared instance would refuse a second schema with the same
-      // `$id`, so loading the same folder twice would fail.
-      try {
-        new Ajv({ allErrors: true, strict: false }).compile(value);
-      } catch (error) {
-        const reason = error instanceof Error ? error.message : String(error);
-        return `Expected \`outputSchema\` to be a JSON Schema that Ajv compiles, got one Ajv refuses: ${reason}`;
-      }
-      const unusable = outputSchemaProblem(value);
-      if (unusable !== undefined) {
-        return `Expected \`outputSchema\` to be usable as a reply's schema, but ${unusable}`;
-      }
-      fields.outputSchema = value;
-      return undefined;
-    }
+  const field: Field = AGENT_FILE_FIELDS[key];
+  if (!accepts(field, value)) return problem(key, field.expected, value);
+  if (key === 'tools') {
+    const tools = toolList(value as string | unknown[]);
+    if (typeof tools === 'string') return tools;
+    fields.tools = tools;
+    return undefined;
   }
+  if (key === 'name' && value !== fileName) {
+    return problem('name', `\`${fileName}\`, the file name without .md`, value);
+  }
+  if (key === 'outputSchema') {
+    const unusable = schemaProblem(value as Record<string, unknown>);
+    if (unusable !== undefined) return unusable;
+  }
+  (fields as Record<string, unknown>)[key] = value;
+  return undefined;
 }
 
-/** `tools` as a list, or as one comma-separated string (`read_file, list_files`). */
-function toolList(value: unknown): string[] | string {
-  const what = `an array of tool names or a comma-separated string of them (each ${NAME_RULE})`;
-  let tools: unknown[];
-  if (typeof value === 'string') tools = value.split(',').map((tool) => tool.trim());
-  else if (Array.isArray(value)) tools = value;
-  else return problem('tools', what, value);
+/** Why an output schema cannot be a reply's, if it cannot. */
+function schemaProblem(schema: Record<string, unknown>): string | undefined {
+  // A fresh Ajv each time: one shared instance would refuse a second schema with the same
+  // `$id`, so loading the same folder twice would fail.
+  try {
+    new Ajv({ allErrors: true, strict: false }).compile(schema);
+  } catch (error) {
+    const reason = error instanceof Error ? error.message : String(error);
+    return `Expected \`outputSchema\` to be a JSON Schema that Ajv compiles, got one Ajv refuses: ${reason}`;
+  }
+  const unusable = outputSchemaProblem(schema);
+  if (unusable !== undefined) {
+    return `Expected \`outputSchema\` to be usable as a reply's schema, but ${unusable}`;
+  }
+  return undefined;
+}
+
+/** Each tool of `tools`, named once; returns the problem, if any. */
+function toolList(value: string | unknown[]): string[] | string {
+  const tools = typeof value === 'string' ? value.split(',').map((tool) => tool.trim()) : value;
   const seen = new Set<string>();
   for (const [index, tool] of tools.entries()) {
     if (typeof tool !== 'string' || !NAME_SHAPE.test(tool)) {
       const entry = tool === '' ? 'an empty entry' : show(tool);
-      return `Expected \`tools\` to be ${what}, got ${entry} at position ${index + 1}`;
+      return `Expected \`tools\` to be ${AGENT_FILE_FIELDS.tools.expected}, got ${entry} at position ${index + 1}`;
     }
     if (seen.has(tool)) return `Expected \`tools\` to name each tool once, got \`${tool}\` twice`;
     seen.add(tool);
@@ -264,50 +267,28 @@ function checkBudget(
   value: unknown,
   where: string,
 ): { budget: Budget } | { problem: string; key?: string } {
-  const known = BUDGET_FIELDS.join(', ');
+  const known = Object.keys(BUDGET_DATA_FIELDS).join(', ');
   if (!isRecord(value)) {
     return {
       problem: `Expected ${where} to be a mapping of limits (${known}), got ${show(value)}`,
     };
   }
-  const budget: Budget = {};
+  const budget: Record<string, unknown> = {};
   for (const [key, item] of Object.entries(value)) {
-    const fail = (what: string) => ({
-      problem: `Expected ${nested(where, key)} to be ${what}, got ${show(item)}`,
-      key,
-    });
-    switch (key) {
-      case 'inputTokens':
-      case 'outputTokens':
-      case 'steps':
-        if (!isWhole(item, 1, Number.MAX_SAFE_INTEGER)) return fail('a whole number from 1 and up');
-        budget[key] = item;
-        break;
-      case 'usd':
-        if (typeof item !== 'number' || !Number.isFinite(item) || item <= 0) {
-          return fail('a number of dollars above 0');
-        }
-        budget.usd = item;
-        break;
-      case 'time': {
-        const ms = budgetTime(item);
-        if (ms === undefined) {
-          return fail(
-            `a duration like 30s, 10m or 1h, or a whole number of milliseconds, from 1 ms to ${MAX_DURATION_MS} ms (about 24.8 days)`,
-          );
-        }
-        budget.timeMs = ms;
-        break;
-      }
-      case 'tree':
-        if (typeof item !== 'boolean') return fail('true or false');
-        budget.tree = item;
-        break;
-      default:
-        return { problem: `Expected ${where} to have only ${known}, got \`${key}\``, key };
+    if (!Object.hasOwn(BUDGET_DATA_FIELDS, key)) {
+      return { problem: `Expected ${where} to have only ${known}, got \`${key}\``, key };
     }
+    const field: Field = BUDGET_DATA_FIELDS[key as keyof typeof BUDGET_DATA_FIELDS];
+    if (!accepts(field, item)) {
+      return {
+        problem: `Expected ${nested(where, key)} to be ${field.expected}, got ${show(item)}`,
+        key,
+      };
+    }
+    if (key === 'time') budget.timeMs = budgetTime(item);
+    else budget[key] = item;
   }
-  return { budget };
+  return { budget: budget as Budget };
 }
 
 function budgetTime(value: unknown): number | undefined {
@@ -317,11 +298,7 @@ function budgetTime(value: unknown): number | undefined {
   } catch {
     return undefined;
   }
-  return isWhole(ms, 1, MAX_DURATION_MS) ? ms : undefined;
-}
-
-function isWhole(value: unknown, min: number, max: number): value is number {
-  return typeof value === 'number' && Number.isInteger(value) && value >= min && value <= max;
+  return accepts(BUDGET_FIELDS.timeMs, ms) ? (ms as number) : undefined;
 }
 
 /** `` `budget` `` and `usd` give `` `budget.usd` ``; any other `where` gives `` `usd` in WHERE ``. */
@@ -376,7 +353,7 @@ function show(value: unknown): string {
 }
 
 function isField(key: string): key is AgentField {
-  return (AGENT_FIELDS as readonly string[]).includes(key);
+  return Object.hasOwn(AGENT_FILE_FIELDS, key);
 }
 
 function isRecord(value: unknown): value is Record<string, unknown> {

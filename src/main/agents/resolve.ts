@@ -1,6 +1,7 @@
 import path from 'node:path';
 import { mergeBudgets } from '../../shared/budget-meter.js';
 import { describeValue, UsageError } from '../../shared/errors.js';
+import { defined } from '../../shared/option-schema.js';
 import { REPLY_TOOL } from '../../shared/tools/types.js';
 import type { AgentOptions, EngineOptions } from '../engine-options.js';
 import { type AgentDefinition, AgentFileError } from './definition.js';
@@ -24,26 +25,18 @@ export function agentResolver(
       );
     }
     const { agent: _name, ...own } = options;
-    const merged: AgentOptions = {
+    // The spawn's fields that are set win; an explicit `undefined` leaves the file's in place.
+    const merged: AgentOptions = defined({
       system: definition.system,
-      ...(definition.model === undefined ? {} : { model: definition.model }),
-      ...(definition.tools === undefined ? {} : { tools: definition.tools }),
-      ...(definition.maxSteps === undefined ? {} : { maxSteps: definition.maxSteps }),
-      ...(definition.outputSchema === undefined ? {} : { outputSchema: definition.outputSchema }),
-      ...definedFields(own),
-      ...(definition.budget || own.budget
-        ? { budget: mergeBudgets(definition.budget, own.budget) ?? {} }
-        : {}),
-    };
+      model: definition.model,
+      tools: definition.tools,
+      maxSteps: definition.maxSteps,
+      outputSchema: definition.outputSchema,
+      ...defined(own),
+      budget: mergeBudgets(definition.budget, own.budget),
+    });
     return { options: merged, definition };
   };
-}
-
-/** The fields of `options` that are set: an explicit `undefined` leaves a file's value in place. */
-function definedFields(options: AgentOptions): AgentOptions {
-  return Object.fromEntries(
-    Object.entries(options).filter(([, value]) => value !== undefined),
-  ) as unknown as AgentOptions;
 }
 
 /** An agent file may name only tools that exist; the message points at its `tools` line. */

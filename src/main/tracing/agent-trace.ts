@@ -1,4 +1,5 @@
 import { type Context, context as otelContext, type Tracer } from '@opentelemetry/api';
+import { defined } from '../../shared/option-schema.js';
 import type { AgentResult } from '../../shared/result.js';
 import type { TraceSpanId } from '../../shared/trace/types.js';
 import { ROOT_ID, type TurnResult } from '../root-turn.js';
@@ -92,8 +93,7 @@ export function traceRootTurn(tracer: Tracer, model: string): RootTrace {
         elapsedMs: 0,
         generation: result.generation,
         usage: result.usage,
-        ...(result.reason === undefined ? {} : { reason: result.reason }),
-        ...(result.code === undefined ? {} : { code: result.code }),
+        ...defined({ reason: result.reason, code: result.code }),
       });
     },
   };

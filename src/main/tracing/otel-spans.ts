@@ -8,6 +8,7 @@ import {
   type TracerProvider,
   trace,
 } from '@opentelemetry/api';
+import { defined } from '../../shared/option-schema.js';
 import type { AgentResult } from '../../shared/result.js';
 import {
   GEN_AI,
@@ -127,7 +128,7 @@ export class OtelSpans implements TraceSink {
       // A worker's op may carry any string here: only our own keys count.
       kind: Object.hasOwn(KINDS, span.kind) ? KINDS[span.kind] : SpanKind.INTERNAL,
       attributes: span.attributes,
-      ...(span.time === undefined ? {} : { startTime: span.time }),
+      ...defined({ startTime: span.time }),
     };
     this.#open.set(id, this.#tracer.startSpan(span.name, options, this.contextOf(span.parent)));
   }

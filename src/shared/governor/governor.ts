@@ -1,6 +1,6 @@
-import { expected, UsageError } from '../errors.js';
-import { CONCURRENCY_CONTROLS, type ConcurrencyControl } from './concurrency.js';
+import { defined } from '../option-schema.js';
 import { KeyGovernor, type KeySettings } from './key-governor.js';
+import { checkGovernorOptions } from './options.js';
 import type { SharedBucketStore } from './shared-leases.js';
 import type {
   Admission,
@@ -15,58 +15,6 @@ export const DEFAULT_INITIAL_CONCURRENCY = 4;
 export const DEFAULT_PATIENCE_MS = 15 * 60_000;
 /** State updates are sent at most this often per key: a busy key changes thousands of times a second. */
 const UPDATE_EVERY_MS = 250;
-
-/** Checks governor options up front; the message names the option and what arrived. */
-export function checkGovernorOptions(options: unknown): GovernorOptions {
-  if (options === undefined) return {};
-  if (typeof options !== 'object' || options === null || Array.isArray(options)) {
-    throw expected('governor', 'an object', options);
-  }
-  const record = options as Record<string, unknown>;
-  const known = [
-    'enabled',
-    'concurrencyControl',
-    'rpm',
-    'itpm',
-    'otpm',
-    'maxConcurrency',
-    'initialConcurrency',
-    'patienceMs',
-  ];
-  const unknown = Object.keys(record).find((name) => !known.includes(name));
-  if (unknown !== undefined) {
-    const names = known.map((name) => `\`${name}\``).join(', ');
-    throw new UsageError(`Expected only the governor options ${names}, got \`${unknown}\``);
-  }
-  const control = record.concurrencyControl;
-  if (control !== undefined && !CONCURRENCY_CONTROLS.includes(control as ConcurrencyControl)) {
-    throw expected(
-      'governor.concurrencyControl',
-      `one of ${CONCURRENCY_CONTROLS.join(', ')}`,
-      control,
-    );
-  }
-  if (record.enabled !== undefined && typeof record.enabled !== 'boolean') {
-    throw expected('governor.enabled', 'true or false', record.enabled);
-  }
-  for (const name of ['rpm', 'itpm', 'otpm', 'maxConcurrency', 'initialConcurrency']) {
-    const value = record[name];
-    if (
-      value !== undefined &&
-      (typeof value !== 'number' || !Number.isInteger(value) || value < 1)
-    ) {
-      throw expected(`governor.${name}`, 'a whole number from 1 and up', value);
-    }
-  }
-  const patience = record.patienceMs;
-  if (
-    patience !== undefined &&
-    (typeof patience !== 'number' || !Number.isInteger(patience) || patience < 0)
-  ) {
-    throw expected('governor.patienceMs', 'a whole number of milliseconds from 0 and up', patience);
-  }
-  return record as GovernorOptions;
-}
 
 /**
  * The rate-limit governor: every provider attempt of every thread asks it for admission by key
@@ -90,11 +38,10 @@ export class Governor implements Gate {
    */
   constructor(options: GovernorOptions = {}, { store }: { store?: SharedBucketStore } = {}) {
     this.options = checkGovernorOptions(options);
+    const { rpm, itpm, otpm } = options;
     this.#settings = {
       store,
-      ...(options.rpm === undefined ? {} : { rpm: options.rpm }),
-      ...(options.itpm === undefined ? {} : { itpm: options.itpm }),
-      ...(options.otpm === undefined ? {} : { otpm: options.otpm }),
+      ...defined({ rpm, itpm, otpm }),
       initialConcurrency: options.initialConcurrency ?? DEFAULT_INITIAL_CONCURRENCY,
       maxConcurrency: options.maxConcurrency ?? Number.POSITIVE_INFINITY,
       concurrencyControl: options.concurrencyControl ?? 'aimd',

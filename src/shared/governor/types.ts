@@ -13,26 +13,8 @@ export interface GovernorLimits {
   otpm?: number;
 }
 
-export interface GovernorOptions extends GovernorLimits {
-  /** `false` turns the governor off: every request goes out at once, as before (default true). */
-  enabled?: boolean;
-  /** Most requests in flight per key, however far concurrency grows (default: no ceiling). */
-  maxConcurrency?: number;
-  /** Requests in flight per key before any has succeeded: the slow-start window (default 4). */
-  initialConcurrency?: number;
-  /**
-   * How the per-key window adapts: `aimd` (default: grows on success, cut on 429/529),
-   * `gradient` (by latency), or `fixed` (at `maxConcurrency`; the rate buckets alone pace). The
-   * alternatives are for benchmarks: docs/GOVERNOR.md compares them.
-   */
-  concurrencyControl?: 'aimd' | 'gradient' | 'fixed';
-  /**
-   * How long one request may keep being answered 429 or 529 before its agent fails, in ms
-   * (default 15 minutes), counted from its first refusal, its waits in the queue and the
-   * pauses included. A `retry-after` longer than this is cut to it.
-   */
-  patienceMs?: number;
-}
+/** Declared with its check, as a schema: `GOVERNOR_FIELDS` in options.ts. */
+export type { GovernorOptions } from './options.js';
 
 /** What one provider attempt asks the governor for. */
 export interface AdmitRequest {

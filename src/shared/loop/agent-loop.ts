@@ -3,6 +3,7 @@ import { budgetNotice } from '../budget-meter.js';
 import type { ProviderRetry } from '../events.js';
 import type { Failure } from '../failure.js';
 import type { Gate } from '../governor/types.js';
+import { defined } from '../option-schema.js';
 import type { Provider } from '../provider/provider.js';
 import type {
   ContentBlockParam,
@@ -290,7 +291,7 @@ async function runBatch(
 function afterBatch(options: LoopOptions, state: LoopState, batch: BatchOutcome): StepEnd {
   if (options.depth < 1) return NEXT;
   const budgetExceeded = state.finalTurn;
-  const over = budgetExceeded === undefined ? {} : { budgetExceeded };
+  const over = defined({ budgetExceeded });
   if (batch.replies.length > 0) {
     return { next: false, outcome: { kind: 'replied', replies: batch.replies, ...over } };
   }

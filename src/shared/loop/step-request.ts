@@ -1,3 +1,4 @@
+import { defined } from '../option-schema.js';
 import { costUsd } from '../prices.js';
 import type { ProviderResult, ToolParam } from '../provider/types.js';
 import { StreamRedactor } from '../redact.js';
@@ -60,12 +61,7 @@ export async function request(
   const text = redactedText(sink);
   try {
     const result = await options.provider.complete(
-      {
-        messages: options.messages,
-        tools,
-        ...(options.system === undefined ? {} : { system: options.system }),
-        ...(options.model === undefined ? {} : { model: options.model }),
-      },
+      defined({ messages: options.messages, tools, system: options.system, model: options.model }),
       {
         signal: options.signal,
         // A later step of a running agent goes before new agents: it finishes work under way.
@@ -75,16 +71,18 @@ export async function request(
         onRetry: (info) => {
           // A failed attempt's text is not continued by the next one, which starts afresh.
           text?.discard();
-          sink.providerRetry?.({
-            attempt: info.attempt,
-            maxAttempts: info.maxAttempts,
-            waitMs: info.waitMs,
-            code: info.error.code,
-            message: info.error.message,
-            ...(info.error.status === undefined ? {} : { status: info.error.status }),
-            ...(info.error.requestId === undefined ? {} : { requestId: info.error.requestId }),
-            ...(info.paced ? { paced: true } : {}),
-          });
+          sink.providerRetry?.(
+            defined({
+              attempt: info.attempt,
+              maxAttempts: info.maxAttempts,
+              waitMs: info.waitMs,
+              code: info.error.code,
+              message: info.error.message,
+              status: info.error.status,
+              requestId: info.error.requestId,
+              paced: info.paced ? true : undefined,
+            }),
+          );
         },
       },
     );

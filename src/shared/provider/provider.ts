@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { delay } from 'abort-controller-x';
 import { pickRateLimitHeaders } from '../governor/headers.js';
 import type { AdmitRequest, SettleOutcome, SettleReport } from '../governor/types.js';
+import { defined } from '../option-schema.js';
 import { closeChatSpan, openChatSpan } from './chat-span.js';
 import { type AttemptFailure, classify, excerpt, formatMs, publicEndpoint } from './classify.js';
 import type { ProviderConfig } from './config.js';
@@ -185,14 +186,14 @@ export class Provider {
   }
 
   #body(request: ProviderRequest): MessagesBody {
-    return {
+    return defined({
       model: request.model ?? this.config.model,
       max_tokens: this.config.maxTokens,
       messages: request.messages,
-      ...(request.system === undefined ? {} : { system: request.system }),
-      ...(request.tools.length === 0 ? {} : { tools: request.tools }),
-      stream: true,
-    };
+      system: request.system,
+      tools: request.tools.length === 0 ? undefined : request.tools,
+      stream: true as const,
+    });
   }
 
   /** The stream ended without an error: a whole turn, or a stream that was not what it seemed. */

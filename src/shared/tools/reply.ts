@@ -1,3 +1,4 @@
+import { defined } from '../option-schema.js';
 import type { InputSchema } from './types.js';
 
 export const REPLY_DESCRIPTION =
@@ -31,14 +32,14 @@ export function typedReplySchema(outputSchema: Record<string, unknown>): InputSc
   // Its definitions go to the top as well, so `#/definitions/…` and `#/$defs/…` still resolve
   // in the nested copy (output-schema.ts refuses any other document-relative `$ref`).
   const { definitions, $defs } = outputSchema;
-  return {
-    type: 'object',
+  return defined({
+    type: 'object' as const,
     properties: { result: outputSchema },
     required: ['result'],
     additionalProperties: false,
-    ...(definitions === undefined ? {} : { definitions }),
-    ...(Array.isArray($defs) || $defs === undefined ? {} : { $defs }),
-  };
+    definitions,
+    $defs: Array.isArray($defs) ? undefined : $defs,
+  });
 }
 
 export const TYPED_REPLY_DESCRIPTION =

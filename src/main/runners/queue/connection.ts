@@ -9,7 +9,8 @@ import type { RedisOptions } from 'ioredis';
 import { expected } from '../../../shared/errors.js';
 
 /** The general shape, for messages when a value fits none of the forms. */
-const QUEUE_URL = 'a redis:// or rediss:// URL or a unix socket path';
+/** What a queue URL must be, for messages. */
+export const QUEUE_URL = 'a redis:// or rediss:// URL or a unix socket path';
 
 /** Redis's own default port, set explicitly so the options say where they point. */
 const DEFAULT_PORT = 6379;
@@ -22,6 +23,8 @@ const MAX_RETRY_DELAY_MS = 2000;
 
 /** BullMQ builds its keys as `bull:NAME:…`, so a name is kept short and free of `:`. */
 const MAX_QUEUE_NAME_CHARS = 100;
+/** What a queue name must be, for messages. */
+export const QUEUE_NAME = `a queue name of 1 to ${MAX_QUEUE_NAME_CHARS} printable characters without \`:\``;
 
 type Parsed = { options: RedisOptions } | { what: string };
 
@@ -77,11 +80,7 @@ export function checkQueueName(name: string, value: unknown): string {
     // \p{C}: control, format, unassigned and lone surrogate code points, none of them printable.
     !/^[^\p{C}:]+$/u.test(value)
   ) {
-    throw expected(
-      name,
-      `a queue name of 1 to ${MAX_QUEUE_NAME_CHARS} printable characters without \`:\``,
-      value,
-    );
+    throw expected(name, QUEUE_NAME, value);
   }
   return value;
 }

@@ -1,4 +1,5 @@
 import Anthropic from '@anthropic-ai/sdk';
+import { defined } from '../../option-schema.js';
 import type { ProviderConfig } from '../config.js';
 import { resolveCredential } from './endpoint.js';
 import {
@@ -28,12 +29,12 @@ export class SdkTransport implements Transport {
       // Passed as the key whether it came from ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN: the SDK
       // sends either as `Authorization: Bearer`, and a passed key keeps it from reading others.
       apiKey: this.credential,
-      ...(config.baseURL === undefined ? {} : { baseURL: config.baseURL }),
+      ...defined({ baseURL: config.baseURL }),
       maxRetries: 0,
       timeout: config.requestTimeoutMs,
       // The SDK would print a malformed stream chunk to the console; failures are values here.
       logLevel: 'off',
-      ...(config.headers === undefined ? {} : { defaultHeaders: config.headers }),
+      ...defined({ defaultHeaders: config.headers }),
     });
     // The client's own base URL: it has resolved ANTHROPIC_BASE_URL and the default already.
     this.baseURL = this.#client.baseURL;

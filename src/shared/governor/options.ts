@@ -1,0 +1,72 @@
+import { expected, UsageError } from '../errors.js';
+import {
+  boolean,
+  checkOptions,
+  type Fields,
+  type OptionsOf,
+  oneOf,
+  wholeNumber,
+} from '../option-schema.js';
+import { CONCURRENCY_CONTROLS } from './concurrency.js';
+
+/** The limits have no upper bound: the provider's headers take over from them. */
+const NO_BOUND = Number.POSITIVE_INFINITY;
+
+/** The governor's options, in the order they are checked. */
+export const GOVERNOR_FIELDS = {
+  /**
+   * How the per-key window adapts: `aimd` (default: grows on success, cut on 429/529),
+   * `gradient` (by latency), or `fixed` (at `maxConcurrency`; the rate buckets alone pace). The
+   * alternatives are for benchmarks: docs/GOVERNOR.md compares them.
+   */
+  concurrencyControl: oneOf(CONCURRENCY_CONTROLS, `one of ${CONCURRENCY_CONTROLS.join(', ')}`),
+  /** `false` turns the governor off: every request goes out at once, as before (default true). */
+  enabled: boolean({ expected: 'true or false', flag: '--governor' }),
+  /** Requests per minute: a starting value until the headers say. */
+  rpm: wholeNumber(1, NO_BOUND, { flag: '--rpm', arg: 'N' }),
+  /** Input tokens per minute: a starting value until the headers say. */
+  itpm: wholeNumber(1, NO_BOUND, { flag: '--itpm', arg: 'N' }),
+  /** Output tokens per minute: a starting value until the headers say. */
+  otpm: wholeNumber(1, NO_BOUND, { flag: '--otpm', arg: 'N' }),
+  /** Most requests in flight per key, however far concurrency grows (default: no ceiling). */
+  maxConcurrency: wholeNumber(1, NO_BOUND, {
+    flag: '--max-concurrency',
+    arg: 'N',
+    help: 'most requests in flight per model and key (default: adaptive)',
+  }),
+  /** Requests in flight per key before any has succeeded: the slow-start window (default 4). */
+  initialConcurrency: wholeNumber(1, NO_BOUND),
+  /**
+   * How long one request may keep being answered 429 or 529 before its agent fails, in ms
+   * (default 15 minutes), counted from its first refusal, its waits in the queue and the
+   * pauses included. A `retry-after` longer than this is cut to it.
+   */
+  patienceMs: {
+    ...wholeNumber(0, NO_BOUND),
+    expected: 'a whole number of milliseconds from 0 and up',
+  },
+} as const satisfies Fields;
+
+/** What the rate-limit governor is started with (`Engine.start({ governor })`, docs/GOVERNOR.md). */
+export type GovernorOptions = OptionsOf<typeof GOVERNOR_FIELDS>;
+
+/**
+ * The option names as the unknown-option message has always listed them: `enabled` first, though
+ * `concurrencyControl` is checked first. Both orders are kept, so every message reads as before.
+ */
+const LISTED = ['enabled', ...Object.keys(GOVERNOR_FIELDS).filter((name) => name !== 'enabled')];
+
+/** Checks governor options up front; the message names the option and what arrived. */
+export function checkGovernorOptions(options: unknown): GovernorOptions {
+  if (options === undefined) return {};
+  if (typeof options !== 'object' || options === null || Array.isArray(options)) {
+    throw expected('governor', 'an object', options);
+  }
+  const record = options as Record<string, unknown>;
+  const unknown = Object.keys(record).find((name) => !Object.hasOwn(GOVERNOR_FIELDS, name));
+  if (unknown !== undefined) {
+    const names = LISTED.map((name) => `\`${name}\``).join(', ');
+    throw new UsageError(`Expected only the governor options ${names}, got \`${unknown}\``);
+  }
+  return checkOptions(GOVERNOR_FIELDS, record, 'governor.');
+}
