@@ -299,11 +299,6 @@ export class QueueRunner implements ChildRunner {
     }
   }
 
-  /** Nothing to tell: members of a tree run at depth 1 here and carry their own limits. */
-  budgetSpent(): void {}
-  /** Nothing to read: a remote child's spans are not replayed (docs/SCALE-OUT.md). */
-  readUplinkOf(): void {}
-
   /** Reads each job's state: a result the events missed is taken, a forgotten job added again. */
   async #reconcile(children: QueuedChild[]): Promise<void> {
     await Promise.all(
