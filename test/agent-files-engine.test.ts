@@ -168,6 +168,21 @@ describe('a named agent run through the engine', () => {
     expect(proxy.requests.length).toBe(before);
   });
 
+  it('a spawn naming a file without a budget still has its own bad budget refused', () => {
+    const live = engine.liveCount;
+    for (const budget of [null, 0]) {
+      let caught: unknown;
+      try {
+        engine.spawn({ agent: 'helper', prompt: 'never runs', budget: budget as never });
+      } catch (error) {
+        caught = error;
+      }
+      expect(caught).toBeInstanceOf(UsageError);
+      expect((caught as Error).message).toContain('Expected `budget` to be an object');
+    }
+    expect(engine.liveCount).toBe(live);
+  });
+
   it('a child at depth 1 under maxDepth 2 is offered the named agents in its `agent` tool', async () => {
     const result = await engine.run({ prompt: task('Depth one.', [{ reply: 'seen' }]) });
     expect(result.outcome).toBe('complete');

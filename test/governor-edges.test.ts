@@ -125,7 +125,7 @@ describe("main's end of a child's governor traffic", () => {
     link.handle({ type: 'gov-admit', id: 1, request: ask() });
     await new Promise((resolve) => setImmediate(resolve));
     link.handle({ type: 'gov-admit', id: 2, request: ask() });
-    // As `drain()` handles them: no microtask between the settle that admits 2 and 2's withdrawal.
+    // As `readPending()` handles them: no microtask between the settle that admits 2 and 2's withdrawal.
     link.handle({ type: 'gov-settle', id: 1, report: OK_USAGE });
     link.handle({ type: 'gov-withdraw', id: 2 });
     await new Promise((resolve) => setImmediate(resolve));

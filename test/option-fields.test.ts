@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { helpLines, parseOptions, wholeNumberFlag } from '../src/cli/flags.js';
-import { flagMessage } from '../src/main/options.js';
+import { flagMessage, OPTION_FLAGS } from '../src/cli/option-flags.js';
 import { checkBudget } from '../src/shared/budget-meter.js';
 import { UsageError } from '../src/shared/errors.js';
 import { checkGovernorOptions, GOVERNOR_FIELDS } from '../src/shared/governor/options.js';
@@ -51,6 +51,47 @@ describe('the governor options, declared as fields', () => {
   it('names the CLI flags of its options in an engine check message', () => {
     expect(flagMessage('`governor.rpm` and `governor.enabled`, not `governor.patienceMs`')).toBe(
       '`--rpm` and `--governor`, not `governor.patienceMs`',
+    );
+  });
+});
+
+describe('the flags named in engine messages', () => {
+  it('are exactly the engine options a CLI user sets by a flag the engine checks', () => {
+    expect(OPTION_FLAGS).toEqual({
+      ceilingMs: '--ceiling',
+      threads: '--threads',
+      agentsPerThread: '--agents-per-thread',
+      maxDepth: '--max-depth',
+      'queue.url': '--queue',
+      'queue.name': '--queue-name',
+      'queue.rateLimit.max': '--queue-rate',
+      'queue.rateLimit.durationMs': '--queue-rate',
+      logDir: '--log-dir',
+      workspace: '--workspace',
+      toolModules: '--tools',
+      maxOldGenerationSizeMb: '--worker-heap-mb',
+      cancelGraceMs: '--cancel-grace',
+      maxSteps: '--max-steps',
+      agentsDir: '--agents',
+      prices: '--prices',
+      'provider.model': '--model',
+      'provider.baseURL': '--base-url',
+      'provider.requestTimeoutMs': '--request-timeout',
+      'provider.idleTimeoutMs': '--idle-timeout',
+      'provider.maxTokens': '--max-tokens',
+      'provider.transport': '--transport',
+      'provider.connections': '--connections',
+      'governor.rpm': '--rpm',
+      'governor.itpm': '--itpm',
+      'governor.otpm': '--otpm',
+      'governor.maxConcurrency': '--max-concurrency',
+      'governor.enabled': '--governor',
+    });
+  });
+
+  it('leave a value that reads like an option the CLI checks itself as it is', () => {
+    expect(flagMessage('got `budget`, which does not exist; `logs` is a tool')).toBe(
+      'got `budget`, which does not exist; `logs` is a tool',
     );
   });
 });

@@ -9,6 +9,7 @@ import { checkGovernorOptions, type GovernorOptions } from '../shared/governor/o
 import {
   anyString,
   boolean,
+  checkedBy,
   custom,
   type Defined,
   durationMs,
@@ -39,14 +40,6 @@ import type { TreeLedger } from './tree-budget.js';
 // What an engine and each of its spawns are given: one schema per option set, from which the
 // option types and their checks come (src/shared/option-schema.ts). A field's doc comment is the
 // option's documentation; its bounds, default and CLI flag are written here once.
-
-/** A field whose check throws a message of its own (an output schema that does not compile). */
-const by =
-  (check: (name: string, value: unknown) => unknown) =>
-  (value: unknown, name: string): boolean => {
-    check(name, value);
-    return true;
-  };
 
 /** Most steps an agent may be given: far above any real need, far below a runaway bill. */
 export const MAX_STEPS_LIMIT = 10_000;
@@ -91,9 +84,12 @@ export const AGENT_FIELDS = {
    * A JSON Schema the reply's `result` must match (a typed reply): the result then carries the
    * parsed `value`; replies that do not match are refused, and a few refusals fail it `bad_reply`.
    */
-  outputSchema: custom<Record<string, unknown>>('a JSON Schema (an object)', by(checkOutputSchema)),
+  outputSchema: custom<Record<string, unknown>>(
+    'a JSON Schema (an object)',
+    checkedBy(checkOutputSchema),
+  ),
   /** This child's limits, field by field over its agent file's and the engine's. */
-  budget: custom<Budget>('an object of budget limits', by(checkBudget)),
+  budget: custom<Budget>('an object of budget limits', checkedBy(checkBudget)),
   /** Names of the tools to give it; default: all it may have. */
   tools: stringArray(),
   /** A named agent (an agent file): its fields are the defaults of this spawn's. */
@@ -279,13 +275,13 @@ export const ENGINE_FIELDS = {
     help: 'folder of agent files NAME.md (default: .cohort/agents under the\nworkspace, when it exists); each is checked before anything starts',
   }),
   /** The budget of every child, field by field under its agent file's and its spawn's. */
-  budget: custom<Budget>('an object of budget limits', by(checkBudget), {
+  budget: custom<Budget>('an object of budget limits', checkedBy(checkBudget), {
     flag: '--budget',
     arg: 'JSON',
     help: `every child agent's default budget, e.g. '{"usd":0.5,"time":"10m"}'\n(inputTokens, outputTokens, usd, steps, time, tree)`,
   }),
   /** Prices by model (dollars per million tokens) over the built-in table, for `costUsd`. */
-  prices: custom<PriceTable>('an object of model prefixes to prices', by(checkPriceTable), {
+  prices: custom<PriceTable>('an object of model prefixes to prices', checkedBy(checkPriceTable), {
     flag: '--prices',
     arg: 'FILE',
     help: 'a JSON price table over the built-in one, for costUsd:\n{"MODEL-PREFIX":{"inputPerMTok":3,"outputPerMTok":15}}',

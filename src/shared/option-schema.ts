@@ -28,7 +28,10 @@ export interface Field<T = unknown> {
   readonly expected: string;
   /** Whether a set must have it (its type is then not optional): see `required`. */
   readonly required?: boolean;
-  /** The value an unset option takes, where one place holds it. */
+  /**
+   * The value an unset option takes, for readers of the schema (as a `@defaultValue`): give the
+   * same constant the code falls back on, so it is written once.
+   */
   readonly default?: T;
   /**
    * A test no keyword can state (an AbortSignal, a function), run after the keywords; a test
@@ -109,13 +112,25 @@ export function accepts(
     if (field.exclusiveMinimum !== undefined && value <= field.exclusiveMinimum) return false;
   }
   if (typeof value === 'string' && field.pattern !== undefined) {
-    if (!new RegExp(field.pattern).test(value)) return false;
+    if (!patternOf(field.pattern).test(value)) return false;
   }
   if (field.enum !== undefined && !field.enum.includes(value as never)) return false;
   if (field.properties !== undefined && typeof value === 'object' && value !== null) {
     checkOptions(field.properties, value as Record<string, unknown>, `${name}.`);
   }
   return field.test === undefined || field.test(value, name, holder);
+}
+
+/** Each field's `pattern`, compiled once: a spawn checks its fields on every call. */
+const PATTERNS = new Map<string, RegExp>();
+
+function patternOf(source: string): RegExp {
+  let pattern = PATTERNS.get(source);
+  if (pattern === undefined) {
+    pattern = new RegExp(source);
+    PATTERNS.set(source, pattern);
+  }
+  return pattern;
 }
 
 /**
@@ -147,15 +162,6 @@ export function checkOptions<S extends Fields>(
     checkOption(`${prefix}${key}`, field, options[key], options);
   }
   return options as OptionsOf<S>;
-}
-
-/** The defaults a set declares, for filling in what a caller left unset. */
-export function defaultsOf<S extends Fields>(fields: S): Partial<OptionsOf<S>> {
-  const defaults: Record<string, unknown> = {};
-  for (const [key, field] of Object.entries(fields)) {
-    if (field.default !== undefined) defaults[key] = field.default;
-  }
-  return defaults as Partial<OptionsOf<S>>;
 }
 
 /** What every field builder takes beside its own bounds. */
@@ -263,6 +269,16 @@ export function custom<T>(
   common: Common<T> = {},
 ): Field<T> {
   return { expected: expectedText, test, ...common };
+}
+
+/** A `test` made of a check that throws a message of its own (`checkQueueUrl(name, value)`). */
+export function checkedBy(
+  check: (name: string, value: unknown) => unknown,
+): NonNullable<Field['test']> {
+  return (value, name) => {
+    check(name, value);
+    return true;
+  };
 }
 
 /**

@@ -2,11 +2,11 @@ import os from 'node:os';
 import { AgentFileError } from '../../main/agents/definition.js';
 import { checkEngine, Engine, type EngineOptions } from '../../main/engine.js';
 import type { EngineCheck } from '../../main/engine-check.js';
-import { flagMessage } from '../../main/options.js';
 import { UsageError } from '../../shared/errors.js';
 import { defined } from '../../shared/option-schema.js';
 import type { ScriptedModelOptions } from '../../testing/index.js';
 import { type ParsedValues, stringFlag } from '../flags.js';
+import { flagMessage } from '../option-flags.js';
 import { note } from '../output.js';
 import { onCleanup } from '../process.js';
 import {

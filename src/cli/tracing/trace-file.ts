@@ -20,7 +20,7 @@ const FAILED: ExportResult['code'] = 1;
  * nanoseconds. A root span has no `parentSpanId` field at all (absent, not ""). The resource
  * (`service.name`) and the instrumentation scope are left out: a line is a span and nothing else.
  *
- * The CLI loads this module with `import()` only (cli-tracing.ts): the library never loads the
+ * The CLI loads this module with `import()` only (tracing.ts): the library never loads the
  * OpenTelemetry SDK packages it imports.
  */
 export class FileSpanExporter implements SpanExporter {

@@ -11,7 +11,7 @@ export class AgentFileError extends UsageError {}
 
 /** An agent's name and a tool's name share the shape tool modules are held to. */
 export const NAME_SHAPE = /^[a-zA-Z0-9_-]{1,64}$/;
-export const NAME_RULE = '1 to 64 of a-z, A-Z, 0-9, _ and -';
+const NAME_RULE = '1 to 64 of a-z, A-Z, 0-9, _ and -';
 
 const TEXT = nonEmptyString();
 

@@ -33,8 +33,12 @@ export function agentResolver(
       maxSteps: definition.maxSteps,
       outputSchema: definition.outputSchema,
       ...defined(own),
-      budget: mergeBudgets(definition.budget, own.budget),
     });
+    // Merged only when either has one: a spawn's bad `budget` (null, a number) is left as it is
+    // for the spawn's check to refuse.
+    if (definition.budget || own.budget) {
+      merged.budget = mergeBudgets(definition.budget, own.budget) ?? {};
+    }
     return { options: merged, definition };
   };
 }

@@ -135,7 +135,8 @@ function flagOf<Name extends CapabilityName>(
   return (CAPABILITIES[name] as Capability<AttachedTo<Name>, UplinkKind>).flag(attached);
 }
 
-const NOTHING_SERVED: Served = Object.freeze({});
+/** What serves a child given no capability. */
+export const NOTHING_SERVED: Served = Object.freeze({});
 
 /** What serves `child` for each capability `attached` gives it. */
 export function serve(attached: ChildCapabilities | undefined, child: ServedChild): Served {

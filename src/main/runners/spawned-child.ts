@@ -2,7 +2,13 @@ import type { ChildSpec } from '../../shared/child-spec.js';
 import type { Failure } from '../../shared/failure.js';
 import type { MainMessage } from '../../shared/protocol.js';
 import { type AgentResult, type CancelReason, emptyUsage } from '../../shared/result.js';
-import { type Served, type ServedChild, serve, settled } from './capabilities.js';
+import {
+  NOTHING_SERVED,
+  type Served,
+  type ServedChild,
+  serve as serveCapabilities,
+  settled,
+} from './capabilities.js';
 import type { SpawnExtras } from './types.js';
 
 export type ChildStatus = 'queued' | 'running' | 'settled';
@@ -68,8 +74,11 @@ export abstract class SpawnedChild implements ChildHandle, ServedChild {
   cancelReason: CancelReason | undefined;
   /** What ends a cancelled child that has not settled in time. */
   graceTimer: NodeJS.Timeout | undefined;
-  /** What serves it for each capability it was given (`SpawnExtras.capabilities`). */
-  protected readonly served: Served;
+  /**
+   * What serves it for each capability it was given (`SpawnExtras.capabilities`): none until
+   * its runner calls `serve`, once the whole object (its runner's part included) is made.
+   */
+  protected served: Served = NOTHING_SERVED;
   readonly #counts: DeliveryCounts;
   #resolve!: (result: AgentResult) => void;
 
@@ -82,7 +91,15 @@ export abstract class SpawnedChild implements ChildHandle, ServedChild {
     this.result = new Promise((resolve) => {
       this.#resolve = resolve;
     });
-    this.served = serve(extras.capabilities, this);
+  }
+
+  /**
+   * Starts its capabilities' servings. Called by its runner right after construction, not from
+   * the constructor: a serving may talk to the child at once, which needs the runner's part.
+   */
+  serve(): this {
+    this.served = serveCapabilities(this.extras.capabilities, this);
+    return this;
   }
 
   /** Sends it a message on its worker: nothing, unless its runner has a port to it. */
@@ -116,8 +133,12 @@ export abstract class SpawnedChild implements ChildHandle, ServedChild {
     counts.delivered++;
     if (this.graceTimer) clearTimeout(this.graceTimer);
     this.delivered();
-    this.extras.onEvent?.({ type: 'agent-settle', agentId: result.id, result });
-    settled(this.served, result);
+    try {
+      this.extras.onEvent?.({ type: 'agent-settle', agentId: result.id, result });
+    } finally {
+      // Whatever a listener does, the span ends and the tree member leaves its ledger.
+      settled(this.served, result);
+    }
     return true;
   }
 

@@ -119,7 +119,7 @@ export class ChildPool implements ChildRunner {
   }
 
   spawn(spec: ChildSpec, extras: SpawnExtras = {}): ChildHandle {
-    const child = new RunningChild(spec, extras, this.#side);
+    const child = new RunningChild(spec, extras, this.#side).serve();
     if (this.#closed) {
       child.deliverFromMain({ outcome: 'cancelled', reason: 'shutdown' });
       return child;

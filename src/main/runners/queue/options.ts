@@ -5,6 +5,7 @@ import { UsageError } from '../../../shared/errors.js';
 import { checkGovernorOptions, type GovernorOptions } from '../../../shared/governor/options.js';
 import {
   boolean,
+  checkedBy,
   checkOption,
   custom,
   type Defined,
@@ -25,14 +26,6 @@ export const DEFAULT_QUEUE_PREFIX = 'bull';
 export const DEFAULT_RECONCILE_MS = 5000;
 export const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
 
-/** A check that throws its own message (`checkQueueUrl`, `checkQueueName`) as a field's test. */
-const by =
-  (check: (name: string, value: unknown) => unknown) =>
-  (value: unknown, name: string): boolean => {
-    check(name, value);
-    return true;
-  };
-
 const RATE_LIMIT_FIELDS = {
   max: required(wholeNumber(1, Number.POSITIVE_INFINITY, { flag: '--queue-rate' })),
   // Unset, it is refused in words of its own; set, as any duration.
@@ -49,21 +42,21 @@ const RATE_LIMIT_FIELDS = {
 export const QUEUE_FIELDS = {
   /** `redis://…`, `rediss://…`, or a unix socket path. */
   url: required(
-    custom<string>(QUEUE_URL, by(checkQueueUrl), {
+    custom<string>(QUEUE_URL, checkedBy(checkQueueUrl), {
       flag: '--queue',
       arg: 'REDIS',
       help: "run every child on `cohort worker` processes taking jobs from\nthis Redis (redis://…, rediss://…, or a socket path) instead of\non this machine's threads; see docs/SCALE-OUT.md",
     }),
   ),
   /** The BullMQ queue's name: workers started with the same name take its jobs. */
-  name: custom<string>(QUEUE_NAME, by(checkQueueName), {
+  name: custom<string>(QUEUE_NAME, checkedBy(checkQueueName), {
     default: DEFAULT_QUEUE_NAME,
     flag: '--queue-name',
     arg: 'NAME',
     help: `the queue's name (default ${DEFAULT_QUEUE_NAME})`,
   }),
   /** BullMQ's key prefix; `{cohort}` keeps a queue's keys in one Cluster slot. */
-  prefix: custom<string>(QUEUE_NAME, by(checkQueueName), { default: DEFAULT_QUEUE_PREFIX }),
+  prefix: custom<string>(QUEUE_NAME, checkedBy(checkQueueName), { default: DEFAULT_QUEUE_PREFIX }),
   /**
    * How often the producer checks its jobs still waiting for a result against Redis, in ms: a
    * completion it missed (events trimmed, a reconnect) or a job Redis forgot (a restart without
@@ -100,11 +93,6 @@ export const QUEUE_OPTION: Field<QueueOptions> = {
   properties: QUEUE_FIELDS,
   expected: 'an object `{ url, name? }`',
 };
-
-/** Checks `queue` as `Engine.start` takes it; throws a UsageError naming the field. */
-export function checkQueueOptions(name: string, value: unknown): QueueOptions | undefined {
-  return checkOption(name, QUEUE_OPTION, value);
-}
 
 /**
  * What queue mode cannot carry: a child on another machine has no bridge to this process, so it
@@ -160,7 +148,10 @@ export const QUEUE_WORKER_FIELDS = {
   }),
   /** Deliveries of a job whose workers keep dying before it fails (default 3). */
   maxDeliveries: wholeNumber(1, 100, { flag: '--max-deliveries', arg: 'N' }),
-  governor: custom<GovernorOptions>('an object', by(checkGovernorOptions)),
+  governor: custom<GovernorOptions>('an object', (value) => {
+    checkGovernorOptions(value);
+    return true;
+  }),
   /**
    * Whether this worker's governor also leases from the fleet's buckets in Redis (default true).
    * Off, each worker paces as if it were alone: for comparisons, not for a fleet on one account.

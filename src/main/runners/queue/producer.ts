@@ -186,7 +186,7 @@ export class QueueRunner implements ChildRunner {
   }
 
   spawn(spec: ChildSpec, extras: SpawnExtras = {}): ChildHandle {
-    const child = new QueuedChild(spec, extras, this.#side);
+    const child = new QueuedChild(spec, extras, this.#side).serve();
     const jobId = child.jobId;
     if (this.#closed || this.#pending.has(jobId)) {
       // A second spawn of a job id still pending would share its result: it is refused as a

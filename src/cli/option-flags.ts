@@ -1,6 +1,13 @@
+import { ENGINE_FIELDS } from '../main/engine-options.js';
 import { GOVERNOR_FIELDS } from '../shared/governor/options.js';
 import type { Fields } from '../shared/option-schema.js';
-import { ENGINE_FIELDS } from './engine-options.js';
+
+/**
+ * Options whose flag is read and checked by the CLI itself before any engine sees it, so no
+ * engine message names them; and their names are common words (`logs`, `budget`) that a value in
+ * a message (a tool's or a file's name) could be, which must not be rewritten.
+ */
+const CHECKED_BY_THE_CLI = new Set(['logs', 'budget', 'queue.rateLimit']);
 
 /**
  * The CLI flag of each library option, for messages shown to CLI users: each field's `flag` in
@@ -16,8 +23,9 @@ export const OPTION_FLAGS: Readonly<Record<string, string>> = {
 function flagsOf(fields: Fields, prefix = ''): Record<string, string> {
   const flags: Record<string, string> = {};
   for (const [name, field] of Object.entries(fields)) {
-    if (field.flag !== undefined) flags[`${prefix}${name}`] = field.flag;
-    if (field.properties) Object.assign(flags, flagsOf(field.properties, `${prefix}${name}.`));
+    const option = `${prefix}${name}`;
+    if (field.flag !== undefined && !CHECKED_BY_THE_CLI.has(option)) flags[option] = field.flag;
+    if (field.properties) Object.assign(flags, flagsOf(field.properties, `${option}.`));
   }
   return flags;
 }
