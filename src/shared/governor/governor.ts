@@ -6,6 +6,7 @@ import type {
   Admission,
   AdmitRequest,
   Gate,
+  GovernorMemory,
   GovernorOptions,
   GovernorState,
   SettleReport,
@@ -35,12 +36,17 @@ export class Governor implements Gate {
   /**
    * `store`, in queue mode: the fleet's shared buckets (in Redis), which every admission of this
    * process must also fit, so that all workers together stay within the account's limits.
+   * `memory`: what keys learned in earlier processes, and where to keep what they learn now.
    */
-  constructor(options: GovernorOptions = {}, { store }: { store?: SharedBucketStore } = {}) {
+  constructor(
+    options: GovernorOptions = {},
+    { store, memory }: { store?: SharedBucketStore; memory?: GovernorMemory } = {},
+  ) {
     this.options = checkGovernorOptions(options);
     const { rpm, itpm, otpm } = options;
     this.#settings = {
       store,
+      memory,
       ...defined({ rpm, itpm, otpm }),
       initialConcurrency: options.initialConcurrency ?? DEFAULT_INITIAL_CONCURRENCY,
       maxConcurrency: options.maxConcurrency ?? Number.POSITIVE_INFINITY,

@@ -6,6 +6,7 @@ import type {
   Admission,
   AdmitRequest,
   GovernorLimits,
+  GovernorMemory,
   GovernorState,
   SettleReport,
 } from './types.js';
@@ -19,6 +20,8 @@ export interface KeySettings extends GovernorLimits {
   concurrencyControl: ConcurrencyControl;
   /** Buckets shared with every other process of a fleet (queue mode), to lease from. */
   store?: SharedBucketStore | undefined;
+  /** What keys learned in earlier processes, and where to keep what they learn now. */
+  memory?: GovernorMemory | undefined;
 }
 
 /** How long a key stays shut after the provider said retrying is pointless, before it probes. */
@@ -259,6 +262,7 @@ export class KeyGovernor {
       admitted: this.#admitted,
       rateLimited: this.#rateLimited,
       overloaded: this.#overloaded,
+      refusalRate: 0,
     };
     if (this.#pausedUntil > now) state.pausedUntil = this.#pausedUntil;
     if (this.#exhausted) state.exhausted = this.#exhausted.message;

@@ -34,7 +34,12 @@ export interface AdmitRequest {
 export type Admission =
   | { ok: true; permit: number }
   | { ok: false; reason: 'aborted' }
-  | { ok: false; reason: 'exhausted'; message: string };
+  | { ok: false; reason: 'exhausted'; message: string }
+  /** The key's circuit breaker is open: the provider is unreachable or refuses the key. */
+  | { ok: false; reason: 'breaker'; code: BreakerCode; message: string };
+
+/** Why a key's circuit breaker opened: connection failures in a row, or a refused API key. */
+export type BreakerCode = 'connection' | 'auth';
 
 /** How an admitted attempt ended, as far as the governor cares. */
 export type SettleOutcome =
@@ -43,6 +48,10 @@ export type SettleOutcome =
   | 'overloaded'
   /** A 429 that no retry can change (a spend limit, `x-should-retry: false`). */
   | 'exhausted'
+  /** The provider could not be reached (a connection failure): counts toward the breaker. */
+  | 'unreachable'
+  /** The provider refused the API key (401/403): opens the breaker at once. */
+  | 'auth'
   /** Any other failure: the request's cost is unknown and kept as estimated. */
   | 'failed'
   | 'aborted';
@@ -84,6 +93,45 @@ export interface GovernorState {
   admitted: number;
   rateLimited: number;
   overloaded: number;
+  /** Share of the recent attempts the provider refused (429 or 529), 0 to 1. */
+  refusalRate: number;
+  /** Set while the key's circuit breaker is not closed. */
+  breaker?: BreakerState;
+}
+
+/** An open (or half-open, probing) circuit breaker: what tripped it and until when. */
+export interface BreakerState {
+  state: 'open' | 'half-open';
+  code: BreakerCode;
+  /** One sentence: the endpoint, the cause and what to check. Never the API key. */
+  message: string;
+  /** Epoch ms at which an open breaker lets one probe through. */
+  probeAt?: number;
+}
+
+/**
+ * What one key learned that a later process may start from: the window it reached and the
+ * limits the headers taught. Plain data; the key it belongs to is a hash, never the API key.
+ */
+export interface KeyMemory {
+  /** The window the key reached: a later process starts there instead of the slow start. */
+  window: number;
+  /** Per-minute limits the provider's headers reported. */
+  rpm?: number;
+  itpm?: number;
+  otpm?: number;
+  /** The provider sent no rate-limit headers: it has no limits to respect. */
+  unlimited?: boolean;
+}
+
+/**
+ * Where a governor keeps what its keys learned across processes (`governor.state`, a file under
+ * the user's cache folder by default). `recall` is called once when a key is first used;
+ * `remember` whenever what the key learned changes, and must be cheap (the store writes later).
+ */
+export interface GovernorMemory {
+  recall(key: string): KeyMemory | undefined;
+  remember(key: string, memory: KeyMemory): void;
 }
 
 /**

@@ -94,6 +94,11 @@ export interface CompleteOptions {
   gate?: Gate | undefined;
   /** A later step of a running agent: the governor lets it go before new agents. */
   priority?: boolean;
+  /**
+   * How long one request may keep being refused (429/529) before it fails, in ms: the spawn's
+   * `patienceMs`, else the governor's.
+   */
+  patienceMs?: number | undefined;
   /** Called with each text delta as it streams. */
   onTextDelta?: (text: string) => void;
   /** Called before each retry wait, for events and logs. */
