@@ -8,33 +8,36 @@ import { readResultLines, runCli, writeTasks } from './cli-helpers.js';
 import { scripted, tempDir } from './helpers.js';
 
 // `cohort batch` as a user meets it: the lock against a second run, failures explained, retries
-// shown, and --retry-failed. Real processes, a real scripted model, and a plain node:http server
-// that refuses every key (what a wrong ANTHROPIC_API_KEY gets from the real API).
+// shown, and --retry-failed. Real processes, a real scripted model, and plain node:http servers
+// that refuse every key (what a wrong ANTHROPIC_API_KEY gets from the real API) or every request.
 let model: ScriptedModel;
 let hanging: ScriptedModel;
-let refusing: http.Server;
+const servers: http.Server[] = [];
 let refusingUrl: string;
+let rejectingUrl: string;
+
+/** A server that answers every request `status` with an API error of `type`. */
+async function answering(status: number, type: string, message: string): Promise<string> {
+  const server = http.createServer((_request, response) => {
+    response.writeHead(status, { 'content-type': 'application/json' });
+    response.end(JSON.stringify({ type: 'error', error: { type, message } }));
+  });
+  servers.push(server);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+}
 
 beforeAll(async () => {
   model = await startScriptedModel({ port: 0 });
   hanging = await startScriptedModel({ port: 0, ttftMs: 60_000 });
-  refusing = http.createServer((_request, response) => {
-    response.writeHead(401, { 'content-type': 'application/json' });
-    response.end(
-      JSON.stringify({
-        type: 'error',
-        error: { type: 'authentication_error', message: 'invalid x-api-key' },
-      }),
-    );
-  });
-  await new Promise<void>((resolve) => refusing.listen(0, '127.0.0.1', resolve));
-  refusingUrl = `http://127.0.0.1:${(refusing.address() as AddressInfo).port}`;
+  refusingUrl = await answering(401, 'authentication_error', 'invalid x-api-key');
+  rejectingUrl = await answering(400, 'invalid_request_error', 'this request is not allowed');
 });
 
 afterAll(async () => {
   await model.close();
   await hanging.close();
-  await new Promise((resolve) => refusing.close(resolve));
+  await Promise.all(servers.map((server) => new Promise((resolve) => server.close(resolve))));
 });
 
 describe('cohort batch', () => {
@@ -66,14 +69,40 @@ describe('cohort batch', () => {
     expect((await same.exit).code).toBe(2);
   });
 
-  it('names failed tasks with code and reason, counts failures by code, and --retry-failed reruns only them', async () => {
+  it('a refused API key stops the batch with one message naming the key, and a rerun replaces those lines', async () => {
     const tasks = writeTasks(['one', 'two', 'three']);
     const out = path.join(tempDir(), 'results.jsonl');
     const refused = runCli(['batch', tasks, '--out', out, '--base-url', refusingUrl]);
     expect((await refused.exit).code).toBe(1);
-    expect(refused.stderr()).toMatch(/task t\d failed \[auth\]: .*ANTHROPIC_API_KEY/);
-    expect(refused.stderr()).toMatch(/3 failed \(3 auth\)/);
+    const said = refused.stderr();
+    expect(said.match(/stopped admitting tasks for model/g)).toHaveLength(1);
+    expect(said).toMatch(/stopped admitting tasks for model .*ANTHROPIC_API_KEY/);
+    expect(said).toMatch(/3 failed \(3 auth\)/);
+    expect(said).toMatch(/rerun the same command/);
     expect(readResultLines(out).map((line) => line.code)).toEqual(['auth', 'auth', 'auth']);
+
+    // The tasks never had their chance: the same command, once the key is right, runs them and
+    // replaces their lines without --retry-failed. Still one line per task.
+    const again = runCli(['batch', tasks, '--out', out, '--base-url', model.url]);
+    expect((await again.exit).code).toBe(0);
+    expect(again.stderr()).toMatch(/3 to run/);
+    const lines = readResultLines(out);
+    expect(lines.map((line) => line.taskId).sort()).toEqual(['t0', 't1', 't2']);
+    expect(lines.every((line) => line.outcome === 'complete')).toBe(true);
+  });
+
+  it('names failed tasks with code and reason, counts failures by code, and --retry-failed reruns only them', async () => {
+    const tasks = writeTasks(['one', 'two', 'three']);
+    const out = path.join(tempDir(), 'results.jsonl');
+    const refused = runCli(['batch', tasks, '--out', out, '--base-url', rejectingUrl]);
+    expect((await refused.exit).code).toBe(1);
+    expect(refused.stderr()).toMatch(/task t\d failed \[bad_request\]: .*not allowed/);
+    expect(refused.stderr()).toMatch(/3 failed \(3 bad_request\)/);
+    expect(readResultLines(out).map((line) => line.code)).toEqual([
+      'bad_request',
+      'bad_request',
+      'bad_request',
+    ]);
 
     // Without --retry-failed a rerun has nothing to do; with it, the failed tasks run again and
     // their lines are replaced: still one line per task.

@@ -79,6 +79,8 @@ export type WorkerMessage =
 export type GovernorRequest =
   | { type: 'gov-admit'; id: number; request: AdmitRequest }
   | { type: 'gov-settle'; id: number; report: SettleReport }
+  /** An admitted attempt's response began: its rate-limit headers, for a cold key to open on. */
+  | { type: 'gov-head'; id: number; headers: Record<string, string> }
   | { type: 'gov-withdraw'; id: number };
 
 /** Main → worker, about one child. */
@@ -115,6 +117,8 @@ export function isWorkerMessage(value: unknown): value is WorkerMessage {
       return typeof value.id === 'number' && isRecord(value.request);
     case 'gov-settle':
       return typeof value.id === 'number' && isRecord(value.report);
+    case 'gov-head':
+      return typeof value.id === 'number' && isRecord(value.headers);
     case 'gov-withdraw':
       return typeof value.id === 'number';
     default:

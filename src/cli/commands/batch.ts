@@ -5,7 +5,8 @@ import { mapAgents } from '../../main/map-agents.js';
 import { batchJobId } from '../../main/runners/queue/job.js';
 import { UsageError } from '../../shared/errors.js';
 import type { AgentEvent } from '../../shared/events.js';
-import { wholeNumber } from '../../shared/option-schema.js';
+import { defined, wholeNumber } from '../../shared/option-schema.js';
+import type { AgentResult } from '../../shared/result.js';
 import {
   type CliFlag,
   type ParsedValues,
@@ -23,7 +24,7 @@ import {
   signalExitCode,
   stopSignal,
 } from '../process.js';
-import { openResults, type ResultsFile } from '../results/file.js';
+import { openResults, RERUN_CODES, type ResultsFile } from '../results/file.js';
 import { type BatchTask, checkTasks, parseTasks, taskAgentOptions } from '../task-lines.js';
 import { BatchProgress, BatchTally } from '../views/batch-progress.js';
 import { TRACE_FILE_FLAG } from './common.js';
@@ -140,7 +141,7 @@ export async function batchCommand(argv: string[]): Promise<number> {
     governor: governor ? () => governor.states() : undefined,
   });
   // Known before anything runs, so a forced stop reports it too.
-  const quota = new QuotaStop(todo, (task) => task.model ?? engine?.provider.model ?? '');
+  const quota = new ModelStop(todo, (task) => task.model ?? engine?.provider.model ?? '');
   // What a stopped or finished batch tells: the same from a graceful end and a forced one.
   const report = once((stopped: StopSignal | undefined) => {
     const summary = {
@@ -154,7 +155,10 @@ export async function batchCommand(argv: string[]): Promise<number> {
       badLines: errors.length,
       interrupted: stopped !== undefined,
       ...(quota.models.size > 0
-        ? { quotaExhausted: Object.fromEntries(quota.models), notStarted: quota.notStarted }
+        ? {
+            ...quota.byKind(),
+            notStarted: quota.notStarted,
+          }
         : {}),
       // On a queue: how many results each worker (`HOST/PID`) answered.
       ...(tally.workers.size > 0
@@ -168,9 +172,11 @@ export async function batchCommand(argv: string[]): Promise<number> {
     };
     if (values.json) stdout().write(`${JSON.stringify(summary)}\n`);
     if (!quiet) progress.summary(results.path, skipped, errors.length);
-    // Cancelled tasks and those that failed for a spent quota run again on resume, like the
-    // ones never started.
-    const again = tally.counts.cancelled + (tally.failureCodes.quota_exhausted ?? 0);
+    // Cancelled tasks and those that failed for a spent quota or an unreachable provider run
+    // again on resume, like the ones never started.
+    const again =
+      tally.counts.cancelled +
+      RERUN_CODES.reduce((sum, code) => sum + (tally.failureCodes[code] ?? 0), 0);
     if (stopped) printResumeHint(todo.length - tally.settled + again);
     else if (quota.models.size > 0 && !quiet) quota.explain();
   });
@@ -310,7 +316,7 @@ async function runTasks(options: {
   concurrency: number;
   tally: BatchTally;
   progress: BatchProgress;
-  quota: QuotaStop;
+  quota: ModelStop;
   signal: AbortSignal;
 }): Promise<void> {
   const { progress, tally, results, quota } = options;
@@ -342,9 +348,10 @@ async function runTasks(options: {
     })) {
       results.append({ ...result, taskId: spec.task.id });
       tally.settle(result);
-      if (result.code === 'quota_exhausted') {
+      const stop = stopKind(result, spec.task, options.engine, quota);
+      if (stop !== undefined) {
         // One line per model says it all: its other tasks fail for the same reason.
-        const passedOver = quota.stop(spec.task, result.reason ?? '');
+        const passedOver = quota.stop(spec.task, stop, result.reason ?? '');
         if (passedOver !== undefined) {
           progress.passOver(passedOver);
           progress.note(
@@ -359,12 +366,35 @@ async function runTasks(options: {
   }
 }
 
+/** Why a batch stops admitting a model's tasks: its quota is spent, or its provider is down. */
+type StopKind = 'quota' | 'unreachable';
+
 /**
- * Models whose quota the provider said is spent, with why, and the tasks passed over for them:
+ * Whether `result` stops its model: a spent quota, or a failure the governor's circuit breaker
+ * gave because the provider is unreachable or refuses the API key (its breaker is open).
+ */
+function stopKind(
+  result: AgentResult,
+  task: BatchTask,
+  engine: Engine,
+  stop: ModelStop,
+): StopKind | undefined {
+  if (result.code === 'quota_exhausted') return 'quota';
+  if (result.code !== 'connection' && result.code !== 'auth') return undefined;
+  const label = `${stop.modelOf(task)} at `;
+  const open = engine.governor
+    ?.states()
+    .some((state) => state.breaker !== undefined && state.label.startsWith(label));
+  return open === true ? 'unreachable' : undefined;
+}
+
+/**
+ * Models whose tasks the batch stopped admitting, with why (a spent quota, or a provider the
+ * circuit breaker found unreachable or refusing the key), and the tasks passed over for them:
  * every task of such a model that was never admitted, however the batch ended.
  */
-class QuotaStop {
-  readonly models = new Map<string, string>();
+class ModelStop {
+  readonly models = new Map<string, { kind: StopKind; reason: string }>();
   /** Ids of the tasks handed to the engine. */
   readonly admitted = new Set<string>();
   readonly modelOf: (task: BatchTask) => string;
@@ -380,10 +410,10 @@ class QuotaStop {
   }
 
   /** Stops `task`'s model; returns how many of its tasks will be passed over, or undefined if it was stopped already. */
-  stop(task: BatchTask, reason: string): number | undefined {
+  stop(task: BatchTask, kind: StopKind, reason: string): number | undefined {
     const model = this.modelOf(task);
     if (this.models.has(model)) return undefined;
-    this.models.set(model, reason);
+    this.models.set(model, { kind, reason });
     return this.#todo.filter(
       (other) => this.modelOf(other) === model && !this.admitted.has(other.id),
     ).length;
@@ -393,10 +423,35 @@ class QuotaStop {
     return this.#todo.filter((task) => this.stopped(task) && !this.admitted.has(task.id)).length;
   }
 
+  /** For the summary: `quotaExhausted` and `unreachable`, each model with why. */
+  byKind(): { quotaExhausted?: Record<string, string>; unreachable?: Record<string, string> } {
+    const of = (kind: StopKind) => {
+      const models = [...this.models].filter(([, stop]) => stop.kind === kind);
+      return models.length === 0
+        ? undefined
+        : Object.fromEntries(models.map(([model, stop]) => [model, stop.reason]));
+    };
+    return defined({ quotaExhausted: of('quota'), unreachable: of('unreachable') });
+  }
+
   explain(): void {
-    const models = [...this.models.keys()].map(safeLabel).join(', ');
+    const names = (kind: StopKind) =>
+      [...this.models]
+        .filter(([, stop]) => stop.kind === kind)
+        .map(([model]) => safeLabel(model))
+        .join(', ');
+    const quota = names('quota');
+    const down = names('unreachable');
+    const what = [
+      quota === '' ? '' : `the provider's quota is spent for ${quota}`,
+      down === '' ? '' : `the provider could not be used for ${down}`,
+    ]
+      .filter((part) => part !== '')
+      .join('; ');
+    const fix =
+      quota === '' ? 'Fix the provider or the key' : down === '' ? 'Raise the limit' : 'Fix that';
     note(
-      `cohort batch: the provider's quota is spent for ${models}: ${this.notStarted} task(s) not started. Raise the limit, then rerun the same command: they run, and so do the tasks that failed for it (their lines are replaced)`,
+      `cohort batch: ${what}: ${this.notStarted} task(s) not started. ${fix}, then rerun the same command: they run, and so do the tasks that failed for it (their lines are replaced)`,
     );
   }
 }

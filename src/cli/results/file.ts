@@ -251,14 +251,21 @@ function cutFromOurs(text: string): boolean {
 }
 
 /**
- * Keeps a task's first final line; drops interrupted cancels, failures for a spent quota (the
- * task never had its chance: it runs again once the limit is raised), duplicates and retried
- * failures.
+ * Failure codes a rerun retries without `--retry-failed`: the task never had its chance (a spent
+ * quota, a provider that could not be reached or refused the key), so it runs again once that
+ * is fixed.
+ */
+export const RERUN_CODES = ['quota_exhausted', 'connection', 'auth'] as const;
+const RERUN: ReadonlySet<string> = new Set(RERUN_CODES);
+
+/**
+ * Keeps a task's first final line; drops interrupted cancels, failures a rerun retries (see
+ * RERUN_CODES), duplicates and retried failures.
  */
 function decide(scan: Scan, line: ResultLineFacts, span: LineSpan, retryFailed: boolean): void {
   if (scan.outcomes.has(line.taskId)) scan.removed++;
   else if (line.outcome === 'cancelled' && INTERRUPTED.has(line.reason ?? '')) scan.removed++;
-  else if (line.outcome === 'failed' && line.code === 'quota_exhausted') scan.removed++;
+  else if (line.outcome === 'failed' && RERUN.has(line.code ?? '')) scan.removed++;
   else if (line.outcome === 'failed' && retryFailed) scan.retried++;
   else {
     scan.outcomes.set(line.taskId, line.outcome);

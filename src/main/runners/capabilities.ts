@@ -94,9 +94,9 @@ export const CAPABILITIES = {
     }),
   }),
   /** The rate-limit governor admits each of its provider attempts. */
-  governor: capability<Governor, 'gov-admit' | 'gov-settle' | 'gov-withdraw'>({
+  governor: capability<Governor, 'gov-admit' | 'gov-head' | 'gov-settle' | 'gov-withdraw'>({
     flag: (governor) => ({ governed: { patienceMs: governor.patienceMs } }),
-    kinds: ['gov-admit', 'gov-settle', 'gov-withdraw'],
+    kinds: ['gov-admit', 'gov-head', 'gov-settle', 'gov-withdraw'],
     serve: (governor, child) => new GovernedChild(governor, child),
   }),
 };

@@ -24,12 +24,26 @@ export interface WindowSample {
   latencyMs: number;
   /** Requests queued behind the window when it settled. */
   queued: number;
+  /** Requests in flight when it settled, itself included. */
+  inFlight: number;
 }
 
 export interface Window {
   /** Requests that may be in flight now: at least one, so a key always makes progress. */
   readonly limit: number;
-  sample(sample: WindowSample): void;
+  /** The window that still fills the account's known limits: no cut goes below it. */
+  floor: number;
+  /** The share of the last round trip's attempts the provider refused. */
+  readonly refusalRate: number;
+  /** The provider has pushed back: the window no longer opens on what the headers allow. */
+  readonly congested: boolean;
+  /**
+   * Learns from one settled attempt. When it ends a round trip, says whether half or more of
+   * that round trip was refused (the key then pauses); otherwise undefined.
+   */
+  sample(sample: WindowSample): boolean | undefined;
+  /** Opens the window to at least `size`: the provider said that much may be sent. */
+  open(size: number): void;
 }
 
 export function makeWindow(control: ConcurrencyControl, initial: number, ceiling: number): Window {
@@ -39,17 +53,32 @@ export function makeWindow(control: ConcurrencyControl, initial: number, ceiling
     case 'gradient':
       return new GradientWindow(initial, ceiling);
     case 'fixed':
-      return { limit: Number.isFinite(ceiling) ? ceiling : Number.MAX_SAFE_INTEGER, sample() {} };
+      return {
+        limit: Number.isFinite(ceiling) ? ceiling : Number.MAX_SAFE_INTEGER,
+        floor: 1,
+        refusalRate: 0,
+        congested: true,
+        sample: () => undefined,
+        open() {},
+      };
   }
 }
 
-/** The cut on a 429 or 529: gentle enough that rate pacing, not this, sets the pace. */
-const DECREASE = 0.7;
+/** The least a cut keeps of the requests in flight, however many were refused. */
+const LEAST_KEPT = 0.5;
+/** A round trip of evidence holds at least this many attempts, however small the window. */
+const MIN_ROUND_SAMPLES = 16;
+/** A round trip with at least this share refused is past doubt: overload, whatever came before. */
+const SEVERE = 0.5;
+/** How far the background rate moves toward each round trip's rate once it has a history. */
+const BACKGROUND_WEIGHT = 0.2;
 
 /** A window whose size is a real number between 1 and its ceiling; the limit is its floor. */
 abstract class AdaptiveWindow implements Window {
   protected size: number;
   protected readonly ceiling: number;
+  /** The window that still fills the account's known limits: no cut goes below it. */
+  floor = 1;
 
   constructor(initial: number, ceiling: number) {
     this.ceiling = ceiling;
@@ -57,33 +86,120 @@ abstract class AdaptiveWindow implements Window {
   }
 
   get limit(): number {
-    return Math.max(1, Math.floor(this.size));
+    return Math.max(1, Math.floor(Math.min(this.ceiling, Math.max(this.size, this.floor))));
   }
 
-  abstract sample(sample: WindowSample): void;
+  get refusalRate(): number {
+    return 0;
+  }
+
+  get congested(): boolean {
+    return false;
+  }
+
+  open(size: number): void {
+    this.size = Math.min(this.ceiling, Math.max(this.size, size));
+  }
+
+  abstract sample(sample: WindowSample): boolean | undefined;
 }
 
+/**
+ * Additive increase, multiplicative decrease, told apart from random refusals. A provider may
+ * refuse a share of requests whatever one client does (the real API answers 529 at random under
+ * its own load): cutting on every refusal would shrink the window to about √(1/(0.3·p)) under a
+ * random refusal rate p, as TCP does under random loss. So the window judges refusals by round
+ * trip (at least the requests that were in flight, and at least 16 attempts): it learns the
+ * background rate, the share refused whatever the window, and cuts only when a round trip's
+ * refusals stand out from it. A cut keeps the requests that got through (1 − the excess rate, at
+ * least half): past a hard capacity C with F in flight, (F − C)/F are refused, and the cut lands
+ * on C. The first round trip only learns the background, unless half or more were refused.
+ */
 class AimdWindow extends AdaptiveWindow {
   /** Below this, each success adds one (doubling per round trip); above, one per round trip. */
   #threshold = Number.POSITIVE_INFINITY;
-  /** Attempt sequence number at the last cut: one cut per round trip, not one per 429. */
-  #cutAfter = -1;
+  /** The share of attempts refused whatever the window: learned per round trip. */
+  #background = 0;
+  #rounds = 0;
+  /** This round trip: attempts sent after it began, and how many came back refused. */
+  #roundAfter = 0;
+  #roundTarget = MIN_ROUND_SAMPLES;
+  #sent = 0;
+  #refused = 0;
+  /** The most requests in flight this round trip saw: what a cut keeps a share of. */
+  #flight = 0;
+  /** The last round trip's refusal rate, for the state the governor reports. */
+  #lastRate = 0;
 
-  sample(sample: WindowSample): void {
-    if (sample.refused) this.#cut(sample.sequence, sample.latest);
+  override get refusalRate(): number {
+    return this.#lastRate;
+  }
+
+  override get congested(): boolean {
+    return Number.isFinite(this.#threshold);
+  }
+
+  sample(sample: WindowSample): boolean | undefined {
     // The window grows only if it was in use: otherwise a quiet key would earn a large window
     // it never tested, and spend it at once in a burst.
-    else if (sample.ok && sample.wasFull) {
+    if (sample.ok && sample.wasFull) {
       const step = this.size < this.#threshold ? 1 : 1 / this.size;
       this.size = Math.min(this.ceiling, this.size + step);
     }
+    // Attempts sent before the round trip began speak of the window before it: not counted.
+    if (sample.sequence <= this.#roundAfter || !(sample.ok || sample.refused)) return undefined;
+    this.#sent++;
+    if (sample.refused) this.#refused++;
+    this.#flight = Math.max(this.#flight, sample.inFlight);
+    const decided = this.#sent >= this.#roundTarget || (sample.refused && this.#overAlready());
+    return decided ? this.#endRound(sample) : undefined;
   }
 
-  /** Attempts already in flight at the last cut report the same congestion: no second cut. */
-  #cut(sequence: number, latest: number): void {
-    if (sequence <= this.#cutAfter) return;
-    this.#cutAfter = latest;
-    this.size = Math.max(1, this.size * DECREASE);
+  /** The refusals so far would stand out however the rest of the round trip went. */
+  #overAlready(): boolean {
+    const target = this.#roundTarget;
+    if (this.#refused >= SEVERE * target) return true;
+    return this.#rounds > 0 && this.#refused > this.#expected(target);
+  }
+
+  /** Refusals in `sent` attempts beyond which chance at the background rate is no explanation. */
+  #expected(sent: number): number {
+    const background = this.#background;
+    const spread = 2 * Math.sqrt(Math.max(1, sent * background * (1 - background)));
+    return sent * background + spread + 1;
+  }
+
+  /** Judges a whole round trip; says whether half or more of it was refused. */
+  #endRound(sample: WindowSample): boolean {
+    // A refusal often comes back long before a success sent with it: a round trip decided early
+    // counts the attempts it expected, so its rate errs low, and the next round trip cuts again.
+    const sent = Math.max(this.#sent, this.#roundTarget);
+    const rate = this.#refused / sent;
+    this.#lastRate = rate;
+    this.#rounds++;
+    const background = this.#background;
+    const first = this.#rounds === 1;
+    const standsOut = this.#refused > this.#expected(sent);
+    if (rate >= SEVERE || (!first && standsOut)) {
+      this.#cut(this.#flight, rate - (first ? 0 : background));
+    } else {
+      // A round trip like the others: it is what the provider refuses whatever one client does.
+      const weight = Math.max(BACKGROUND_WEIGHT, 1 / this.#rounds);
+      this.#background = background + weight * (rate - background);
+    }
+    this.#roundAfter = sample.latest;
+    this.#roundTarget = Math.max(MIN_ROUND_SAMPLES, this.#flight);
+    this.#sent = 0;
+    this.#refused = 0;
+    this.#flight = 0;
+    return rate >= SEVERE;
+  }
+
+  /** Keeps the share that got through of what was in flight: one cut per round trip. */
+  #cut(inFlight: number, excess: number): void {
+    const kept = Math.max(LEAST_KEPT, 1 - excess);
+    const base = Math.min(this.size, Math.max(1, inFlight));
+    this.size = Math.max(1, this.floor, base * kept);
     this.#threshold = this.size;
   }
 }
@@ -98,15 +214,16 @@ class GradientWindow extends AdaptiveWindow {
   #shortMs = 0;
   #longMs = 0;
 
-  sample(sample: WindowSample): void {
-    if (sample.refused || !sample.ok) return;
+  sample(sample: WindowSample): undefined {
+    if (sample.refused || !sample.ok) return undefined;
     const latency = Math.max(1, sample.latencyMs);
     this.#shortMs = this.#shortMs === 0 ? latency : this.#shortMs + 0.1 * (latency - this.#shortMs);
     this.#longMs = this.#longMs === 0 ? latency : this.#longMs + 0.01 * (latency - this.#longMs);
     // Only a window in use says anything about capacity.
-    if (!sample.wasFull) return;
+    if (!sample.wasFull) return undefined;
     const gradient = Math.max(0.5, Math.min(1, this.#longMs / this.#shortMs));
     const target = this.size * gradient + Math.sqrt(this.size);
     this.size = Math.min(this.ceiling, Math.max(1, 0.8 * this.size + 0.2 * target));
+    return undefined;
   }
 }

@@ -69,6 +69,10 @@ export class Governor implements Gate {
     );
   }
 
+  opened(permit: number, headers: Record<string, string>): void {
+    this.#permits.get(permit)?.opened(permit, headers);
+  }
+
   settle(permit: number, report: SettleReport): void {
     const key = this.#permits.get(permit);
     if (!key) return;

@@ -40,6 +40,8 @@ export class KeyBuckets {
   readonly #totals: Totals = { requests: 0, input: 0, output: 0 };
   #inputRatio = 1;
   #outputAverage = FIRST_OUTPUT_GUESS;
+  /** Running average of the input tokens one admission was charged. */
+  #inputAverage = 0;
   /** Leases from buckets every process of a fleet shares (queue mode), when there are some. */
   readonly #shared: SharedLeases | undefined;
 
@@ -96,6 +98,10 @@ export class KeyBuckets {
     take('input', costs.input);
     take('output', costs.output);
     this.#totals.requests += 1;
+    this.#inputAverage =
+      this.#inputAverage === 0
+        ? costs.input
+        : this.#inputAverage + SMOOTHING * (costs.input - this.#inputAverage);
     this.#totals.input += costs.input;
     this.#totals.output += costs.output;
     return { rawInput: request.inputTokens, ...costs, marks, totals: { ...this.#totals } };
@@ -159,6 +165,52 @@ export class KeyBuckets {
     seat('requests', report.requests, REQUEST_TOLERANCE);
     seat('input', report.inputTokens, TOKEN_TOLERANCE);
     seat('output', report.outputTokens, TOKEN_TOLERANCE);
+  }
+
+  /**
+   * How many more requests of the usual size what is left of every known bucket allows now, or
+   * undefined when no limit is known (no rate-limit headers came: the provider has none).
+   */
+  headroom(now: number): number | undefined {
+    const { requests, input, output } = this.#buckets;
+    if (!requests && !input && !output) return undefined;
+    requests?.refill(now);
+    input?.refill(now);
+    output?.refill(now);
+    return Math.max(
+      1,
+      Math.floor(
+        Math.min(
+          requests ? requests.level : Number.POSITIVE_INFINITY,
+          input ? input.level / Math.max(1, this.#inputAverage) : Number.POSITIVE_INFINITY,
+          output ? output.level / Math.max(1, this.#outputAverage) : Number.POSITIVE_INFINITY,
+        ),
+      ),
+    );
+  }
+
+  /**
+   * The requests in flight that fill the known limits when each takes `latencyMs` (Little's
+   * law): a window cut below it would leave the account's limits unused. 1 with no known limit.
+   */
+  fillingWindow(latencyMs: number): number {
+    const perMinute = Math.min(
+      this.#buckets.requests?.limit ?? Number.POSITIVE_INFINITY,
+      (this.#buckets.input?.limit ?? Number.POSITIVE_INFINITY) / Math.max(1, this.#inputAverage),
+      (this.#buckets.output?.limit ?? Number.POSITIVE_INFINITY) / Math.max(1, this.#outputAverage),
+    );
+    if (!Number.isFinite(perMinute)) return 1;
+    return Math.max(1, Math.ceil((perMinute * latencyMs) / 60_000));
+  }
+
+  /** The per-minute limits the provider's headers taught, for a later process to start from. */
+  learnedLimits(): GovernorLimits {
+    const learned: GovernorLimits = {};
+    const { requests, input, output } = this.#buckets;
+    if (requests?.source === 'learned') learned.rpm = requests.limit;
+    if (input?.source === 'learned') learned.itpm = input.limit;
+    if (output?.source === 'learned') learned.otpm = output.limit;
+    return learned;
   }
 
   /** The known limits and what is left of each now, for the key's state. */

@@ -5,9 +5,11 @@ import { type SharedBucketStore, SharedLeases } from './shared-leases.js';
 import type {
   Admission,
   AdmitRequest,
+  BreakerState,
   GovernorLimits,
   GovernorMemory,
   GovernorState,
+  KeyMemory,
   SettleReport,
 } from './types.js';
 
@@ -26,9 +28,20 @@ export interface KeySettings extends GovernorLimits {
 
 /** How long a key stays shut after the provider said retrying is pointless, before it probes. */
 export const EXHAUSTED_HOLD_MS = 60_000;
-/** The pause after a 429 or 529 that named no `retry-after`: doubles per answer in a row. */
+/**
+ * The key-wide pause when half or more of a round trip's attempts were refused with no
+ * `retry-after`: doubles per such round trip in a row. A lone refusal pauses nothing: its request
+ * backs off alone (provider.ts).
+ */
 const FIRST_PAUSE_MS = 500;
 const MAX_PAUSE_MS = 30_000;
+/** Connection failures in a row, across every agent of the key, that open its breaker. */
+export const BREAKER_FAILURES = 5;
+/** How long an open breaker waits before one request probes; doubles per failed probe. */
+export const BREAKER_FIRST_HOLD_MS = 5_000;
+const BREAKER_MAX_HOLD_MS = 60_000;
+/** Weight of the newest success in the running average of latency, for the floor. */
+const LATENCY_SMOOTHING = 0.2;
 /** The longest timer Node honours, in ms. */
 const MAX_TIMER_MS = 2 ** 31 - 1;
 interface Waiter {
@@ -45,6 +58,8 @@ interface Held {
   charge: Charge;
   /** The window held others back when it went: a success may grow it. */
   wasFull: boolean;
+  /** Its response began, and what its headers said was learned then. */
+  opened: boolean;
 }
 
 /**
@@ -67,14 +82,22 @@ export class KeyGovernor {
   #sequence = 0;
   #pausedUntil = 0;
   #pauseStreak = 0;
-  /** Attempt sequence number when the streak last grew. */
-  #streakAfter = -1;
   #exhausted: { message: string; until: number } | undefined;
   /** After a shut key reopens, one request at a time until one succeeds. */
   #probing = false;
   #admitted = 0;
   #rateLimited = 0;
   #overloaded = 0;
+  /** Connection failures in a row; any answer from the provider resets it. */
+  #unreachable = 0;
+  #breaker: (BreakerState & { hold: number }) | undefined;
+  /** The provider's responses carry no rate-limit headers: it has no limits to respect. */
+  #unlimited = false;
+  /** Running average of a successful attempt's time, for the floor that fills the limits. */
+  #latencyMs = 0;
+  readonly #memory: GovernorMemory | undefined;
+  /** What was last given to `memory`, so an unchanged state is not handed over again. */
+  #remembered = '';
 
   constructor(
     key: string,
@@ -92,10 +115,18 @@ export class KeyGovernor {
       settings.initialConcurrency,
       settings.maxConcurrency,
     );
+    this.#memory = settings.memory;
+    const recalled = safely(() => settings.memory?.recall(key));
+    // What an earlier process learned starts this one: its limits pace from the first request
+    // (configured ones win), and its window replaces the slow start.
     this.#buckets = new KeyBuckets(
-      settings,
+      { ...definedLimits(recalled ?? {}), ...definedLimits(settings) },
       settings.store ? new SharedLeases(settings.store, key, () => this.pump()) : undefined,
     );
+    if (recalled !== undefined && settings.concurrencyControl !== 'fixed') {
+      this.#unlimited = recalled.unlimited === true;
+      this.#window.open(Math.min(settings.maxConcurrency, recalled.window));
+    }
   }
 
   admit(request: AdmitRequest, signal: AbortSignal, resolve: (a: Admission) => void): void {
@@ -127,9 +158,24 @@ export class KeyGovernor {
   pump(): void {
     this.#disarm();
     const now = Date.now();
+    const breaker = this.#breaker;
+    if (breaker?.state === 'open') {
+      if (now < breaker.probeAt!) {
+        this.#refuseAll({
+          ok: false,
+          reason: 'breaker',
+          code: breaker.code,
+          message: breaker.message,
+        });
+        return;
+      }
+      // Long enough: one request probes whether the provider is back, the rest wait for it.
+      breaker.state = 'half-open';
+      delete breaker.probeAt;
+    }
     if (this.#exhausted !== undefined) {
       if (now < this.#exhausted.until) {
-        this.#refuseAll(this.#exhausted.message);
+        this.#refuseAll({ ok: false, reason: 'exhausted', message: this.#exhausted.message });
         return;
       }
       // Long enough: one request probes whether the limit was raised, the rest wait for it.
@@ -142,7 +188,12 @@ export class KeyGovernor {
         this.#wake(this.#pausedUntil - now);
         return;
       }
-      if (this.#held.size >= (this.#probing ? 1 : this.#window.limit)) return;
+      if (this.#unlimited && !this.#probing && !this.#window.congested) {
+        // No limits to respect: the window follows the demand until the provider pushes back.
+        this.#window.open(this.#held.size + this.#priority.size + this.#normal.size);
+      }
+      const probing = this.#probing || this.#breaker !== undefined;
+      if (this.#held.size >= (probing ? 1 : this.#window.limit)) return;
       const wait = this.#buckets.waitFor(head.request, now);
       if (wait > 0) {
         this.#wake(wait);
@@ -186,10 +237,33 @@ export class KeyGovernor {
       sentAt: now,
       charge: this.#buckets.charge(waiter.request),
       wasFull,
+      opened: false,
     });
     this.#admitted++;
     waiter.resolve({ ok: true, permit });
     this.#onChange();
+  }
+
+  /**
+   * An admitted attempt's response began (its status was 200): what its headers say about the
+   * limits is learned now, not when it ends, so a cold key opens its window within one time to
+   * first byte. Headers with what remains open the window to that many requests; a response
+   * with no rate-limit headers says the provider has no limits to respect.
+   */
+  opened(permit: number, headers: Record<string, string>): void {
+    const held = this.#held.get(permit);
+    if (!held || held.opened) return;
+    held.opened = true;
+    this.#answered();
+    this.#buckets.learn(held.charge, held.sentAt, headers);
+    if (this.#window.congested) return;
+    const headroom = this.#buckets.headroom(Date.now());
+    if (headroom === undefined) this.#unlimited = true;
+    else {
+      this.#unlimited = false;
+      this.#window.open(headroom);
+    }
+    this.pump();
   }
 
   /** An admitted attempt ended: what it cost, and what the provider said about the limits. */
@@ -200,21 +274,31 @@ export class KeyGovernor {
     const now = Date.now();
     const refused = report.outcome === 'rate_limited' || report.outcome === 'overloaded';
     this.#buckets.settle(held.charge, report, refused);
-    if (report.headers) this.#buckets.learn(held.charge, held.sentAt, report.headers);
-    this.#window.sample({
+    if (report.headers && !held.opened)
+      this.#buckets.learn(held.charge, held.sentAt, report.headers);
+    const latencyMs = now - held.sentAt;
+    if (report.outcome === 'ok') {
+      this.#latencyMs =
+        this.#latencyMs === 0
+          ? latencyMs
+          : this.#latencyMs + LATENCY_SMOOTHING * (latencyMs - this.#latencyMs);
+      this.#window.floor = this.#buckets.fillingWindow(this.#latencyMs);
+    }
+    const severe = this.#window.sample({
       sequence: held.sequence,
       latest: this.#sequence,
       refused,
       ok: report.outcome === 'ok',
       wasFull: held.wasFull,
-      latencyMs: now - held.sentAt,
+      latencyMs,
       queued: this.#priority.size + this.#normal.size,
+      inFlight: this.#held.size + 1,
     });
-    if (refused) this.#refused(held, report, now);
-    else if (report.outcome === 'ok') {
-      this.#pauseStreak = 0;
-      this.#probing = false;
-    } else if (report.outcome === 'exhausted') {
+    if (refused) this.#refused(report, now, severe);
+    else if (severe === false) this.#pauseStreak = 0;
+    this.#breakerSees(report, now);
+    if (report.outcome === 'ok') this.#probing = false;
+    else if (report.outcome === 'exhausted') {
       this.#exhausted = {
         message: report.message ?? 'the provider said retrying is pointless',
         until: now + EXHAUSTED_HOLD_MS,
@@ -222,30 +306,86 @@ export class KeyGovernor {
     }
     this.pump();
     this.#onChange();
+    this.#remember();
   }
 
-  #refused(held: Held, report: SettleReport, now: number): void {
+  /**
+   * A `retry-after` pauses the whole key until that instant: the provider said when. Without
+   * one, a refusal pauses nothing (its request backs off alone), unless half or more of a round
+   * trip were refused: then the key pauses, 0.5 s doubling per such round trip in a row.
+   */
+  #refused(report: SettleReport, now: number, severe: boolean | undefined): void {
     if (report.outcome === 'rate_limited') this.#rateLimited++;
     else this.#overloaded++;
-    // A pause longer than a request's patience would hold it past the moment it should fail.
     const told = retryAfterMsOf(report.headers);
-    const unprompted = Math.min(MAX_PAUSE_MS, FIRST_PAUSE_MS * 2 ** this.#pauseStreak);
-    const pause = Math.min(told ?? unprompted, this.#patienceMs);
-    // Attempts already in flight at the last refusal report the same moment: the unprompted
-    // pause doubles once per round trip, not once per refused attempt.
-    if (held.sequence > this.#streakAfter) {
+    let pause: number | undefined;
+    if (told !== undefined) pause = told;
+    else if (severe === true) {
+      pause = Math.min(MAX_PAUSE_MS, FIRST_PAUSE_MS * 2 ** this.#pauseStreak);
       this.#pauseStreak++;
-      this.#streakAfter = this.#sequence;
     }
-    // Shared: every queued request of the key waits until that instant, not only this one.
-    this.#pausedUntil = Math.max(this.#pausedUntil, now + pause);
+    if (pause === undefined) return;
+    // A pause longer than a request's patience would hold it past the moment it should fail.
+    this.#pausedUntil = Math.max(this.#pausedUntil, now + Math.min(pause, this.#patienceMs));
   }
 
-  #refuseAll(message: string): void {
+  /** The provider answered: whatever it said, it is reachable. */
+  #answered(): void {
+    this.#unreachable = 0;
+  }
+
+  /**
+   * The circuit breaker: connection failures in a row (or one refused API key) open it, and
+   * every queued request fails at once with the cause instead of each grinding through its
+   * retries. After a hold one request probes; an answer closes it, a failure reopens it for
+   * twice as long.
+   */
+  #breakerSees(report: SettleReport, now: number): void {
+    const outcome = report.outcome;
+    if (outcome === 'unreachable') this.#unreachable++;
+    else if (outcome !== 'aborted' && outcome !== 'failed') this.#answered();
+    const trips = outcome === 'auth' || this.#unreachable >= BREAKER_FAILURES;
+    const breaker = this.#breaker;
+    if (breaker?.state === 'half-open') {
+      if (trips || outcome === 'unreachable') this.#openBreaker(report, now, breaker.hold * 2);
+      else if (outcome !== 'aborted' && outcome !== 'failed') this.#breaker = undefined;
+      return;
+    }
+    if (breaker === undefined && trips) this.#openBreaker(report, now, BREAKER_FIRST_HOLD_MS);
+  }
+
+  #openBreaker(report: SettleReport, now: number, hold: number): void {
+    const code = report.outcome === 'auth' ? 'auth' : 'connection';
+    const cause = report.message ?? (code === 'auth' ? 'the API key was refused' : 'no connection');
+    const message =
+      code === 'auth'
+        ? `${this.label}: ${cause}; stopped sending requests with this key`
+        : `${this.label}: ${this.#unreachable} connection failures in a row (the last: ${cause}); stopped sending requests. Check that the provider is up and that the base URL is right (--base-url, ANTHROPIC_BASE_URL)`;
+    const capped = Math.min(BREAKER_MAX_HOLD_MS, hold);
+    this.#breaker = { state: 'open', code, message, probeAt: now + capped, hold: capped };
+  }
+
+  /** Hands what the key learned to the memory, when it changed. */
+  #remember(): void {
+    const memory = this.#memory;
+    if (memory === undefined) return;
+    const learned = this.#buckets.learnedLimits();
+    const remembered: KeyMemory = {
+      window: this.#window.limit,
+      ...learned,
+      ...(this.#unlimited ? { unlimited: true } : {}),
+    };
+    const text = JSON.stringify(remembered);
+    if (text === this.#remembered) return;
+    this.#remembered = text;
+    safely(() => memory.remember(this.key, remembered));
+  }
+
+  #refuseAll(admission: Admission): void {
     for (const queue of [this.#priority, this.#normal]) {
       for (const waiter of queue) {
         waiter.signal.removeEventListener('abort', waiter.onAbort);
-        waiter.resolve({ ok: false, reason: 'exhausted', message });
+        waiter.resolve(admission);
       }
       queue.clear();
     }
@@ -262,11 +402,33 @@ export class KeyGovernor {
       admitted: this.#admitted,
       rateLimited: this.#rateLimited,
       overloaded: this.#overloaded,
-      refusalRate: 0,
+      refusalRate: this.#window.refusalRate,
     };
     if (this.#pausedUntil > now) state.pausedUntil = this.#pausedUntil;
     if (this.#exhausted) state.exhausted = this.#exhausted.message;
+    if (this.#breaker) {
+      const { hold: _hold, ...breaker } = this.#breaker;
+      state.breaker = breaker;
+    }
     this.#buckets.describe(state, now);
     return state;
+  }
+}
+
+/** The configured limits, without the ones left unset. */
+function definedLimits(limits: GovernorLimits): GovernorLimits {
+  const out: GovernorLimits = {};
+  if (limits.rpm !== undefined) out.rpm = limits.rpm;
+  if (limits.itpm !== undefined) out.itpm = limits.itpm;
+  if (limits.otpm !== undefined) out.otpm = limits.otpm;
+  return out;
+}
+
+/** A memory's fault is its own: the governor goes on without it. */
+function safely<T>(run: () => T): T | undefined {
+  try {
+    return run();
+  } catch {
+    return undefined;
   }
 }

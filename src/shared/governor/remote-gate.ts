@@ -40,6 +40,10 @@ export class RemoteGate implements Gate {
     });
   }
 
+  opened(permit: number, headers: Record<string, string>): void {
+    if (!this.#closed) this.#post({ type: 'gov-head', id: permit, headers });
+  }
+
   settle(permit: number, report: SettleReport): void {
     if (!this.#closed) this.#post({ type: 'gov-settle', id: permit, report });
   }

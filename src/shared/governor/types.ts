@@ -142,5 +142,7 @@ export interface Gate {
   /** How long one request may keep being answered 429 or 529 before it fails, in ms. */
   readonly patienceMs: number;
   admit(request: AdmitRequest, signal: AbortSignal): Promise<Admission>;
+  /** The admitted attempt's response began (status 200): its rate-limit headers, lower-case. */
+  opened(permit: number, headers: Record<string, string>): void;
   settle(permit: number, report: SettleReport): void;
 }

@@ -6,7 +6,7 @@ import { defined } from '../option-schema.js';
 import { closeChatSpan, openChatSpan } from './chat-span.js';
 import { type AttemptFailure, classify, excerpt, formatMs, publicEndpoint } from './classify.js';
 import type { ProviderConfig } from './config.js';
-import { backoffMs, shouldRetry } from './retry.js';
+import { backoffMs, retryAfterMs, shouldRetry } from './retry.js';
 import {
   createTransport,
   type MessagesBody,
@@ -18,7 +18,6 @@ import type {
   AssistantTurn,
   CompleteOptions,
   ProviderError,
-  ProviderErrorCode,
   ProviderRequest,
   ProviderResult,
   ProviderUsage,
@@ -31,7 +30,7 @@ const STALLED = Symbol('stalled');
 
 type AttemptOutcome =
   | { ok: true; turn: AssistantTurn; headers: Headers }
-  | ({ ok: false; usage: ProviderUsage } & AttemptFailure);
+  | ({ ok: false; usage: ProviderUsage; reached?: boolean } & AttemptFailure);
 
 /**
  * Talks to a Messages-API server. One instance per config per thread; it holds one transport
@@ -68,16 +67,41 @@ export class Provider {
     const { gate, signal } = options;
     // Attempts that count against maxRetries: 429s and 529s the governor paces do not.
     let counted = 0;
-    // When the current run of 429s and 529s began, for the governor's patience.
+    // When the current run of 429s and 529s began, and how many, for the governor's patience.
     let refusedSince: number | undefined;
+    let refusals = 0;
+    let lastRefusal: ProviderError | undefined;
+    const patienceMs = gate ? (options.patienceMs ?? gate.patienceMs) : 0;
     for (let attempt = 1; ; attempt++) {
       if (signal.aborted) return aborted(attempt - 1, usage, signal);
       let permit: number | undefined;
       if (gate) {
-        const admission = await gate.admit(this.#admitRequest(request, attempt, options), signal);
+        // While refused, the wait in the governor's queue counts against the patience too.
+        const left =
+          refusedSince === undefined ? undefined : patienceMs - (Date.now() - refusedSince);
+        const patience = left === undefined ? undefined : patienceTimer(signal, left);
+        const admission = await gate.admit(
+          this.#admitRequest(request, attempt, options),
+          patience?.signal ?? signal,
+        );
+        patience?.clear();
         if (!admission.ok) {
-          if (admission.reason === 'aborted') return aborted(attempt - 1, usage, signal);
-          const error: ProviderError = { code: 'quota_exhausted', message: admission.message };
+          if (admission.reason === 'aborted') {
+            if (signal.aborted || refusedSince === undefined || lastRefusal === undefined) {
+              return aborted(attempt - 1, usage, signal);
+            }
+            return outOfPatience(
+              lastRefusal,
+              Date.now() - refusedSince,
+              attempt - 1,
+              usage,
+              options,
+            );
+          }
+          const error: ProviderError =
+            admission.reason === 'breaker'
+              ? { code: admission.code, message: admission.message }
+              : { code: 'quota_exhausted', message: admission.message };
           return { ok: false, error, calls: attempt - 1, usage };
         }
         permit = admission.permit;
@@ -85,9 +109,14 @@ export class Provider {
       const span = options.trace
         ? openChatSpan(options.trace, request.model ?? this.config.model)
         : undefined;
-      const outcome = await this.#attempt(request, attempt - 1, options);
+      const onHead =
+        gate && permit !== undefined
+          ? (headers: Headers) => gate.opened(permit, pickRateLimitHeaders(headers))
+          : undefined;
+      const outcome = await this.#attempt(request, attempt - 1, options, onHead);
       if (span !== undefined) closeChatSpan(options.trace!, span, outcome);
-      if (gate && permit !== undefined) gate.settle(permit, settleReport(outcome));
+      // The head already carried the headers: the settle need not carry them again.
+      if (gate && permit !== undefined) gate.settle(permit, settleReport(outcome, !onHead));
       if (outcome.ok) return { ok: true, turn: outcome.turn, calls: attempt };
       usage.inputTokens += outcome.usage.inputTokens;
       usage.outputTokens += outcome.usage.outputTokens;
@@ -95,16 +124,39 @@ export class Provider {
       if (error.code === 'aborted') return { ok: false, error, calls: attempt, usage };
       if (gate && isPaced(outcome)) {
         refusedSince ??= Date.now();
+        refusals++;
+        lastRefusal = error;
         const waited = Date.now() - refusedSince;
-        if (waited >= gate.patienceMs) {
-          const message = `${error.message} (still refused after ${formatMs(waited)} of paced retries; the limit is set by governor.patienceMs)`;
-          return { ok: false, error: { ...error, message }, calls: attempt, usage };
+        if (waited >= patienceMs) {
+          return outOfPatience(error, waited, attempt, usage, options);
         }
-        // Back through the governor, which holds every request of the key until the pause ends.
-        options.onRetry?.({ attempt: attempt + 1, maxAttempts, waitMs: 0, error, paced: true });
+        // A `retry-after` pauses the whole key in the governor: back through it at once. A
+        // refusal without one is this request's alone: it backs off, jittered, and goes again
+        // through the governor, which judges by round trip whether the key should slow down.
+        const told = retryAfterMs(outcome.headers);
+        const waitMs =
+          told !== undefined
+            ? 0
+            : Math.min(
+                patienceMs - waited,
+                backoffMs({
+                  retry: refusals - 1,
+                  baseMs: this.config.backoffBaseMs,
+                  maxMs: this.config.backoffMaxMs,
+                }),
+              );
+        options.onRetry?.({ attempt: attempt + 1, maxAttempts, waitMs, error, paced: true });
+        if (waitMs > 0) {
+          try {
+            await delay(signal, waitMs);
+          } catch {
+            return aborted(attempt, usage, signal);
+          }
+        }
         continue;
       }
       refusedSince = undefined;
+      refusals = 0;
       counted++;
       if (!shouldRetry(outcome) || counted >= maxAttempts) {
         return { ok: false, error: gaveUp(error, attempt), calls: attempt, usage };
@@ -139,6 +191,7 @@ export class Provider {
     request: ProviderRequest,
     attempt: number,
     options: CompleteOptions,
+    onHead: ((headers: Headers) => void) | undefined,
   ): Promise<AttemptOutcome> {
     const controller = new AbortController();
     const onAbort = () => controller.abort(options.signal.reason);
@@ -150,15 +203,19 @@ export class Provider {
       else idleTimer = setTimeout(() => controller.abort(STALLED), idleMs);
     };
     const assembler = new TurnAssembler();
+    // A response arrived: a failure after this is not the provider being unreachable.
+    let reached = false;
     try {
       // Until headers arrive the request timeout applies; the idle limit covers the stream.
       const response = await this.#transport.send(this.#body(request), {
         signal: controller.signal,
         attempt,
       });
+      reached = true;
       armIdle();
       const notAStream = await notAnEventStream(response, this.#endpoint);
       if (notAStream !== undefined) return this.#wrongServer(notAStream, assembler);
+      onHead?.(response.headers);
       let events = 0;
       for await (const event of response.events) {
         armIdle();
@@ -178,7 +235,10 @@ export class Provider {
         return { ok: false, error: { code: 'stalled', message }, usage: assembler.usage };
       }
       const context = { endpoint: this.#endpoint, requestTimeoutMs: this.config.requestTimeoutMs };
-      return { ok: false, ...classify(error, context), usage: assembler.usage };
+      // An HTTP status is an answer too: the transport throws it before the head is read.
+      const failure = classify(error, context);
+      const answered = reached || failure.error.status !== undefined;
+      return { ok: false, ...failure, usage: assembler.usage, reached: answered };
     } finally {
       if (idleTimer) clearTimeout(idleTimer);
       options.signal.removeEventListener('abort', onAbort);
@@ -264,31 +324,69 @@ function isPaced(outcome: AttemptFailure): boolean {
   return (code === 'rate_limited' || code === 'overloaded') && outcome.final !== true;
 }
 
-/** What the governor learns from an attempt: its outcome, its cost and its rate-limit headers. */
-function settleReport(outcome: AttemptOutcome): SettleReport {
+/**
+ * What the governor learns from an attempt: its outcome, its cost and its rate-limit headers
+ * (`withHeaders` false when its head carried them already).
+ */
+function settleReport(outcome: AttemptOutcome, withHeaders: boolean): SettleReport {
   if (outcome.ok) {
-    return {
-      outcome: 'ok',
-      usage: outcome.turn.usage,
-      headers: pickRateLimitHeaders(outcome.headers),
-    };
+    const report: SettleReport = { outcome: 'ok', usage: outcome.turn.usage };
+    if (withHeaders) report.headers = pickRateLimitHeaders(outcome.headers);
+    return report;
   }
   const report: SettleReport = {
-    outcome: SETTLE_OUTCOMES[outcome.error.code] ?? 'failed',
+    outcome: settleOutcome(outcome),
     usage: outcome.usage,
     headers: pickRateLimitHeaders(outcome.headers),
   };
-  if (outcome.final === true && report.outcome !== 'exhausted') report.outcome = 'failed';
-  if (report.outcome === 'exhausted') report.message = outcome.error.message;
+  const { outcome: said } = report;
+  if (said === 'exhausted' || said === 'unreachable' || said === 'auth') {
+    report.message = outcome.error.message;
+  }
   return report;
 }
 
-const SETTLE_OUTCOMES: Partial<Record<ProviderErrorCode, SettleOutcome>> = {
-  rate_limited: 'rate_limited',
-  overloaded: 'overloaded',
-  quota_exhausted: 'exhausted',
-  aborted: 'aborted',
-};
+function settleOutcome(outcome: Extract<AttemptOutcome, { ok: false }>): SettleOutcome {
+  const { code } = outcome.error;
+  if (code === 'quota_exhausted') return 'exhausted';
+  if (code === 'auth') return 'auth';
+  if (code === 'aborted') return 'aborted';
+  // No answer at all: the provider is down, or the base URL points at nothing.
+  if (code === 'connection' && outcome.reached !== true) return 'unreachable';
+  if (outcome.final === true) return 'failed';
+  if (code === 'rate_limited') return 'rate_limited';
+  if (code === 'overloaded') return 'overloaded';
+  return 'failed';
+}
+
+/** A request refused past its patience fails with the last refusal, saying so. */
+function outOfPatience(
+  error: ProviderError,
+  waited: number,
+  calls: number,
+  usage: ProviderUsage,
+  options: CompleteOptions,
+): ProviderResult {
+  const source =
+    options.patienceMs === undefined ? 'governor.patienceMs' : "the agent's patienceMs";
+  const message = `${error.message} (still refused after ${formatMs(waited)} of paced retries; the limit is set by ${source})`;
+  return { ok: false, error: { ...error, message }, calls, usage };
+}
+
+/** A signal that aborts with `signal`, or when `ms` have passed: the patience left. */
+function patienceTimer(signal: AbortSignal, ms: number): { signal: AbortSignal; clear(): void } {
+  const controller = new AbortController();
+  const onAbort = () => controller.abort(signal.reason);
+  signal.addEventListener('abort', onAbort, { once: true });
+  const timer = setTimeout(() => controller.abort(), Math.max(0, ms));
+  return {
+    signal: controller.signal,
+    clear() {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', onAbort);
+    },
+  };
+}
 
 /** Characters per token the governor assumes; it learns the real ratio from responses. */
 const CHARS_PER_TOKEN = 4;

@@ -72,6 +72,11 @@ export class GovernorLink {
         }
         return;
       }
+      case 'gov-head': {
+        const permit = this.#permits.get(message.id);
+        if (permit !== undefined) this.#governor.opened(permit, message.headers);
+        return;
+      }
       case 'gov-settle': {
         const permit = this.#permits.get(message.id);
         if (permit === undefined) return;
