@@ -96,7 +96,7 @@ export class Provider {
       if (gate && isPaced(outcome)) {
         refusedSince ??= Date.now();
         const waited = Date.now() - refusedSince;
-        if (waited >= gate.patienceMs) {
+        if (waited >= (options.patienceMs ?? gate.patienceMs)) {
           const message = `${error.message} (still refused after ${formatMs(waited)} of paced retries; the limit is set by governor.patienceMs)`;
           return { ok: false, error: { ...error, message }, calls: attempt, usage };
         }
