@@ -35,7 +35,7 @@ describe('the governor options, declared as fields', () => {
       'Expected `governor.rpm` to be a whole number from 1 and up, got `1.5` (number)',
     );
     expect(refusal(() => checkGovernorOptions({ patienceMs: -1 }))).toBe(
-      'Expected `governor.patienceMs` to be a whole number of milliseconds from 0 and up, got `-1` (number)',
+      'Expected `governor.patienceMs` to be a whole number of milliseconds from 0 to 2147483647 (about 24.8 days), got `-1` (number)',
     );
     expect(refusal(() => checkGovernorOptions([]))).toBe(
       'Expected `governor` to be an object, got `[]` (array)',
@@ -49,9 +49,9 @@ describe('the governor options, declared as fields', () => {
   });
 
   it('names the CLI flags of its options in an engine check message', () => {
-    expect(flagMessage('`governor.rpm` and `governor.enabled`, not `governor.patienceMs`')).toBe(
-      '`--rpm` and `--governor`, not `governor.patienceMs`',
-    );
+    expect(
+      flagMessage('`governor.rpm`, `governor.patienceMs`, not `governor.initialConcurrency`'),
+    ).toBe('`--rpm`, `--patience`, not `governor.initialConcurrency`');
   });
 });
 
@@ -85,6 +85,7 @@ describe('the flags named in engine messages', () => {
       'governor.itpm': '--itpm',
       'governor.otpm': '--otpm',
       'governor.maxConcurrency': '--max-concurrency',
+      'governor.patienceMs': '--patience',
       'governor.enabled': '--governor',
     });
   });

@@ -46,6 +46,8 @@ export const TASK_FIELDS = {
     budgetFromData(value, `\`${name}\``);
     return true;
   }),
+  /** How long one of its requests may keep being refused (429/529), in ms: over `--patience`. */
+  patienceMs: AGENT_FIELDS.patienceMs,
 } as const satisfies Fields;
 
 /** One line of a tasks file (an integer `id` is read as its string). */
@@ -66,6 +68,7 @@ const PROBLEM_ORDER: readonly (keyof typeof TASK_FIELDS)[] = [
   'maxSteps',
   'outputSchema',
   'budget',
+  'patienceMs',
 ];
 
 export interface TaskLineError {
@@ -131,6 +134,7 @@ export function taskAgentOptions(task: BatchTask): AgentOptions {
     agent: task.agent,
     outputSchema: task.outputSchema,
     budget: task.budget,
+    patienceMs: task.patienceMs,
   });
 }
 

@@ -5,7 +5,11 @@ import { checkBudget } from '../shared/budget-meter.js';
 import { DEFAULT_MAX_DEPTH, DEFAULT_MAX_STEPS } from '../shared/child-spec.js';
 import { formatDuration } from '../shared/duration.js';
 import type { AgentEvent } from '../shared/events.js';
-import { checkGovernorOptions, type GovernorOptions } from '../shared/governor/options.js';
+import {
+  checkGovernorOptions,
+  type GovernorOptions,
+  PATIENCE_MS,
+} from '../shared/governor/options.js';
 import {
   anyString,
   boolean,
@@ -90,6 +94,12 @@ export const AGENT_FIELDS = {
   ),
   /** This child's limits, field by field over its agent file's and the engine's. */
   budget: custom<Budget>('an object of budget limits', checkedBy(checkBudget)),
+  /**
+   * How long one of its provider requests may keep being refused (429/529) before it fails, in
+   * ms. Default: its agent file's, else its parent's (an agent's own agents inherit it), else
+   * the engine's `governor.patienceMs` (15 minutes). Only requests the governor paces wait.
+   */
+  patienceMs: PATIENCE_MS,
   /** Names of the tools to give it; default: all it may have. */
   tools: stringArray(),
   /** A named agent (an agent file): its fields are the defaults of this spawn's. */
@@ -315,6 +325,8 @@ export interface SpawnContext {
   traceParent?: Context;
   /** The tree budget its parent belongs to. */
   tree?: TreeLedger;
+  /** Its parent's patience (`patienceMs`), which it inherits unless it has its own. */
+  patienceMs?: number;
   /**
    * Its queue job's id, in queue mode (default: its agent id): a batch derives it from its task,
    * so a rerun's add of a job still in Redis is the same job, not a second run.

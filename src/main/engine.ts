@@ -261,6 +261,9 @@ export class Engine {
       outputSchema: agent.outputSchema,
       budget,
       prices: this.#options.prices,
+      // Its own (or its agent file's), else its parent's, else this engine's when it was given
+      // one: in queue mode the spec carries it to the worker, whose governor has its own default.
+      patienceMs: agent.patienceMs ?? context.patienceMs ?? this.#options.governor?.patienceMs,
       ...capabilityFlags(capabilities),
     });
     // A fresh bridge at each start: a resumed child gets a new one, the old one died with its
@@ -319,6 +322,7 @@ export class Engine {
             ceilingMs: this.ceilingMs ?? DEFAULT_CEILING_MS,
             logDirOf: (id) => path.join(this.logDir, id),
             provider: spec.provider,
+            patienceMs: spec.patienceMs,
             // The child's own agents report into its parent's events when someone listens.
             ...(onEvent ? { emit: onEvent } : {}),
             ...(trace ? { traceContextOf: (span) => trace.contextOf(span) } : {}),

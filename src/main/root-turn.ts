@@ -34,6 +34,8 @@ export interface RootTurnInput {
   tools: ReadonlyMap<string, AnyTool>;
   provider: Provider;
   gate?: Gate | undefined;
+  /** The root's patience with refused requests, in ms; unset, the gate's. */
+  patienceMs?: number | undefined;
   maxSteps: number;
   signal: AbortSignal;
   workspace: string | undefined;
@@ -57,6 +59,7 @@ export async function runRootTurn(input: RootTurnInput): Promise<TurnResult> {
       tools: input.tools,
       provider: input.provider,
       gate: input.gate,
+      patienceMs: input.patienceMs,
       maxSteps: input.maxSteps,
       signal: input.signal,
       workspace: input.workspace,

@@ -27,6 +27,8 @@ export interface ScopeOptions {
   logDirOf(id: string): string;
   /** Provider settings for children; unset, the engine's current ones at each spawn. */
   provider?: ProviderConfig;
+  /** The owner's patience (`patienceMs`), which its children inherit unless they have their own. */
+  patienceMs?: number | undefined;
   /**
    * Where the scope's events go: agent start and async settle and stale. Sync children stream
    * their own events here too when it is set.
@@ -185,7 +187,7 @@ export class AgentScope implements AgentSpawner {
     onEvent: ((event: AgentEvent) => void) | undefined,
     span: TraceSpanId | undefined,
   ): ChildHandle {
-    const { traceContextOf, tree } = this.#options;
+    const { traceContextOf, tree, patienceMs } = this.#options;
     const handle = this.#options.spawn(
       {
         prompt: input.prompt,
@@ -205,6 +207,7 @@ export class AgentScope implements AgentSpawner {
         ...(this.#options.provider ? { provider: this.#options.provider } : {}),
         ...(traceContextOf ? { traceParent: traceContextOf(span) } : {}),
         ...(tree ? { tree } : {}),
+        ...(patienceMs === undefined ? {} : { patienceMs }),
       },
     );
     // A spawn that races the scope's close still gets its one result: cancelled at once.

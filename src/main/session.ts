@@ -3,6 +3,7 @@ import { context as otelContext } from '@opentelemetry/api';
 import { DEFAULT_MAX_STEPS } from '../shared/child-spec.js';
 import { UsageError } from '../shared/errors.js';
 import type { AgentEvent } from '../shared/events.js';
+import { PATIENCE_MS } from '../shared/governor/options.js';
 import type { GovernorState } from '../shared/governor/types.js';
 import {
   anyString,
@@ -53,6 +54,12 @@ export const SESSION_FIELDS = {
   ceilingMs: durationMs(1, { default: DEFAULT_CEILING_MS }),
   /** Steps one root turn may take (default 50). */
   maxSteps: MAX_STEPS,
+  /**
+   * How long one of the root's requests may keep being refused (429/529) before its turn fails,
+   * in ms; its agents inherit it unless their agent file sets one. Default: the engine's
+   * `governor.patienceMs`.
+   */
+  patienceMs: PATIENCE_MS,
 } as const satisfies Fields;
 
 export type SessionOptions = OptionsOf<typeof SESSION_FIELDS>;
@@ -109,6 +116,7 @@ export class Session {
       generation: 0,
       ceilingMs: options.ceilingMs ?? engine.ceilingMs ?? DEFAULT_CEILING_MS,
       logDirOf: (id) => path.join(engine.logDir, id),
+      patienceMs: options.patienceMs,
       emit: (event) => this.#emit(event),
       onSettle: (_result, delivered) => this.#onAsyncSettle(delivered),
       ...(engine.tracer
@@ -322,6 +330,7 @@ export class Session {
         tools,
         provider: this.#provider,
         gate: this.#engine.governor,
+        patienceMs: this.#options.patienceMs,
         maxSteps: this.#options.maxSteps ?? DEFAULT_MAX_STEPS,
         signal: controller.signal,
         workspace: this.#engine.workspace,

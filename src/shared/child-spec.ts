@@ -48,6 +48,12 @@ export interface ChildSpec {
    * main over its worker's uplink before each attempt.
    */
   governed?: { patienceMs: number };
+  /**
+   * How long one of its requests may keep being refused (429/529) before it fails, in ms: its
+   * spawn's, its agent file's, its parent's or its engine's `governor.patienceMs`. Unset, the
+   * governor that admits it decides (`governed.patienceMs`; in queue mode, the worker's).
+   */
+  patienceMs?: number;
   /** Resume from the transcript in `logDir` (after the worker it ran on died). */
   resume?: boolean;
   /** Names of host tools registered on the main thread, reached through the host bridge. */

@@ -148,6 +148,7 @@ async function runLoop(run: ChildRun, deps: ChildRunDeps): Promise<AgentResult> 
     tools,
     provider: deps.provider,
     gate: deps.gate,
+    patienceMs: spec.patienceMs,
     model: spec.provider.model,
     maxSteps: spec.maxSteps,
     signal: deps.signal,

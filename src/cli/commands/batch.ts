@@ -60,8 +60,10 @@ export const BATCH_USAGE = `Usage: cohort batch TASKS.jsonl --out RESULTS.jsonl 
 Runs one child agent per task line and appends one result line (the AgentResult plus "taskId")
 per task as it settles. TASKS.jsonl may be \`-\` for stdin. A task line is
   {"id", "prompt", "title"?, "system"?, "tools"?, "maxSteps"?, "model"?,
-   "agent"?, "outputSchema"?, "budget"?}
-("agent" names an agent file in --agents; "outputSchema" puts the parsed reply in "value").
+   "agent"?, "outputSchema"?, "budget"?, "patienceMs"?}
+("agent" names an agent file in --agents; "outputSchema" puts the parsed reply in "value";
+"patienceMs" is how long one of its requests may be refused 429/529 before it fails, in ms,
+over its agent file's and --patience).
 Every line is checked as the engine would check it before anything starts: a bad line is
 reported with its number and gets no result line; the good lines run (--strict refuses to start).
 
@@ -69,9 +71,9 @@ RESULTS.jsonl is cohort's alone: it must be missing, empty, or a results file. A
 (RESULTS.jsonl.lock) keeps a second run out. Rerunning the same command skips the tasks already
 in it; --retry-failed also reruns the failed ones, replacing their lines.
 
-Every request passes the rate-limit governor (see --rpm, --governor). When the provider says the
-quota is spent (a spend-limit 429), the batch stops admitting tasks for that model and says
-why; rerun the same command once the limit is raised.
+Every request passes the rate-limit governor (see --rpm, --patience, --governor). When the
+provider says the quota is spent (a spend-limit 429), the batch stops admitting tasks for that
+model and says why; rerun the same command once the limit is raised.
 
 With --queue REDIS, every task is a job on that Redis queue, run by \`cohort worker\` processes on
 any machine (docs/SCALE-OUT.md). A task's job id comes from RESULTS.jsonl's path and its id, so

@@ -53,7 +53,12 @@ const ACCOUNT_LIMITS = {
 /** The governor's flags as one row, for a command that lists them together. */
 export function governorRow(help: string): HelpRow {
   return {
-    flags: [...ACCOUNT_LIMITS.flags, GOVERNOR_FIELDS.maxConcurrency, GOVERNOR_SWITCH],
+    flags: [
+      ...ACCOUNT_LIMITS.flags,
+      GOVERNOR_FIELDS.maxConcurrency,
+      GOVERNOR_FIELDS.patienceMs,
+      GOVERNOR_SWITCH,
+    ],
     help,
   };
 }
@@ -85,6 +90,7 @@ export const ENGINE_FLAGS: readonly HelpRow[] = [
   PROVIDER_FIELDS.connections,
   ACCOUNT_LIMITS,
   GOVERNOR_FIELDS.maxConcurrency,
+  GOVERNOR_FIELDS.patienceMs,
   GOVERNOR_SWITCH,
   ENGINE_FIELDS.workspace,
   ENGINE_FIELDS.toolModules,
@@ -216,22 +222,28 @@ function pricesFlag(values: ParsedValues): PriceTable | undefined {
 }
 
 /**
- * `--governor`, `--rpm`, `--itpm`, `--otpm` and `--max-concurrency`, as the `governor` option;
- * none of them gives none.
+ * `--governor`, `--rpm`, `--itpm`, `--otpm`, `--max-concurrency` and `--patience`, as the
+ * `governor` option; none of them gives none.
  */
 export function governorFlags(values: ParsedValues): GovernorOptions | undefined {
   const mode = choiceFlag(values, GOVERNOR_SWITCH);
   const governor: GovernorOptions = {};
+  const refuseWhenOff = (flag: string | undefined, what: string) => {
+    if (mode !== 'off') return;
+    throw new UsageError(`Expected either \`--governor off\` or \`${flag}\`, got both: ${what}`);
+  };
   for (const option of GOVERNOR_LIMITS) {
     const field = GOVERNOR_FIELDS[option];
     const value = wholeNumberFlag(values, field);
     if (value === undefined) continue;
-    if (mode === 'off') {
-      throw new UsageError(
-        `Expected either \`--governor off\` or \`${field.flag}\`, got both: the limits are the governor's`,
-      );
-    }
+    refuseWhenOff(field.flag, "the limits are the governor's");
     governor[option] = value;
+  }
+  const patienceMs = durationFlag(values, GOVERNOR_FIELDS.patienceMs);
+  if (patienceMs !== undefined) {
+    // Without the governor nothing is paced: each 429 and 529 counts against maxRetries.
+    refuseWhenOff(GOVERNOR_FIELDS.patienceMs.flag, 'only requests the governor paces wait');
+    governor.patienceMs = patienceMs;
   }
   if (mode === 'off') governor.enabled = false;
   return Object.keys(governor).length === 0 ? undefined : governor;

@@ -1,7 +1,7 @@
 import type { Budget } from '../../shared/budget.js';
 import { UsageError } from '../../shared/errors.js';
 import { custom, type Fields, nonEmptyString } from '../../shared/option-schema.js';
-import { MAX_STEPS } from '../engine-options.js';
+import { AGENT_FIELDS, MAX_STEPS } from '../engine-options.js';
 
 /**
  * A malformed agent file: the message starts with `FILE:LINE: `. Its field names are the file's
@@ -17,10 +17,10 @@ const TEXT = nonEmptyString();
 
 /**
  * The frontmatter fields an agent file may have, in the order messages list them. Each field's
- * words are its messages' (``Expected `maxSteps` to be …``); `maxSteps` is the spawn option's own
- * field. Beyond its field, `name` must be the file's name, `tools` may be one comma-separated
- * string, `outputSchema` must compile, and `budget` is checked limit by limit, each pointed at
- * its own line (`load.ts`).
+ * words are its messages' (``Expected `maxSteps` to be …``); `maxSteps` and `patienceMs` are the
+ * spawn options' own fields. Beyond its field, `name` must be the file's name, `tools` may be one
+ * comma-separated string, `outputSchema` must compile, and `budget` is checked limit by limit,
+ * each pointed at its own line (`load.ts`).
  */
 export const AGENT_FILE_FIELDS = {
   name: custom<string>(NAME_RULE, (value) => typeof value === 'string' && NAME_SHAPE.test(value)),
@@ -34,6 +34,7 @@ export const AGENT_FILE_FIELDS = {
   maxSteps: MAX_STEPS,
   budget: custom<Budget>('a mapping of limits', isMapping),
   outputSchema: custom<Record<string, unknown>>('a mapping (a JSON Schema)', isMapping),
+  patienceMs: AGENT_FIELDS.patienceMs,
 } as const satisfies Fields;
 
 export type AgentField = keyof typeof AGENT_FILE_FIELDS;
@@ -59,6 +60,8 @@ export interface AgentDefinition {
   budget?: Budget;
   /** A JSON Schema its reply's `result` must match (a typed reply). */
   outputSchema?: Record<string, unknown>;
+  /** How long one of its requests may keep being refused (429/529) before it fails, in ms. */
+  patienceMs?: number;
   /** The file it came from (absolute). */
   file: string;
   /** The 1-based line of each frontmatter field that is set, for messages naming `file:line`. */

@@ -32,6 +32,7 @@ export function agentResolver(
       tools: definition.tools,
       maxSteps: definition.maxSteps,
       outputSchema: definition.outputSchema,
+      patienceMs: definition.patienceMs,
       ...defined(own),
     });
     // Merged only when either has one: a spawn's bad `budget` (null, a number) is left as it is

@@ -1,6 +1,6 @@
 import { defined } from '../option-schema.js';
 import { KeyGovernor, type KeySettings } from './key-governor.js';
-import { checkGovernorOptions } from './options.js';
+import { checkGovernorOptions, DEFAULT_PATIENCE_MS } from './options.js';
 import type { SharedBucketStore } from './shared-leases.js';
 import type {
   Admission,
@@ -13,7 +13,6 @@ import type {
 } from './types.js';
 
 export const DEFAULT_INITIAL_CONCURRENCY = 4;
-export const DEFAULT_PATIENCE_MS = 15 * 60_000;
 /** State updates are sent at most this often per key: a busy key changes thousands of times a second. */
 const UPDATE_EVERY_MS = 250;
 

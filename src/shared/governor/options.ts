@@ -1,7 +1,9 @@
+import { formatDuration } from '../duration.js';
 import { expected, UsageError } from '../errors.js';
 import {
   boolean,
   checkOptions,
+  durationMs,
   type Fields,
   type OptionsOf,
   oneOf,
@@ -11,6 +13,23 @@ import { CONCURRENCY_CONTROLS } from './concurrency.js';
 
 /** The limits have no upper bound: the provider's headers take over from them. */
 const NO_BOUND = Number.POSITIVE_INFINITY;
+
+/** How long one request may keep being refused before its agent fails, unless told otherwise. */
+export const DEFAULT_PATIENCE_MS = 15 * 60_000;
+
+/**
+ * How long one provider request may keep being answered 429 or 529 before its agent fails, in
+ * ms, counted from its first refusal, its waits in the governor's queue and its pauses included.
+ * The same field everywhere it is set: the governor's default for every agent
+ * (`governor.patienceMs`, `--patience`), and one agent's own (`patienceMs` on a spawn, a task
+ * line or an agent file), which wins. 0 fails an agent at its first paced refusal.
+ */
+export const PATIENCE_MS = durationMs(0, {
+  default: DEFAULT_PATIENCE_MS,
+  flag: '--patience',
+  arg: 'DURATION',
+  help: `how long one request may be refused (429/529) before its agent\nfails (default ${formatDuration(DEFAULT_PATIENCE_MS)}); a task line's or agent file's patienceMs wins`,
+});
 
 /** The governor's options, in the order they are checked. */
 export const GOVERNOR_FIELDS = {
@@ -39,12 +58,10 @@ export const GOVERNOR_FIELDS = {
   /**
    * How long one request may keep being answered 429 or 529 before its agent fails, in ms
    * (default 15 minutes), counted from its first refusal, its waits in the queue and the
-   * pauses included. A `retry-after` longer than this is cut to it.
+   * pauses included. A `retry-after` longer than this is cut to it. An agent's own `patienceMs`
+   * (its spawn's, its task line's, its agent file's, or its parent's) wins over it.
    */
-  patienceMs: {
-    ...wholeNumber(0, NO_BOUND),
-    expected: 'a whole number of milliseconds from 0 and up',
-  },
+  patienceMs: PATIENCE_MS,
 } as const satisfies Fields;
 
 /** What the rate-limit governor is started with (`Engine.start({ governor })`, docs/GOVERNOR.md). */

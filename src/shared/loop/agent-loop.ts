@@ -79,6 +79,11 @@ export interface LoopOptions {
   provider: Provider;
   /** The rate-limit governor every provider attempt asks first, when there is one. */
   gate?: Gate | undefined;
+  /**
+   * How long one of its requests may keep being refused (429/529) before it fails, in ms; unset,
+   * the gate's patience.
+   */
+  patienceMs?: number | undefined;
   model?: string | undefined;
   maxSteps: number;
   signal: AbortSignal;

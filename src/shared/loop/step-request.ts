@@ -66,6 +66,7 @@ export async function request(
         signal: options.signal,
         // A later step of a running agent goes before new agents: it finishes work under way.
         ...(options.gate ? { gate: options.gate, priority: step > 1 } : {}),
+        ...(options.patienceMs === undefined ? {} : { patienceMs: options.patienceMs }),
         ...(options.trace ? { trace: options.trace } : {}),
         ...(text ? { onTextDelta: text.push } : {}),
         onRetry: (info) => {

@@ -368,7 +368,9 @@ function outOfPatience(
   options: CompleteOptions,
 ): ProviderResult {
   const source =
-    options.patienceMs === undefined ? 'governor.patienceMs' : "the agent's patienceMs";
+    options.patienceMs === undefined
+      ? 'governor.patienceMs'
+      : "the agent's patienceMs, else governor.patienceMs";
   const message = `${error.message} (still refused after ${formatMs(waited)} of paced retries; the limit is set by ${source})`;
   return { ok: false, error: { ...error, message }, calls, usage };
 }
