@@ -15,6 +15,7 @@ const UNIT = [
   'fuzz',
   'governor',
   'governor-edges',
+  'governor-overload',
   'map-agents',
   'provider',
   'render',

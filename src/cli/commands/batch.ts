@@ -350,14 +350,14 @@ async function runTasks(options: {
     })) {
       results.append({ ...result, taskId: spec.task.id });
       tally.settle(result);
-      const stop = stopKind(result, spec.task, options.engine, quota);
+      const stop = stopOf(result, spec.task, options.engine, quota);
       if (stop !== undefined) {
         // One line per model says it all: its other tasks fail for the same reason.
-        const passedOver = quota.stop(spec.task, stop, result.reason ?? '');
+        const passedOver = quota.stop(spec.task, stop.kind, stop.reason);
         if (passedOver !== undefined) {
           progress.passOver(passedOver);
           progress.note(
-            `cohort batch: stopped admitting tasks for model ${safeLabel(quota.modelOf(spec.task))}: ${safeLabel(result.reason ?? '')}`,
+            `cohort batch: stopped admitting tasks for model ${safeLabel(quota.modelOf(spec.task))}: ${safeLabel(stop.reason)}`,
           );
         }
       } else if (result.outcome === 'failed') progress.failed(spec.task.id, result);
@@ -375,19 +375,19 @@ type StopKind = 'quota' | 'unreachable';
  * Whether `result` stops its model: a spent quota, or a failure the governor's circuit breaker
  * gave because the provider is unreachable or refuses the API key (its breaker is open).
  */
-function stopKind(
+function stopOf(
   result: AgentResult,
   task: BatchTask,
   engine: Engine,
   stop: ModelStop,
-): StopKind | undefined {
-  if (result.code === 'quota_exhausted') return 'quota';
+): { kind: StopKind; reason: string } | undefined {
+  if (result.code === 'quota_exhausted') return { kind: 'quota', reason: result.reason ?? '' };
   if (result.code !== 'connection' && result.code !== 'auth') return undefined;
   const label = `${stop.modelOf(task)} at `;
-  const open = engine.governor
+  const breaker = engine.governor
     ?.states()
-    .some((state) => state.breaker !== undefined && state.label.startsWith(label));
-  return open === true ? 'unreachable' : undefined;
+    .find((state) => state.breaker !== undefined && state.label.startsWith(label))?.breaker;
+  return breaker === undefined ? undefined : { kind: 'unreachable', reason: breaker.message };
 }
 
 /**

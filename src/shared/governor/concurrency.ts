@@ -70,6 +70,8 @@ const LEAST_KEPT = 0.5;
 const MIN_ROUND_SAMPLES = 16;
 /** A round trip with at least this share refused is past doubt: overload, whatever came before. */
 const SEVERE = 0.5;
+/** A cut is undone when the next round trip is still refused at this share of the rate before. */
+const UNDO_SHARE = 0.7;
 /** How far the background rate moves toward each round trip's rate once it has a history. */
 const BACKGROUND_WEIGHT = 0.2;
 
@@ -121,15 +123,24 @@ class AimdWindow extends AdaptiveWindow {
   /** The share of attempts refused whatever the window: learned per round trip. */
   #background = 0;
   #rounds = 0;
-  /** This round trip: attempts sent after it began, and how many came back refused. */
+  /**
+   * This round trip: the attempts numbered after `#roundAfter`, `#roundTarget` of them, judged
+   * once all have settled. Counting a fixed set of attempts, not the next N to settle, matters:
+   * a refusal comes back long before a success sent with it, so the first N to settle after any
+   * instant hold more than their share of refusals.
+   */
   #roundAfter = 0;
   #roundTarget = MIN_ROUND_SAMPLES;
-  #sent = 0;
+  #settled = 0;
+  /** Of those settled, the ones the provider answered (a success or a refusal). */
+  #answered = 0;
   #refused = 0;
   /** The most requests in flight this round trip saw: what a cut keeps a share of. */
   #flight = 0;
   /** The last round trip's refusal rate, for the state the governor reports. */
   #lastRate = 0;
+  /** The window before the last cut, and the rate that made it: undone if the rate holds. */
+  #beforeCut: { size: number; threshold: number; rate: number } | undefined;
 
   override get refusalRate(): number {
     return this.#lastRate;
@@ -146,20 +157,15 @@ class AimdWindow extends AdaptiveWindow {
       const step = this.size < this.#threshold ? 1 : 1 / this.size;
       this.size = Math.min(this.ceiling, this.size + step);
     }
-    // Attempts sent before the round trip began speak of the window before it: not counted.
-    if (sample.sequence <= this.#roundAfter || !(sample.ok || sample.refused)) return undefined;
-    this.#sent++;
+    const after = this.#roundAfter;
+    if (sample.sequence <= after || sample.sequence > after + this.#roundTarget) return undefined;
+    this.#settled++;
+    if (sample.ok || sample.refused) this.#answered++;
     if (sample.refused) this.#refused++;
     this.#flight = Math.max(this.#flight, sample.inFlight);
-    const decided = this.#sent >= this.#roundTarget || (sample.refused && this.#overAlready());
-    return decided ? this.#endRound(sample) : undefined;
-  }
-
-  /** The refusals so far would stand out however the rest of the round trip went. */
-  #overAlready(): boolean {
-    const target = this.#roundTarget;
-    if (this.#refused >= SEVERE * target) return true;
-    return this.#rounds > 0 && this.#refused > this.#expected(target);
+    // Half the round trip refused is decided at once, whatever the rest does.
+    const severe = this.#refused >= SEVERE * this.#roundTarget;
+    return this.#settled >= this.#roundTarget || severe ? this.#endRound(sample) : undefined;
   }
 
   /** Refusals in `sent` attempts beyond which chance at the background rate is no explanation. */
@@ -171,25 +177,35 @@ class AimdWindow extends AdaptiveWindow {
 
   /** Judges a whole round trip; says whether half or more of it was refused. */
   #endRound(sample: WindowSample): boolean {
-    // A refusal often comes back long before a success sent with it: a round trip decided early
-    // counts the attempts it expected, so its rate errs low, and the next round trip cuts again.
-    const sent = Math.max(this.#sent, this.#roundTarget);
+    // A round trip decided early counts the attempts it expected: its rate errs low.
+    const complete = this.#settled >= this.#roundTarget;
+    const sent = Math.max(1, complete ? this.#answered : this.#roundTarget);
     const rate = this.#refused / sent;
     this.#lastRate = rate;
     this.#rounds++;
     const background = this.#background;
     const first = this.#rounds === 1;
     const standsOut = this.#refused > this.#expected(sent);
-    if (rate >= SEVERE || (!first && standsOut)) {
+    const weight = Math.max(BACKGROUND_WEIGHT, 1 / this.#rounds);
+    const cut = this.#beforeCut;
+    this.#beforeCut = undefined;
+    if (cut !== undefined && rate < SEVERE && rate >= UNDO_SHARE * cut.rate) {
+      // The smaller window was refused as often: the refusals do not depend on the window.
+      // Undo the cut, and take that rate as what the provider refuses whatever one client does.
+      this.size = cut.size;
+      this.#threshold = cut.threshold;
+      this.#background = Math.max(background, (rate + cut.rate) / 2);
+    } else if (rate >= SEVERE || (!first && standsOut)) {
+      this.#beforeCut = { size: this.size, threshold: this.#threshold, rate };
       this.#cut(this.#flight, rate - (first ? 0 : background));
     } else {
       // A round trip like the others: it is what the provider refuses whatever one client does.
-      const weight = Math.max(BACKGROUND_WEIGHT, 1 / this.#rounds);
       this.#background = background + weight * (rate - background);
     }
     this.#roundAfter = sample.latest;
     this.#roundTarget = Math.max(MIN_ROUND_SAMPLES, this.#flight);
-    this.#sent = 0;
+    this.#settled = 0;
+    this.#answered = 0;
     this.#refused = 0;
     this.#flight = 0;
     return rate >= SEVERE;

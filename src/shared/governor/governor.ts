@@ -1,5 +1,5 @@
 import { defined } from '../option-schema.js';
-import { KeyGovernor, type KeySettings } from './key-governor.js';
+import { BREAKER_FIRST_HOLD_MS, KeyGovernor, type KeySettings } from './key-governor.js';
 import { checkGovernorOptions, DEFAULT_PATIENCE_MS } from './options.js';
 import type { SharedBucketStore } from './shared-leases.js';
 import type {
@@ -36,16 +36,22 @@ export class Governor implements Gate {
    * `store`, in queue mode: the fleet's shared buckets (in Redis), which every admission of this
    * process must also fit, so that all workers together stay within the account's limits.
    * `memory`: what keys learned in earlier processes, and where to keep what they learn now.
+   * `breakerHoldMs`: how long an open breaker waits before its first probe (tests shorten it).
    */
   constructor(
     options: GovernorOptions = {},
-    { store, memory }: { store?: SharedBucketStore; memory?: GovernorMemory } = {},
+    {
+      store,
+      memory,
+      breakerHoldMs,
+    }: { store?: SharedBucketStore; memory?: GovernorMemory; breakerHoldMs?: number } = {},
   ) {
     this.options = checkGovernorOptions(options);
     const { rpm, itpm, otpm } = options;
     this.#settings = {
       store,
       memory,
+      breakerHoldMs: breakerHoldMs ?? BREAKER_FIRST_HOLD_MS,
       ...defined({ rpm, itpm, otpm }),
       initialConcurrency: options.initialConcurrency ?? DEFAULT_INITIAL_CONCURRENCY,
       maxConcurrency: options.maxConcurrency ?? Number.POSITIVE_INFINITY,

@@ -24,6 +24,8 @@ export interface KeySettings extends GovernorLimits {
   store?: SharedBucketStore | undefined;
   /** What keys learned in earlier processes, and where to keep what they learn now. */
   memory?: GovernorMemory | undefined;
+  /** How long an open breaker waits before its first probe; doubles per failed probe. */
+  breakerHoldMs: number;
 }
 
 /** How long a key stays shut after the provider said retrying is pointless, before it probes. */
@@ -78,6 +80,7 @@ export class KeyGovernor {
   readonly #onChange: () => void;
   readonly #allocate: () => number;
   readonly #patienceMs: number;
+  readonly #breakerHoldMs: number;
   #timer: NodeJS.Timeout | undefined;
   #sequence = 0;
   #pausedUntil = 0;
@@ -108,6 +111,7 @@ export class KeyGovernor {
     this.key = key;
     this.#allocate = hooks.allocate;
     this.#patienceMs = settings.patienceMs;
+    this.#breakerHoldMs = settings.breakerHoldMs;
     this.label = label;
     this.#onChange = hooks.onChange;
     this.#window = makeWindow(
@@ -351,7 +355,7 @@ export class KeyGovernor {
       else if (outcome !== 'aborted' && outcome !== 'failed') this.#breaker = undefined;
       return;
     }
-    if (breaker === undefined && trips) this.#openBreaker(report, now, BREAKER_FIRST_HOLD_MS);
+    if (breaker === undefined && trips) this.#openBreaker(report, now, this.#breakerHoldMs);
   }
 
   #openBreaker(report: SettleReport, now: number, hold: number): void {
@@ -359,9 +363,9 @@ export class KeyGovernor {
     const cause = report.message ?? (code === 'auth' ? 'the API key was refused' : 'no connection');
     const message =
       code === 'auth'
-        ? `${this.label}: ${cause}; stopped sending requests with this key`
-        : `${this.label}: ${this.#unreachable} connection failures in a row (the last: ${cause}); stopped sending requests. Check that the provider is up and that the base URL is right (--base-url, ANTHROPIC_BASE_URL)`;
-    const capped = Math.min(BREAKER_MAX_HOLD_MS, hold);
+        ? `${cause}: stopped sending requests for ${this.label}`
+        : `the provider is unreachable (${this.#unreachable} connection failures in a row; the last: ${cause}): stopped sending requests for ${this.label}. Check that it is up and that the base URL is right (--base-url, ANTHROPIC_BASE_URL)`;
+    const capped = Math.min(Math.max(BREAKER_MAX_HOLD_MS, this.#breakerHoldMs), hold);
     this.#breaker = { state: 'open', code, message, probeAt: now + capped, hold: capped };
   }
 
