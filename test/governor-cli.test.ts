@@ -1,4 +1,6 @@
 import { writeFileSync } from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ScriptedModel, startScriptedModel } from '../src/testing/index.js';
@@ -98,5 +100,56 @@ describe('cohort batch and a spent quota', () => {
     const [line] = readResultLines(out);
     expect(line).toMatchObject({ outcome: 'failed', code: 'quota_exhausted' });
     expect(line!.reason).toMatch(/x-should-retry: false/);
+  });
+});
+
+describe('cohort batch and an unreachable provider', () => {
+  let open: ScriptedModel;
+
+  beforeAll(async () => {
+    open = await startScriptedModel({ port: 0 });
+  });
+
+  afterAll(async () => {
+    await open.close();
+  });
+
+  async function closedPort(): Promise<number> {
+    const server = http.createServer();
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const port = (server.address() as AddressInfo).port;
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+    return port;
+  }
+
+  it('the breaker stops the batch with one message, and the same command completes it once the provider is up', async () => {
+    const tasks = writeTasks(600);
+    const out = path.join(tempDir(), 'results.jsonl');
+    const port = await closedPort();
+    const args = ['batch', tasks, '--out', out, '--concurrency', '50', '--json'];
+    const run = runCli([...args, '--base-url', `http://127.0.0.1:${port}`]);
+    expect((await run.exit).code).toBe(1);
+    const summary = JSON.parse(run.stdout().trim());
+    expect(summary.unreachable['claude-sonnet-5']).toMatch(/connection failures in a row/);
+    expect(summary.notStarted).toBeGreaterThan(400);
+    const stderr = run.stderr();
+    expect(stderr.match(/stopped admitting tasks for model/g)).toHaveLength(1);
+    expect(stderr).toContain(`127.0.0.1:${port}`);
+    expect(stderr).toMatch(/check that it is up and that the base URL is right/i);
+    expect(stderr).toMatch(/rerun the same command/);
+    // No line per failed task on the terminal: the one message says it for all of them.
+    expect(stderr).not.toMatch(/task t\d+ failed/);
+    const lines = readResultLines(out);
+    expect(lines.length).toBe(600 - summary.notStarted);
+    expect(lines.every((line) => line.outcome === 'failed' && line.code === 'connection')).toBe(
+      true,
+    );
+
+    // The rerun retries the connection failures and runs the tasks never started.
+    const resumed = runCli([...args, '--base-url', open.url]);
+    expect((await resumed.exit).code).toBe(0);
+    const final = readResultLines(out);
+    expect(final).toHaveLength(600);
+    expect(final.every((line) => line.outcome === 'complete')).toBe(true);
   });
 });

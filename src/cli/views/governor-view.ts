@@ -19,14 +19,23 @@ export function describeGovernorShort(state: GovernorState, now = Date.now()): s
   return [`gov ${state.inFlight}/${state.limit}`, ...holdingBack(state, now)].join(', ');
 }
 
-/** What holds requests back: `120 queued`, `paused 2.1 s`, `quota spent`. */
+/**
+ * What holds requests back: `120 queued`, `paused 2.1 s`, `12% refused`, `quota spent`,
+ * `provider unreachable`, `key refused` (`, probing` once the breaker lets one request try).
+ */
 function holdingBack(state: GovernorState, now: number): string[] {
   const parts: string[] = [];
   if (state.queued > 0) parts.push(`${state.queued} queued`);
   if (state.pausedUntil !== undefined && state.pausedUntil > now) {
     parts.push(`paused ${((state.pausedUntil - now) / 1000).toFixed(1)} s`);
   }
+  // A few refusals are the provider's weather; a share worth reading is shown.
+  if (state.refusalRate >= 0.01) parts.push(`${Math.round(state.refusalRate * 100)}% refused`);
   if (state.exhausted !== undefined) parts.push('quota spent');
+  if (state.breaker !== undefined) {
+    const what = state.breaker.code === 'auth' ? 'key refused' : 'provider unreachable';
+    parts.push(state.breaker.state === 'half-open' ? `${what}, probing` : what);
+  }
   return parts;
 }
 

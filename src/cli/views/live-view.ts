@@ -85,19 +85,21 @@ export class LiveView {
           event.agentId === ROOT_ID ? 'root' : (this.#titles.get(event.agentId) ?? event.agentId);
         const why = event.status === undefined ? event.code : `${event.status} ${event.code}`;
         const how = event.paced
-          ? 'back in the governor queue'
+          ? event.waitMs > 0
+            ? `backing off ${(event.waitMs / 1000).toFixed(1)} s, then back in the governor queue`
+            : 'back in the governor queue'
           : `attempt ${event.attempt} of ${event.maxAttempts}, waiting ${(event.waitMs / 1000).toFixed(1)} s`;
         this.#line(`  ↻ ${who}: retrying after ${why} (${how})`);
         return;
       }
       case 'governor-update': {
-        // Only what holds agents back is worth a line: a pause, or a spent quota.
+        // Only what holds agents back is worth a line: a pause, a spent quota, an open breaker.
         const { state } = event;
         const paused = (state.pausedUntil ?? 0) > Date.now();
-        const key = `${paused}|${state.exhausted ?? ''}`;
+        const key = `${paused}|${state.exhausted ?? ''}|${state.breaker?.state ?? ''}`;
         if (key === this.#governorShown.get(state.key)) return;
         this.#governorShown.set(state.key, key);
-        if (paused || state.exhausted !== undefined) {
+        if (paused || state.exhausted !== undefined || state.breaker !== undefined) {
           this.#line(`  ⏸ governor: ${safeLabel(describeGovernor(state))}`);
         }
         return;
