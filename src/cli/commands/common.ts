@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { budgetFromData } from '../../main/agents/load.js';
-import type { EngineOptions } from '../../main/engine.js';
+import type { EngineOptions, EngineWarning } from '../../main/engine.js';
 import { ENGINE_FIELDS, PROVIDER_FIELDS } from '../../main/engine-options.js';
 import { QUEUE_FIELDS, type QueueOptions } from '../../main/runners/queue/options.js';
 import { checkLogPolicy } from '../../shared/agent-log.js';
@@ -23,6 +23,8 @@ import {
   stringFlag,
   wholeNumberFlag,
 } from '../flags.js';
+import { flagMessage } from '../option-flags.js';
+import { note, safeText } from '../output.js';
 import { PROVIDER_FLAG } from '../provider-select.js';
 
 /** The largest `--max-tokens`: far above any model's, so the provider, not cohort, says no. */
@@ -53,9 +55,22 @@ const ACCOUNT_LIMITS = {
 /** The governor's flags as one row, for a command that lists them together. */
 export function governorRow(help: string): HelpRow {
   return {
-    flags: [...ACCOUNT_LIMITS.flags, GOVERNOR_FIELDS.maxConcurrency, GOVERNOR_SWITCH],
+    flags: [
+      ...ACCOUNT_LIMITS.flags,
+      GOVERNOR_FIELDS.maxConcurrency,
+      GOVERNOR_SWITCH,
+      GOVERNOR_FIELDS.state,
+    ],
     help,
   };
+}
+
+/**
+ * The engine's warnings (`onWarning`), as the CLI prints its own: one line on stderr, naming
+ * flags rather than the library's options.
+ */
+export function noteWarning(warning: EngineWarning): void {
+  note(`cohort: warning: ${safeText(flagMessage(warning.message))}`);
 }
 
 export const OTEL_ENDPOINT_FLAG: CliFlag = {
@@ -86,6 +101,7 @@ export const ENGINE_FLAGS: readonly HelpRow[] = [
   ACCOUNT_LIMITS,
   GOVERNOR_FIELDS.maxConcurrency,
   GOVERNOR_SWITCH,
+  GOVERNOR_FIELDS.state,
   ENGINE_FIELDS.workspace,
   ENGINE_FIELDS.toolModules,
   ENGINE_FIELDS.threads,
@@ -216,22 +232,30 @@ function pricesFlag(values: ParsedValues): PriceTable | undefined {
 }
 
 /**
- * `--governor`, `--rpm`, `--itpm`, `--otpm` and `--max-concurrency`, as the `governor` option;
- * none of them gives none.
+ * `--governor`, `--rpm`, `--itpm`, `--otpm`, `--max-concurrency` and `--governor-state`, as the
+ * `governor` option; none of them gives none.
  */
 export function governorFlags(values: ParsedValues): GovernorOptions | undefined {
   const mode = choiceFlag(values, GOVERNOR_SWITCH);
   const governor: GovernorOptions = {};
+  const refuseWithOff = (flag: string | undefined, what: string) => {
+    if (mode !== 'off') return;
+    throw new UsageError(
+      `Expected either \`--governor off\` or \`${flag}\`, got both: ${what} the governor's`,
+    );
+  };
   for (const option of GOVERNOR_LIMITS) {
     const field = GOVERNOR_FIELDS[option];
     const value = wholeNumberFlag(values, field);
     if (value === undefined) continue;
-    if (mode === 'off') {
-      throw new UsageError(
-        `Expected either \`--governor off\` or \`${field.flag}\`, got both: the limits are the governor's`,
-      );
-    }
+    refuseWithOff(field.flag, 'the limits are');
     governor[option] = value;
+  }
+  // `off` keeps nothing; any other value is the file's path (`./off` for a file named so).
+  const state = stringFlag(values, GOVERNOR_FIELDS.state);
+  if (state !== undefined) {
+    refuseWithOff(GOVERNOR_FIELDS.state.flag, 'the state file is');
+    governor.state = state === 'off' ? false : state;
   }
   if (mode === 'off') governor.enabled = false;
   return Object.keys(governor).length === 0 ? undefined : governor;

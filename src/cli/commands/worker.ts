@@ -31,7 +31,7 @@ import {
 } from '../flags.js';
 import { note, safeText, stdout } from '../output.js';
 import { handleInterrupts } from '../process.js';
-import { governorFlags, governorRow } from './common.js';
+import { governorFlags, governorRow, noteWarning } from './common.js';
 import { EXIT_CODES_HELP } from './help.js';
 
 /** How long running jobs may finish after a stop signal, unless `--drain-timeout` says. */
@@ -161,6 +161,7 @@ export async function workerCommand(argv: string[]): Promise<number> {
       maxDeliveries,
       governor: governorFlags(values),
       sharedLimits: shared === 'off' ? false : undefined,
+      onWarning: noteWarning,
     }),
   );
   if (!quiet) {
