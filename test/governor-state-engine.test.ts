@@ -13,6 +13,8 @@ import type { EngineOptions, EngineWarning } from '../src/main/engine.js';
 import { type ScriptedModel, startScriptedModel } from '../src/testing/index.js';
 import { readResultLines, runCli, writeTasks } from './cli-helpers.js';
 import { type Rig, startRig, tempDir } from './helpers.js';
+import { startWorkers, stopWorkers } from './queue-helpers.js';
+import { type RedisRig, redisMissing, startRedis } from './redis.js';
 
 const STORE = fileURLToPath(new URL('../dist/src/main/governor-state.js', import.meta.url));
 
@@ -290,3 +292,32 @@ describe('cohort batch --governor-state', () => {
     });
   });
 });
+
+describe.skipIf(redisMissing)(
+  redisMissing
+    ? `cohort worker --governor-state (skipped: ${redisMissing})`
+    : 'cohort worker --governor-state',
+  () => {
+    let redis: RedisRig;
+
+    beforeAll(async () => {
+      redis = await startRedis();
+    });
+
+    afterAll(async () => {
+      await stopWorkers();
+      await redis?.stop();
+    });
+
+    it('a worker warns once of a corrupt file and rewrites it when it drains', async () => {
+      const file = corruptFile();
+      const fleet = await startWorkers(redis, 1, ['--threads', '1', '--governor-state', file]);
+      const worker = fleet.workers[0]!;
+      expect((await worker.term()).code).toBe(0);
+      const warnings = worker.stderr().match(/cohort: warning: .*/g) ?? [];
+      expect(warnings).toHaveLength(1);
+      expect(warnings[0]).toContain(file);
+      expect(JSON.parse(readFileSync(file, 'utf8'))).toMatchObject({ version: 1 });
+    });
+  },
+);

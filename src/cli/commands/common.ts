@@ -55,12 +55,7 @@ const ACCOUNT_LIMITS = {
 /** The governor's flags as one row, for a command that lists them together. */
 export function governorRow(help: string): HelpRow {
   return {
-    flags: [
-      ...ACCOUNT_LIMITS.flags,
-      GOVERNOR_FIELDS.maxConcurrency,
-      GOVERNOR_SWITCH,
-      GOVERNOR_FIELDS.state,
-    ],
+    flags: [...ACCOUNT_LIMITS.flags, GOVERNOR_FIELDS.maxConcurrency, GOVERNOR_SWITCH],
     help,
   };
 }

@@ -14,6 +14,7 @@ import { DEFAULT_MAX_DELIVERIES, QueueWorker } from '../../main/runners/queue/wo
 import { checkLogPolicy } from '../../shared/agent-log.js';
 import { formatDuration } from '../../shared/duration.js';
 import { UsageError } from '../../shared/errors.js';
+import { GOVERNOR_FIELDS } from '../../shared/governor/options.js';
 import { defined, oneOf } from '../../shared/option-schema.js';
 import {
   type CliFlag,
@@ -73,6 +74,7 @@ const WORKER_FLAGS: readonly HelpRow[] = [
     help: `deliveries of a job whose workers keep dying before it fails\n(default ${DEFAULT_MAX_DELIVERIES})`,
   },
   governorRow("this worker's rate-limit governor (see cohort help batch)"),
+  GOVERNOR_FIELDS.state,
   SHARED_LIMITS_FLAG,
   QUIET_FLAG,
   HELP_FLAG,
