@@ -83,6 +83,19 @@ describe('the governor state file', () => {
     expect(open(file).store.recall(KEY)).toEqual({ window: 12, otpm: 80_000 });
   });
 
+  it('does not keep a memory it would read back as corrupt', async () => {
+    const file = stateFile();
+    const { store, warnings } = open(file);
+    store.remember(KEY, { window: 5 });
+    store.remember(KEY, { window: Number.NaN });
+    store.remember('other', { window: 3, rpm: -1 });
+    await store.close();
+    const next = open(file);
+    expect(next.store.recall(KEY)).toEqual({ window: 5 });
+    expect(next.store.recall('other')).toBeUndefined();
+    expect([...warnings, ...next.warnings]).toEqual([]);
+  });
+
   it('holds no key: neither the API key nor the base URL nor the model, only hashes', async () => {
     const apiKey = 'sk-ant-api03-DISTINCTIVE-FAKE-KEY-4f9c2a7e1b';
     const baseURL = 'https://user:pa55word@llm-gateway.example.internal:8443/v1';

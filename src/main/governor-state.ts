@@ -101,9 +101,12 @@ export class GovernorStateFile implements GovernorMemory {
   }
 
   remember(key: string, memory: KeyMemory): void {
-    // Only the known fields are copied: nothing else a caller's object holds reaches the file.
+    // Only the known fields are copied, and checked as a read checks them: nothing else a
+    // caller's object holds reaches the file, and nothing this store would read as corrupt.
+    const entry = entryOf({ ...memory, savedAt: Date.now() });
+    if (entry === undefined) return;
     const hash = this.#hash(key);
-    this.#entries.set(hash, { ...keyMemory(memory), savedAt: Date.now() });
+    this.#entries.set(hash, entry);
     this.#touched.add(hash);
     this.#changed();
   }
@@ -112,7 +115,10 @@ export class GovernorStateFile implements GovernorMemory {
   flush(): Promise<void> {
     clearTimeout(this.#timer);
     this.#timer = undefined;
-    this.#saving = this.#saving.then(() => (this.#dirty ? this.#save() : undefined));
+    this.#saving = this.#saving
+      .then(() => (this.#dirty ? this.#save() : undefined))
+      // A save reports its own failures; anything else must not leave the chain rejected.
+      .catch((error: unknown) => this.#unusable(error));
     return this.#saving;
   }
 
@@ -359,16 +365,6 @@ function expired(entry: Entry, now: number): boolean {
 
 function codeOf(error: unknown): string | undefined {
   return (error as { code?: unknown } | null)?.code as string | undefined;
-}
-
-/** The fields of a `KeyMemory`, and no others. */
-function keyMemory(memory: KeyMemory): KeyMemory {
-  const out: KeyMemory = { window: memory.window };
-  if (memory.rpm !== undefined) out.rpm = memory.rpm;
-  if (memory.itpm !== undefined) out.itpm = memory.itpm;
-  if (memory.otpm !== undefined) out.otpm = memory.otpm;
-  if (memory.unlimited !== undefined) out.unlimited = memory.unlimited;
-  return out;
 }
 
 type ParsedState = { ok: true; entries: [string, Entry][] } | { ok: false; got: string };
