@@ -16,6 +16,7 @@ const UNIT = [
   'governor',
   'governor-edges',
   'governor-overload',
+  'governor-state',
   'map-agents',
   'provider',
   'render',
@@ -73,6 +74,8 @@ export default defineConfig({
     // (environment, spies, timers, the global tracer provider).
     isolate: false,
     sequence: { sequencer: TierSequencer },
+    // A cache folder of the run's own: no test reads or writes the user's governor state.
+    globalSetup: ['test/global-setup.ts'],
     projects: [
       { extends: true, test: { name: 'unit', include: UNIT } },
       {

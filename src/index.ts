@@ -9,6 +9,7 @@ export {
   DEFAULT_CEILING_MS,
   Engine,
   type EngineOptions,
+  type EngineWarning,
 } from './main/engine.js';
 export type { EngineCheck } from './main/engine-check.js';
 export { type MapContext, type MapOptions, mapAgents } from './main/map-agents.js';

@@ -20,7 +20,7 @@ function refusal(check: () => unknown): string {
 describe('the governor options, declared as fields', () => {
   it('lists every option, enabled first, when one is unknown', () => {
     expect(refusal(() => checkGovernorOptions({ rpm: 5, foo: 1 }))).toBe(
-      'Expected only the governor options `enabled`, `concurrencyControl`, `rpm`, `itpm`, `otpm`, `maxConcurrency`, `initialConcurrency`, `patienceMs`, got `foo`',
+      'Expected only the governor options `enabled`, `concurrencyControl`, `rpm`, `itpm`, `otpm`, `maxConcurrency`, `initialConcurrency`, `patienceMs`, `state`, got `foo`',
     );
   });
 
@@ -36,6 +36,12 @@ describe('the governor options, declared as fields', () => {
     );
     expect(refusal(() => checkGovernorOptions({ patienceMs: -1 }))).toBe(
       'Expected `governor.patienceMs` to be a whole number of milliseconds from 0 to 2147483647 (about 24.8 days), got `-1` (number)',
+    );
+    expect(refusal(() => checkGovernorOptions({ state: true }))).toBe(
+      'Expected `governor.state` to be a file path, or false, got `true` (boolean)',
+    );
+    expect(refusal(() => checkGovernorOptions({ state: ' ' }))).toBe(
+      'Expected `governor.state` to be a file path, or false, got ` ` (string)',
     );
     expect(refusal(() => checkGovernorOptions([]))).toBe(
       'Expected `governor` to be an object, got `[]` (array)',
@@ -87,6 +93,7 @@ describe('the flags named in engine messages', () => {
       'governor.maxConcurrency': '--max-concurrency',
       'governor.patienceMs': '--patience',
       'governor.enabled': '--governor',
+      'governor.state': '--governor-state',
     });
   });
 

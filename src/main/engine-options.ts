@@ -264,6 +264,15 @@ export const ENGINE_FIELDS = {
     return true;
   }),
   /**
+   * Called with each warning: something the engine could not do and goes on without (the
+   * governor's state file is corrupt, or cannot be written). Default: `process.emitWarning`
+   * (type `CohortWarning`, the warning's `code`), which Node prints on stderr.
+   */
+  onWarning: custom<(warning: EngineWarning) => void>(
+    'a function',
+    (value) => typeof value === 'function',
+  ),
+  /**
    * Runs every child as a job on a BullMQ queue in Redis, taken by `cohort worker` processes on
    * any number of machines, instead of on this machine's threads (docs/SCALE-OUT.md).
    */
@@ -305,6 +314,37 @@ export const ENGINE_FIELDS = {
     (value) => typeof (value as { getTracer?: unknown } | null)?.getTracer === 'function',
   ),
 } as const satisfies Fields;
+
+/** Something an engine could not do and went on without, for `onWarning`. */
+export interface EngineWarning {
+  /** `governor_state`: the governor's state file (`governor.state`). */
+  code: 'governor_state';
+  /** What was expected, what was found, and what the engine does instead. Never an API key. */
+  message: string;
+}
+
+/** The default `onWarning`: a process warning, which Node prints on stderr. */
+export function emitEngineWarning(warning: EngineWarning): void {
+  process.emitWarning(warning.message, { type: 'CohortWarning', code: warning.code });
+}
+
+/**
+ * The engine's `onWarning` (default: a process warning) for the governor's state file, as a
+ * function that never throws: a listener's fault must not stop a start or a close.
+ */
+export function warner(
+  onWarning: ((warning: EngineWarning) => void) | undefined,
+  code: EngineWarning['code'] = 'governor_state',
+): (message: string) => void {
+  const listener = onWarning ?? emitEngineWarning;
+  return (message) => {
+    try {
+      listener({ code, message });
+    } catch {
+      // The warning is lost; the engine goes on.
+    }
+  };
+}
 
 /** What an engine is given. */
 export type EngineOptions = OptionsOf<typeof ENGINE_FIELDS>;

@@ -31,7 +31,9 @@ import {
   type EngineOptions,
   MODEL,
   type SpawnContext,
+  warner,
 } from './engine-options.js';
+import { type GovernorStateFile, openGovernorState } from './governor-state.js';
 import { HostBridge } from './host-bridge.js';
 import { defaultLogRoot, runFolderName } from './run-folder.js';
 import { type ChildCapabilities, capabilityFlags } from './runners/capabilities.js';
@@ -42,7 +44,7 @@ import { ChildTrace } from './tracing/agent-trace.js';
 import { cohortTracer } from './tracing/otel-spans.js';
 import { TreeLedger } from './tree-budget.js';
 
-export type { AgentOptions, EngineOptions, SpawnContext } from './engine-options.js';
+export type { AgentOptions, EngineOptions, EngineWarning, SpawnContext } from './engine-options.js';
 export { DEFAULT_CEILING_MS } from './engine-options.js';
 
 /**
@@ -56,6 +58,8 @@ export class Engine {
   readonly #pool: ChildRunner;
   /** Admits every provider request of the engine's agents; unset when turned off. */
   readonly governor: Governor | undefined;
+  /** Where the governor keeps what its keys learned (`governor.state`); written at close. */
+  readonly #governorState: GovernorStateFile | undefined;
   readonly #options: EngineOptions;
   readonly #hostTools: ReadonlyMap<string, AnyTool>;
   /** The start-up check's result: every spawn passes its `checkAgent`. */
@@ -71,11 +75,12 @@ export class Engine {
     options: EngineOptions,
     pool: ChildRunner,
     check: EngineCheck,
-    governor: Governor | undefined,
+    { governor, state }: { governor?: Governor | undefined; state?: GovernorStateFile | undefined },
   ) {
     this.#options = options;
     this.#pool = pool;
     this.governor = governor;
+    this.#governorState = state;
     this.#check = check;
     this.#hostTools = new Map((options.hostTools ?? []).map((tool) => [tool.name, tool]));
     this.#provider = { ...DEFAULT_PROVIDER_CONFIG, ...options.provider };
@@ -94,10 +99,13 @@ export class Engine {
     // behind to close.
     const check = await checkEngine(options);
     // In queue mode each worker process has its own governor (docs/SCALE-OUT.md).
-    const governor =
-      options.governor?.enabled === false || options.queue
-        ? undefined
-        : new Governor(options.governor);
+    const governed = options.governor?.enabled !== false && !options.queue;
+    const state = governed
+      ? openGovernorState(options.governor?.state, warner(options.onWarning))
+      : undefined;
+    const governor = governed
+      ? new Governor(options.governor, state ? { memory: state } : {})
+      : undefined;
     // BullMQ and ioredis are loaded only for a queue: a quarter of a second on every start
     // that does not need them.
     const pool: ChildRunner = options.queue
@@ -105,11 +113,11 @@ export class Engine {
           cancelGraceMs: options.cancelGraceMs,
         })
       : new ChildPool(defined(options));
-    const engine = new Engine(options, pool, check, governor);
+    const engine = new Engine(options, pool, check, { governor, state });
     try {
       await pool.warm();
     } catch (error) {
-      await pool.close('shutdown');
+      await Promise.all([pool.close('shutdown'), state?.close()]);
       throw error;
     }
     return engine;
@@ -344,14 +352,16 @@ export class Engine {
 
   /**
    * Cancels every live child (reason `shutdown`), waits for each one's result, stops the worker
-   * threads, and waits for main's log writes.
+   * threads, and waits for main's log writes and the governor's state file.
    */
   close(): Promise<void> {
     // Main's own log writes (results it made for queued or cancelled children) are not awaited
-    // where they are queued; they are here, before the empty run folder is looked at.
+    // where they are queued; they are here, before the empty run folder is looked at. The state
+    // file is written last: the children's final responses may still teach the governor.
     this.#closing ??= this.#pool
       .close('shutdown')
       .then(() => logWritesIdle())
+      .then(() => this.#governorState?.close())
       .then(() => this.#dropEmptyLogDir());
     return this.#closing;
   }

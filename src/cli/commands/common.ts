@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { budgetFromData } from '../../main/agents/load.js';
-import type { EngineOptions } from '../../main/engine.js';
+import type { EngineOptions, EngineWarning } from '../../main/engine.js';
 import { ENGINE_FIELDS, PROVIDER_FIELDS } from '../../main/engine-options.js';
 import { QUEUE_FIELDS, type QueueOptions } from '../../main/runners/queue/options.js';
 import { checkLogPolicy } from '../../shared/agent-log.js';
@@ -23,6 +23,8 @@ import {
   stringFlag,
   wholeNumberFlag,
 } from '../flags.js';
+import { flagMessage } from '../option-flags.js';
+import { note, safeText } from '../output.js';
 import { PROVIDER_FLAG } from '../provider-select.js';
 
 /** The largest `--max-tokens`: far above any model's, so the provider, not cohort, says no. */
@@ -63,6 +65,14 @@ export function governorRow(help: string): HelpRow {
   };
 }
 
+/**
+ * The engine's warnings (`onWarning`), as the CLI prints its own: one line on stderr, naming
+ * flags rather than the library's options.
+ */
+export function noteWarning(warning: EngineWarning): void {
+  note(`cohort: warning: ${safeText(flagMessage(warning.message))}`);
+}
+
 export const OTEL_ENDPOINT_FLAG: CliFlag = {
   flag: '--otel-endpoint',
   arg: 'URL',
@@ -92,6 +102,7 @@ export const ENGINE_FLAGS: readonly HelpRow[] = [
   GOVERNOR_FIELDS.maxConcurrency,
   GOVERNOR_FIELDS.patienceMs,
   GOVERNOR_SWITCH,
+  GOVERNOR_FIELDS.state,
   ENGINE_FIELDS.workspace,
   ENGINE_FIELDS.toolModules,
   ENGINE_FIELDS.threads,
@@ -222,7 +233,8 @@ function pricesFlag(values: ParsedValues): PriceTable | undefined {
 }
 
 /**
- * `--governor`, `--rpm`, `--itpm`, `--otpm`, `--max-concurrency` and `--patience`, as the
+ * `--governor`, `--rpm`, `--itpm`, `--otpm`, `--max-concurrency`, `--patience` and
+ * `--governor-state`, as the
  * `governor` option; none of them gives none.
  */
 export function governorFlags(values: ParsedValues): GovernorOptions | undefined {
@@ -244,6 +256,12 @@ export function governorFlags(values: ParsedValues): GovernorOptions | undefined
     // Without the governor nothing is paced: each 429 and 529 counts against maxRetries.
     refuseWhenOff(GOVERNOR_FIELDS.patienceMs.flag, 'only requests the governor paces wait');
     governor.patienceMs = patienceMs;
+  }
+  // `off` keeps nothing; any other value is the file's path (`./off` for a file named so).
+  const state = stringFlag(values, GOVERNOR_FIELDS.state);
+  if (state !== undefined) {
+    refuseWhenOff(GOVERNOR_FIELDS.state.flag, "the state file is the governor's");
+    governor.state = state === 'off' ? false : state;
   }
   if (mode === 'off') governor.enabled = false;
   return Object.keys(governor).length === 0 ? undefined : governor;

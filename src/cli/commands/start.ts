@@ -16,7 +16,7 @@ import {
   startProvider,
 } from '../provider-select.js';
 import { checkCliTracing, startCliTracing } from '../tracing/tracing.js';
-import { engineOptionsFrom, OTEL_ENDPOINT_FLAG, TRACE_FILE_FLAG } from './common.js';
+import { engineOptionsFrom, noteWarning, OTEL_ENDPOINT_FLAG, TRACE_FILE_FLAG } from './common.js';
 
 export interface StartedEngine {
   engine: Engine;
@@ -90,6 +90,7 @@ export async function startEngine(
     ...prepared.options,
     provider: { ...prepared.options.provider, ...provider.config },
     ...(tracing ? { tracerProvider: tracing.provider } : {}),
+    onWarning: noteWarning,
   });
   onCleanup(() => engine.close());
   return { engine, provider };

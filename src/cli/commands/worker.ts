@@ -14,6 +14,7 @@ import { DEFAULT_MAX_DELIVERIES, QueueWorker } from '../../main/runners/queue/wo
 import { checkLogPolicy } from '../../shared/agent-log.js';
 import { formatDuration } from '../../shared/duration.js';
 import { UsageError } from '../../shared/errors.js';
+import { GOVERNOR_FIELDS } from '../../shared/governor/options.js';
 import { defined, oneOf } from '../../shared/option-schema.js';
 import {
   type CliFlag,
@@ -31,7 +32,7 @@ import {
 } from '../flags.js';
 import { note, safeText, stdout } from '../output.js';
 import { handleInterrupts } from '../process.js';
-import { governorFlags, governorRow } from './common.js';
+import { governorFlags, governorRow, noteWarning } from './common.js';
 import { EXIT_CODES_HELP } from './help.js';
 
 /** How long running jobs may finish after a stop signal, unless `--drain-timeout` says. */
@@ -73,6 +74,7 @@ const WORKER_FLAGS: readonly HelpRow[] = [
     help: `deliveries of a job whose workers keep dying before it fails\n(default ${DEFAULT_MAX_DELIVERIES})`,
   },
   governorRow("this worker's rate-limit governor (see cohort help batch)"),
+  GOVERNOR_FIELDS.state,
   SHARED_LIMITS_FLAG,
   QUIET_FLAG,
   HELP_FLAG,
@@ -161,6 +163,7 @@ export async function workerCommand(argv: string[]): Promise<number> {
       maxDeliveries,
       governor: governorFlags(values),
       sharedLimits: shared === 'off' ? false : undefined,
+      onWarning: noteWarning,
     }),
   );
   if (!quiet) {

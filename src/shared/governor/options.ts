@@ -3,6 +3,7 @@ import { expected, UsageError } from '../errors.js';
 import {
   boolean,
   checkOptions,
+  custom,
   durationMs,
   type Fields,
   type OptionsOf,
@@ -62,6 +63,20 @@ export const GOVERNOR_FIELDS = {
    * (its spawn's, its task line's, its agent file's, or its parent's) wins over it.
    */
   patienceMs: PATIENCE_MS,
+  /**
+   * Where what each key learned (its window and limits) is kept for the next process to start
+   * from: a file path, or `false` for nowhere (default: `cohort/governor-state.json` under the
+   * user's cache folder). It holds hashes of the keys, never a key; entries expire after a day.
+   */
+  state: custom<string | false>(
+    'a file path, or false',
+    (value) => value === false || (typeof value === 'string' && /\S/.test(value)),
+    {
+      flag: '--governor-state',
+      arg: 'PATH|off',
+      help: "where the governor keeps what it learned, for the next run to\nstart from (default: cohort/governor-state.json in the user's\ncache folder); off keeps nothing",
+    },
+  ),
 } as const satisfies Fields;
 
 /** What the rate-limit governor is started with (`Engine.start({ governor })`, docs/GOVERNOR.md). */

@@ -18,6 +18,7 @@ import {
   wholeNumber,
 } from '../../../shared/option-schema.js';
 import type { AgentResult } from '../../../shared/result.js';
+import type { EngineWarning } from '../../engine-options.js';
 import type { PoolOptions } from '../local/pool.js';
 import { checkQueueName, checkQueueUrl, QUEUE_NAME, QUEUE_URL } from './connection.js';
 
@@ -166,6 +167,14 @@ export const QUEUE_WORKER_FIELDS = {
     arg: 'DURATION',
     help: `how long to wait for Redis at start before giving up (default ${formatDuration(DEFAULT_CONNECT_TIMEOUT_MS)})`,
   },
+  /**
+   * Called with each warning: the governor's state file is corrupt or cannot be written (as the
+   * engine's `onWarning`; default: `process.emitWarning`).
+   */
+  onWarning: custom<(warning: EngineWarning) => void>(
+    'a function',
+    (value) => typeof value === 'function',
+  ),
   /** Called with each result this worker hands back to the queue. */
   onResult: custom<(result: AgentResult) => void>(
     'a function',

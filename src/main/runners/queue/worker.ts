@@ -11,9 +11,12 @@ import {
 } from 'bullmq';
 import { Redis, type RedisOptions } from 'ioredis';
 import { Governor } from '../../../shared/governor/governor.js';
+import { defined } from '../../../shared/option-schema.js';
 import { redactSecrets } from '../../../shared/redact.js';
 import type { AgentResult, CancelReason } from '../../../shared/result.js';
 import { toCancelReason } from '../../../shared/result.js';
+import { warner } from '../../engine-options.js';
+import { type GovernorStateFile, openGovernorState } from '../../governor-state.js';
 import { type ChildCapabilities, capabilityFlags } from '../capabilities.js';
 import { ChildPool, DEFAULT_AGENTS_PER_THREAD } from '../local/pool.js';
 import type { ChildHandle } from '../spawned-child.js';
@@ -73,6 +76,8 @@ export class QueueWorker {
   readonly #subscriber: Redis;
   readonly #pool: ChildPool;
   readonly #governor: Governor | undefined;
+  /** Where this worker's governor keeps what its keys learned (`governor.state`). */
+  readonly #governorState: GovernorStateFile | undefined;
   /** Made by `start` once Redis answers. */
   #worker!: Worker<AgentJobData, AgentResult>;
   readonly #running = new Map<string, Running>();
@@ -106,13 +111,20 @@ export class QueueWorker {
     this.#subscriber.on('ready', () => void this.#rereadCancels());
     // Every worker's governor leases from buckets in Redis: together they keep to the account's
     // limits (docs/SCALE-OUT.md).
-    this.#governor =
-      options.governor?.enabled === false
-        ? undefined
-        : new Governor(
-            options.governor,
-            options.sharedLimits === false ? {} : { store: new RedisBuckets(this.#redis, prefix) },
-          );
+    const governed = options.governor?.enabled !== false;
+    this.#governorState = governed
+      ? openGovernorState(options.governor?.state, warner(options.onWarning))
+      : undefined;
+    this.#governor = governed
+      ? new Governor(
+          options.governor,
+          defined({
+            store:
+              options.sharedLimits === false ? undefined : new RedisBuckets(this.#redis, prefix),
+            memory: this.#governorState,
+          }),
+        )
+      : undefined;
     this.#pool = new ChildPool(options);
   }
 
@@ -206,6 +218,7 @@ export class QueueWorker {
     await Promise.allSettled([
       closeWithin([], [this.#redis, this.#subscriber], 0),
       this.#pool.close('shutdown'),
+      this.#governorState?.close(),
     ]);
   }
 
@@ -361,6 +374,7 @@ export class QueueWorker {
     await Promise.allSettled([
       quitWithin(this.#subscriber, QUIT_GRACE_MS),
       quitWithin(this.#redis, QUIT_GRACE_MS),
+      this.#governorState?.close(),
     ]);
   }
 }

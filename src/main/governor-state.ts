@@ -1,0 +1,449 @@
+import { createHash, randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { open, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { setTimeout as delay } from 'node:timers/promises';
+import type { GovernorMemory, KeyMemory } from '../shared/governor/types.js';
+
+/**
+ * What a key learned is trusted for a day. An account's limits change (a tier upgrade, a key
+ * moved to another workspace, a model retired), and a remembered window larger than the account
+ * now takes costs a burst of 429s before the governor cuts it; a day bounds that while covering
+ * what the memory is for: the next run, deploy or autoscaled instance of the same day, and a
+ * nightly job (it saves when it ends, so the next night's start falls within the day).
+ */
+export const GOVERNOR_STATE_EXPIRY_MS = 24 * 60 * 60_000;
+
+/** Keys kept, the most recently saved first: a file of a few tens of KB at most. */
+export const GOVERNOR_STATE_MAX_KEYS = 256;
+
+/** Writes are at most this often: a key may learn something on every response. */
+export const GOVERNOR_STATE_SAVE_EVERY_MS = 5000;
+
+/** How long a save waits for another process's lock before it writes without. */
+const LOCK_WAIT_MS = 2000;
+
+/** A lock older than this was left by a process that died while it held it. */
+const STALE_LOCK_MS = 10_000;
+
+/** The state file's format version: a file of another version is read as not what was expected. */
+const VERSION = 1;
+
+/** The shape the warnings name, for a person to compare with what the file held. */
+const SHAPE = '{"version":1,"keys":{…}}';
+
+/** A remembered key as the file holds it: the memory and when it was saved (epoch ms). */
+interface Entry extends KeyMemory {
+  savedAt: number;
+}
+
+export interface GovernorStateOptions {
+  /** The state file; created, with its folder, at the first save. */
+  path: string;
+  /** Called with each warning (the file is corrupt, or cannot be written); never throws. */
+  onWarning: (message: string) => void;
+  /** Writes are at most this often, in ms (default 5 s). */
+  saveEveryMs?: number;
+}
+
+/**
+ * The governor's memory across processes (`governor.state`): what each key learned, in a small
+ * JSON file, so that the next process starts from it instead of the slow start. It holds no key:
+ * each entry is filed under a SHA-256 of the governor key, which itself holds only a hash of the
+ * base URL and API key, and the model.
+ *
+ * The file is read once, when the store opens; `remember` only updates the copy in memory, and a
+ * timer writes it at most every `saveEveryMs` (unref'd: it keeps no process alive), and `close`
+ * once more. A write takes the file's lock, re-reads the file and keeps, per key, the newer of
+ * its entry and ours, so processes that share the file add to it rather than overwrite each
+ * other, then replaces the file at once (a temporary file in the same folder, renamed over it),
+ * so a reader never sees half a file. A corrupt file is ignored with one warning and rewritten;
+ * a path that cannot be written gives one warning, and the store then keeps what it learns in
+ * memory only. Nothing here throws.
+ */
+export class GovernorStateFile implements GovernorMemory {
+  readonly path: string;
+  readonly #onWarning: (message: string) => void;
+  readonly #saveEveryMs: number;
+  /** By hashed key. */
+  readonly #entries = new Map<string, Entry>();
+  /** The hash of each governor key seen: `remember` may be called often for one key. */
+  readonly #hashes = new Map<string, string>();
+  /** Keys remembered since the last save: only these may override what the file holds. */
+  readonly #touched = new Set<string>();
+  /** False once the path proved unusable: nothing more is written. */
+  #persisting = true;
+  #dirty = false;
+  #warnedCorrupt = false;
+  #timer: NodeJS.Timeout | undefined;
+  /** The save under way, if any: saves run one after the other. */
+  #saving: Promise<void> = Promise.resolve();
+  #closed = false;
+
+  constructor(options: GovernorStateOptions) {
+    this.path = path.resolve(options.path);
+    this.#onWarning = options.onWarning;
+    this.#saveEveryMs = options.saveEveryMs ?? GOVERNOR_STATE_SAVE_EVERY_MS;
+    this.#load();
+  }
+
+  /** Whether what is learned reaches the file: false once the path proved unusable. */
+  get persisting(): boolean {
+    return this.#persisting;
+  }
+
+  recall(key: string): KeyMemory | undefined {
+    const entry = this.#entries.get(this.#hash(key));
+    if (entry === undefined || expired(entry, Date.now())) return undefined;
+    const { savedAt: _savedAt, ...memory } = entry;
+    return memory;
+  }
+
+  remember(key: string, memory: KeyMemory): void {
+    // Only the known fields are copied, and checked as a read checks them: nothing else a
+    // caller's object holds reaches the file, and nothing this store would read as corrupt.
+    const entry = entryOf({ ...memory, savedAt: Date.now() });
+    if (entry === undefined) return;
+    const hash = this.#hash(key);
+    this.#entries.set(hash, entry);
+    this.#touched.add(hash);
+    this.#changed();
+  }
+
+  /** Writes what changed since the last save now, and resolves once it is written. */
+  flush(): Promise<void> {
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+    this.#saving = this.#saving
+      .then(() => (this.#dirty ? this.#save() : undefined))
+      // A save reports its own failures; anything else must not leave the chain rejected.
+      .catch((error: unknown) => this.#unusable(error));
+    return this.#saving;
+  }
+
+  /** Writes what is left to write and stops the timer; later `remember`s stay in memory. */
+  close(): Promise<void> {
+    this.#closed = true;
+    return this.flush();
+  }
+
+  #hash(key: string): string {
+    let hash = this.#hashes.get(key);
+    if (hash === undefined) {
+      hash = createHash('sha256').update(key).digest('hex').slice(0, 32);
+      this.#hashes.set(key, hash);
+    }
+    return hash;
+  }
+
+  #changed(): void {
+    this.#dirty = true;
+    if (this.#timer !== undefined || this.#closed || !this.#persisting) return;
+    this.#timer = setTimeout(() => void this.flush(), this.#saveEveryMs);
+    // What is learned is worth a later start, not keeping a process alive: close writes the rest.
+    this.#timer.unref();
+  }
+
+  /**
+   * Reads the file once, then checks that its folder takes a file: an unusable path is reported
+   * at start rather than at the first save, which may come only at close.
+   */
+  #load(): void {
+    let text: string | undefined;
+    try {
+      text = readFileSync(this.path, 'utf8');
+    } catch (error) {
+      if (codeOf(error) !== 'ENOENT') {
+        this.#unusable(error);
+        return;
+      }
+    }
+    if (text !== undefined) {
+      const read = parseState(text, Date.now());
+      if (read.ok) for (const [hash, entry] of read.entries) this.#entries.set(hash, entry);
+      else {
+        this.#corrupt(read.got);
+        // Rewritten at the next save, or at close if nothing is learned before.
+        this.#changed();
+      }
+    }
+    this.#probe();
+  }
+
+  /** Makes the folder and writes and removes a file in it, as a save would. */
+  #probe(): void {
+    const probe = this.#tempPath();
+    try {
+      makeFolder(path.dirname(this.path));
+      writeFileSync(probe, '', { mode: 0o600 });
+      rmSync(probe, { force: true });
+      // A folder where the file should be: rename would refuse it at every save.
+      if (statSync(this.path, { throwIfNoEntry: false })?.isDirectory()) {
+        throw Object.assign(new Error(`a folder is in the way: ${this.path}`), { code: 'EISDIR' });
+      }
+    } catch (error) {
+      this.#unusable(error);
+    }
+  }
+
+  async #save(): Promise<void> {
+    if (!this.#persisting) return;
+    this.#dirty = false;
+    const touched = new Set(this.#touched);
+    this.#touched.clear();
+    const temp = this.#tempPath();
+    let unlock: (() => Promise<void>) | undefined;
+    try {
+      makeFolder(path.dirname(this.path));
+      unlock = await this.#lock();
+      const now = Date.now();
+      await this.#mergeFromDisk(now, touched);
+      const kept = [...this.#entries]
+        .filter(([, entry]) => !expired(entry, now))
+        .sort(([, a], [, b]) => b.savedAt - a.savedAt)
+        .slice(0, GOVERNOR_STATE_MAX_KEYS);
+      this.#entries.clear();
+      for (const [hash, entry] of kept) this.#entries.set(hash, entry);
+      const text = `${JSON.stringify({ version: VERSION, keys: Object.fromEntries(kept) })}\n`;
+      await writeFile(temp, text, { mode: 0o600 });
+      await rename(temp, this.path);
+    } catch (error) {
+      await rm(temp, { force: true }).catch(() => {});
+      this.#unusable(error);
+    } finally {
+      await unlock?.();
+    }
+  }
+
+  /**
+   * Takes the file's lock (`PATH.lock`, made exclusively) for one read, merge and write: without
+   * it, two processes closing at once (a fleet's workers drained together) would each read the
+   * file before the other's rename, and the last rename would drop the other's keys. A lock
+   * older than `STALE_LOCK_MS` is a dead process's and is taken over; after `LOCK_WAIT_MS` the
+   * save goes on without it, as a hint may. Resolves with the unlock, or undefined without one.
+   */
+  async #lock(): Promise<(() => Promise<void>) | undefined> {
+    const lock = `${this.path}.lock`;
+    const deadline = Date.now() + LOCK_WAIT_MS;
+    for (;;) {
+      try {
+        await (await open(lock, 'wx', 0o600)).close();
+        return () => rm(lock, { force: true }).catch(() => {});
+      } catch (error) {
+        if (codeOf(error) !== 'EEXIST') throw error;
+      }
+      const since = (await stat(lock).catch(() => undefined))?.mtimeMs;
+      if (since !== undefined && Date.now() - since > STALE_LOCK_MS) {
+        await rm(lock, { force: true }).catch(() => {});
+        continue;
+      }
+      if (Date.now() >= deadline) return undefined;
+      // Jittered, so two waiters do not retry in step; ref'd, so a close waits for it.
+      await delay(5 + Math.random() * 20);
+    }
+  }
+
+  /**
+   * What another process saved since this one read the file. A key this store learned nothing
+   * of since its last save takes the file's entry; one it did keeps the newer of the two (ours
+   * on a tie: it was learned after the file was read). A file that became corrupt is overwritten
+   * (warned about once).
+   */
+  async #mergeFromDisk(now: number, touched: ReadonlySet<string>): Promise<void> {
+    let text: string;
+    try {
+      text = await readFile(this.path, 'utf8');
+    } catch {
+      // Gone, or unreadable: the write that follows says so if it matters.
+      return;
+    }
+    const read = parseState(text, now);
+    if (!read.ok) {
+      this.#corrupt(read.got);
+      return;
+    }
+    for (const [hash, entry] of read.entries) {
+      const ours = this.#entries.get(hash);
+      if (ours === undefined || !touched.has(hash) || entry.savedAt > ours.savedAt) {
+        this.#entries.set(hash, entry);
+      }
+    }
+  }
+
+  /** A temporary file beside the state file: the rename that replaces it stays on one disk. */
+  #tempPath(): string {
+    return `${this.path}.${process.pid}-${randomBytes(4).toString('hex')}.tmp`;
+  }
+
+  #corrupt(got: string): void {
+    if (this.#warnedCorrupt) return;
+    this.#warnedCorrupt = true;
+    this.#warn(
+      `Expected the governor state file ${this.path} to hold ${SHAPE} as JSON, got ${got}: it is ignored and rewritten`,
+    );
+  }
+
+  #unusable(error: unknown): void {
+    if (!this.#persisting) return;
+    this.#persisting = false;
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+    // Node's message ends with the call and its path (`, open '/x/y.tmp'`): the probe's file
+    // name would only confuse, and the state file's path is said already.
+    const why = error instanceof Error ? error.message.replace(/, \w+ '.*$/, '') : String(error);
+    this.#warn(
+      `Expected the governor state file ${this.path} to be writable, got ${why}: the run goes on, and what the governor learns is not kept (\`governor.state\` sets another path, or false)`,
+    );
+  }
+
+  #warn(message: string): void {
+    try {
+      this.#onWarning(message);
+    } catch {
+      // A listener's fault is its own: the governor goes on.
+    }
+  }
+}
+
+/**
+ * Where the state file goes by default: `cohort/governor-state.json` under the user's cache
+ * folder, `$XDG_CACHE_HOME` when it is set (on any system), else `~/Library/Caches` on macOS,
+ * `%LOCALAPPDATA%` on Windows and `~/.cache` elsewhere. Undefined when there is no home folder to
+ * put it under.
+ */
+export function defaultGovernorStatePath(
+  env: NodeJS.ProcessEnv = process.env,
+  platform: NodeJS.Platform = process.platform,
+): string | undefined {
+  const cache = cacheFolder(env, platform);
+  return cache === undefined ? undefined : path.join(cache, 'cohort', 'governor-state.json');
+}
+
+function cacheFolder(env: NodeJS.ProcessEnv, platform: NodeJS.Platform): string | undefined {
+  // The XDG spec: a relative path is invalid and ignored.
+  const xdg = env.XDG_CACHE_HOME;
+  if (xdg !== undefined && path.isAbsolute(xdg)) return xdg;
+  if (platform === 'win32' && env.LOCALAPPDATA) return env.LOCALAPPDATA;
+  let home: string;
+  try {
+    home = os.homedir();
+  } catch {
+    return undefined;
+  }
+  if (home === '') return undefined;
+  if (platform === 'darwin') return path.join(home, 'Library', 'Caches');
+  if (platform === 'win32') return path.join(home, 'AppData', 'Local');
+  return path.join(home, '.cache');
+}
+
+/**
+ * Makes a folder and its missing parents, one level at a time. Not `mkdir -p` (`recursive:
+ * true`): under /proc, where mkdir answers ENOENT for a parent that exists, Node's recursive mkdir
+ * retries forever, and a mistyped `--governor-state` would hang the start.
+ */
+function makeFolder(folder: string): void {
+  const missing: string[] = [];
+  for (let current = folder; !existsSync(current); current = path.dirname(current)) {
+    missing.push(current);
+    if (path.dirname(current) === current) break;
+  }
+  for (const level of missing.reverse()) {
+    try {
+      mkdirSync(level);
+    } catch (error) {
+      // Another process made it in the meantime: as good as made here.
+      if (codeOf(error) !== 'EEXIST') throw error;
+    }
+  }
+}
+
+function expired(entry: Entry, now: number): boolean {
+  // A clock set back makes an entry from "the future": it ages from now on, within the same bound.
+  return Math.abs(now - entry.savedAt) > GOVERNOR_STATE_EXPIRY_MS;
+}
+
+function codeOf(error: unknown): string | undefined {
+  return (error as { code?: unknown } | null)?.code as string | undefined;
+}
+
+type ParsedState = { ok: true; entries: [string, Entry][] } | { ok: false; got: string };
+
+/** The file's live entries, or what it held instead of the expected shape, for the warning. */
+function parseState(text: string, now: number): ParsedState {
+  let data: unknown;
+  try {
+    data = JSON.parse(text);
+  } catch (error) {
+    const why = error instanceof Error ? error.message : String(error);
+    return { ok: false, got: `text that is not JSON (${why})` };
+  }
+  if (typeof data !== 'object' || data === null || Array.isArray(data)) {
+    return { ok: false, got: describe(data) };
+  }
+  const { version, keys } = data as { version?: unknown; keys?: unknown };
+  if (version !== VERSION) return { ok: false, got: `version ${describe(version)}` };
+  if (typeof keys !== 'object' || keys === null || Array.isArray(keys)) {
+    return { ok: false, got: `keys that are ${describe(keys)}` };
+  }
+  const entries: [string, Entry][] = [];
+  for (const [hash, value] of Object.entries(keys)) {
+    const entry = entryOf(value);
+    if (entry === undefined) return { ok: false, got: `an entry ${hash} of ${describe(value)}` };
+    if (!expired(entry, now)) entries.push([hash, entry]);
+  }
+  return { ok: true, entries };
+}
+
+function entryOf(value: unknown): Entry | undefined {
+  if (typeof value !== 'object' || value === null) return undefined;
+  const { savedAt, window, rpm, itpm, otpm, unlimited } = value as Record<string, unknown>;
+  if (!isPositive(savedAt) || !isPositive(window)) return undefined;
+  const entry: Entry = { savedAt, window };
+  for (const [name, limit] of [
+    ['rpm', rpm],
+    ['itpm', itpm],
+    ['otpm', otpm],
+  ] as const) {
+    if (limit === undefined) continue;
+    if (!isPositive(limit)) return undefined;
+    entry[name] = limit;
+  }
+  if (unlimited !== undefined) {
+    if (typeof unlimited !== 'boolean') return undefined;
+    entry.unlimited = unlimited;
+  }
+  return entry;
+}
+
+function isPositive(value: unknown): value is number {
+  return typeof value === 'number' && Number.isFinite(value) && value > 0;
+}
+
+/** A short account of a value for a warning: its type, and its start when it is a string. */
+function describe(value: unknown): string {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'an array';
+  if (typeof value === 'string') return `the string ${JSON.stringify(value.slice(0, 40))}`;
+  if (typeof value === 'object') return 'an object of another shape';
+  return `${String(value)} (${typeof value})`;
+}
+
+/**
+ * The state file `governor.state` names, opened: the default path unless a path is given,
+ * nothing for `false`. Without a home folder for the default, one warning, and nothing is kept.
+ */
+export function openGovernorState(
+  state: string | false | undefined,
+  onWarning: (message: string) => void,
+): GovernorStateFile | undefined {
+  if (state === false) return undefined;
+  const file = state ?? defaultGovernorStatePath();
+  if (file === undefined) {
+    onWarning(
+      'Expected a home folder or XDG_CACHE_HOME for the governor state file, got neither: the run goes on, and what the governor learns is not kept (`governor.state` sets a path)',
+    );
+    return undefined;
+  }
+  return new GovernorStateFile({ path: file, onWarning });
+}
