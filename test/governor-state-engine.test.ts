@@ -1,8 +1,7 @@
 /**
  * The governor's state file (`governor.state`, `--governor-state`) through the real engine, the
  * built CLI and several real processes sharing one file. The store on its own is in
- * governor-state.test.ts. What a key learns reaches the store once the key governor remembers it;
- * the tests that need that are marked `todo` until it does.
+ * governor-state.test.ts.
  */
 import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -10,7 +9,12 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { EngineOptions, EngineWarning } from '../src/main/engine.js';
-import { type ScriptedModel, startScriptedModel } from '../src/testing/index.js';
+import { Engine } from '../src/main/engine.js';
+import {
+  type ScriptedModel,
+  type ScriptedModelOptions,
+  startScriptedModel,
+} from '../src/testing/index.js';
 import { readResultLines, runCli, writeTasks } from './cli-helpers.js';
 import { type Rig, startRig, tempDir } from './helpers.js';
 import { startWorkers, stopWorkers } from './queue-helpers.js';
@@ -31,9 +35,15 @@ afterEach(async () => {
 });
 
 /** An engine on its own scripted model whose warnings are collected. */
-async function open(options: EngineOptions): Promise<{ rig: Rig; warnings: EngineWarning[] }> {
+async function open(
+  options: EngineOptions,
+  modelOptions: ScriptedModelOptions = {},
+): Promise<{ rig: Rig; warnings: EngineWarning[] }> {
   const warnings: EngineWarning[] = [];
-  rig = await startRig({ onWarning: (warning) => warnings.push(warning), ...options });
+  rig = await startRig(
+    { onWarning: (warning) => warnings.push(warning), ...options },
+    modelOptions,
+  );
   return { rig, warnings };
 }
 
@@ -120,17 +130,40 @@ describe('the engine and its governor state file', () => {
     expect(ours[0]).toMatchObject({ code: 'governor_state' });
   });
 
-  it.todo('a second engine starts from what the first one learned (once the key governor remembers)', async () => {
+  it('a second engine starts from what the first one learned, not from the slow start', async () => {
     const file = path.join(tempDir('cohort-state-'), 'governor-state.json');
-    const first = await open({ governor: { state: file } });
+    // Rate limits the headers report, so the key learns them; each engine on the same model,
+    // base URL and key, as a second run of the same command would be.
+    const { rig: first } = await open({ governor: { state: file } }, { rpm: 60_000 });
     await Promise.all(
-      Array.from({ length: 40 }, (_, index) => first.rig.engine.run({ prompt: `Task ${index}.` })),
+      Array.from({ length: 40 }, (_, index) => first.engine.run({ prompt: `Task ${index}.` })),
     );
-    const learned = first.rig.engine.governor!.states()[0]!.limit;
-    await first.rig.engine.close();
-    const entries = Object.values(JSON.parse(readFileSync(file, 'utf8')).keys);
+    await first.engine.close();
+    const entries = Object.values(JSON.parse(readFileSync(file, 'utf8')).keys) as {
+      window: number;
+      rpm?: number;
+    }[];
     expect(entries).toHaveLength(1);
-    expect(entries[0]).toMatchObject({ window: learned });
+    expect(entries[0]!.rpm).toBe(60_000);
+    expect(entries[0]!.window).toBeGreaterThan(4);
+
+    const second = await Engine.start({
+      threads: 1,
+      logDir: tempDir('cohort-logs-'),
+      governor: { state: file },
+      provider: { baseURL: first.model.url, model: 'cohort-scripted' },
+    });
+    try {
+      // The key's state when the server gets its first request: before any response.
+      const atFirst = new Promise<number | undefined>((resolve) =>
+        first.model.once('request', () => resolve(second.governor!.states()[0]?.limit)),
+      );
+      expect((await second.run({ prompt: 'Again.' })).outcome).toBe('complete');
+      expect(await atFirst).toBe(entries[0]!.window);
+      expect(second.governor!.states()[0]!.requests).toMatchObject({ limit: 60_000 });
+    } finally {
+      await second.close();
+    }
   });
 });
 
@@ -267,7 +300,7 @@ describe('cohort batch --governor-state', () => {
     }
   });
 
-  it.todo('leaves an entry at PATH, which holds neither the API key nor the base URL (once the key governor remembers)', async () => {
+  it('leaves an entry at PATH, which holds neither the API key nor the base URL', async () => {
     const file = path.join(tempDir('cohort-state-'), 'governor-state.json');
     const apiKey = 'sk-ant-api03-DISTINCTIVE-FAKE-KEY-4f9c2a7e1b';
     const tasks = writeTasks(20);
@@ -284,7 +317,7 @@ describe('cohort batch --governor-state', () => {
     }
   });
 
-  it.todo('`off` writes no file (once the key governor remembers)', async () => {
+  it('`off` writes no file', async () => {
     await withCacheHome(async (cache) => {
       const { run } = batch(['--governor-state', 'off']);
       expect((await run.exit).code).toBe(0);
