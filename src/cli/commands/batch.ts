@@ -72,8 +72,11 @@ RESULTS.jsonl is cohort's alone: it must be missing, empty, or a results file. A
 in it; --retry-failed also reruns the failed ones, replacing their lines.
 
 Every request passes the rate-limit governor (see --rpm, --patience, --governor). When the
-provider says the quota is spent (a spend-limit 429), the batch stops admitting tasks for that
-model and says why; rerun the same command once the limit is raised.
+provider says the quota is spent (a spend-limit 429), cannot be reached (5 connection failures
+in a row) or refuses the API key, the batch stops admitting tasks for that model, says why once,
+and exits 1 within seconds. Rerun the same command once that is fixed: the tasks never started
+run, and so do those that failed for it (codes quota_exhausted, connection and auth: their
+lines are replaced, without --retry-failed).
 
 With --queue REDIS, every task is a job on that Redis queue, run by \`cohort worker\` processes on
 any machine (docs/SCALE-OUT.md). A task's job id comes from RESULTS.jsonl's path and its id, so
@@ -93,7 +96,8 @@ ${COMMON_HELP}
   Log folders are kept as --logs says; for a large batch, --logs failed keeps only the failed.
 ${EXIT_CODES_HELP}
   0  every task has a complete line
-  1  some task did not complete, some line was bad, or the provider's quota was spent
+  1  some task did not complete, some line was bad, or the provider's quota was spent,
+     it could not be reached, or it refused the key
   2  a usage error: a bad flag, an unreadable tasks file, a refused --out, a held lock,
      or (with --strict) a bad line; nothing ran
   130/143/129  stopped by SIGINT/SIGTERM/SIGHUP (the cancelled results are written)`;
