@@ -61,8 +61,9 @@ afterEach(async () => {
 });
 
 /**
- * Tasks of three steps (two `echo` calls, then the reply), the later ones slowed a little, so a
- * worker that dies is caught with jobs between steps and their checkpoints in Redis.
+ * Tasks of three steps (two `echo` calls, then the reply), the later ones slowed, so a worker
+ * that dies is caught with jobs between steps and their checkpoints in Redis: most of a job's
+ * time is after its first checkpoint, whatever pace the governor lets the first steps go at.
  */
 function stepTasks(count: number): string {
   return writeTasks(
@@ -70,8 +71,8 @@ function stepTasks(count: number): string {
       scripted(
         [
           { calls: [{ name: 'echo', input: { value: `a${index}` } }] },
-          { delayMs: 20, calls: [{ name: 'echo', input: { value: `b${index}` } }] },
-          { delayMs: 20, reply: `done ${index}` },
+          { delayMs: 150, calls: [{ name: 'echo', input: { value: `b${index}` } }] },
+          { delayMs: 150, reply: `done ${index}` },
         ],
         `Task ${index}.`,
       ),

@@ -54,7 +54,10 @@ export const GOVERNOR_FIELDS = {
     arg: 'N',
     help: 'most requests in flight per model and key (default: adaptive)',
   }),
-  /** Requests in flight per key before any has succeeded: the slow-start window (default 4). */
+  /**
+   * Requests in flight per key before the first response head says what the limits allow (then
+   * the window opens to that), and with no state file entry to start from (default 4).
+   */
   initialConcurrency: wholeNumber(1, NO_BOUND),
   /**
    * How long one request may keep being answered 429 or 529 before its agent fails, in ms
