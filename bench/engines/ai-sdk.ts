@@ -69,22 +69,16 @@ export async function aiSdkEngine(setup: EngineSetup): Promise<BenchEngine> {
 
 /**
  * The agent's tools, defined with its call as the SDK's examples do: each `execute` closes over
- * the agent's id, and the tool sees the call's abort signal.
+ * the agent's id and its abort signal.
  */
-function agentTools(context: LoopContext, agentId: string): ToolSet {
+function agentTools(context: LoopContext, agentId: string, signal: AbortSignal): ToolSet {
   const tools: ToolSet = {};
   for (const [name, definition] of context.tools) {
     tools[name] = tool({
       description: definition.description,
       inputSchema: jsonSchema(definition.inputSchema as Parameters<typeof jsonSchema>[0]),
-      execute: async (input: unknown, options) =>
-        render(
-          await definition.run(input, {
-            signal: options.abortSignal ?? AbortSignal.abort(),
-            agentId,
-            depth: 1,
-          }),
-        ),
+      execute: async (input: unknown) =>
+        render(await definition.run(input, { signal, agentId, depth: 1 })),
     });
   }
   // No execute: the SDK ends the loop after the step that calls it.
@@ -112,7 +106,7 @@ async function runAgent(
       model: context.model,
       system: AGENT_SYSTEM,
       prompt: request.prompt,
-      tools: agentTools(context, id),
+      tools: agentTools(context, id, signal),
       stopWhen: [stepCountIs(request.maxSteps), hasToolCall(REPLY_TOOL)],
       maxOutputTokens: context.config.maxTokens,
       maxRetries: context.config.maxRetries,

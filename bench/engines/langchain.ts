@@ -80,7 +80,8 @@ export async function langchainEngine(setup: EngineSetup): Promise<BenchEngine> 
         async (input: Record<string, unknown>, config) =>
           render(
             await definition.run(input, {
-              signal: config?.signal ?? AbortSignal.abort(),
+              // The loop always passes the agent's signal; a call without one has no canceller.
+              signal: config?.signal ?? new AbortController().signal,
               agentId: String(config?.configurable?.agentId ?? ''),
               depth: 1,
             }),
