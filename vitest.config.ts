@@ -36,6 +36,7 @@ const UNIT = [
 
 const SLOW = [
   'bench',
+  'bench-peers',
   'chaos',
   'exactly-once',
   'governor-adaptive',

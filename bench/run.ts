@@ -16,6 +16,7 @@ import { concurrencyPart } from './concurrency/concurrency.js';
 import { PROFILE_ENV } from './engines/fork.js';
 import { governorPart } from './governor/governor.js';
 import { modelCapacity } from './model/model-capacity.js';
+import { peersPart } from './peers/peers.js';
 import { scalePart } from './scale/scale.js';
 import { spawnPart } from './spawn/spawn.js';
 import { transportPart } from './transport/transport.js';
@@ -31,6 +32,7 @@ export const PARTS: BenchPart[] = [
   spawnPart,
   governorPart,
   scalePart,
+  peersPart,
 ];
 
 /** Where `runBench` writes; tests pass their own. */

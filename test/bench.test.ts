@@ -204,7 +204,7 @@ describe('bench flags', () => {
     [['--concurrency', '5,x'], /`--concurrency`.*comma-separated list of whole numbers.*got `5,x`/],
     [
       ['--engines', 'cohort,bogus'],
-      /`--engines`.*cohort, in-process, thread-per-child, sdk-loop, got `cohort,bogus`/,
+      /`--engines`.*cohort, in-process, thread-per-child, sdk-loop, ai-sdk, langchain, got `cohort,bogus`/,
     ],
     [['--transport', 'fetch'], /Expected `--transport` to be undici or sdk, got `fetch`/],
     [['--governor', 'maybe'], /Expected `--governor` to be on or off, got `maybe`/],
@@ -216,7 +216,7 @@ describe('bench flags', () => {
     ],
     [
       ['nonsense'],
-      /Expected a bench part \(model, transport, concurrency, spawn, governor, scale\), got `nonsense`/,
+      /Expected a bench part \(model, transport, concurrency, spawn, governor, scale, peers\), got `nonsense`/,
     ],
     [['governor', '--itpm', '-5'], /`--itpm` to be a whole number from 0 to .*, got `-5`/],
     [['--bogus'], /bogus/],

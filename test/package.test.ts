@@ -4,6 +4,7 @@
  * exactly those files runs the CLI. And importing the library, in a fresh process that records
  * every module it resolves, loads neither the queue's packages nor the OpenTelemetry SDK: they
  * load with `import()` only when queue mode or the CLI's tracing is used (docs/DEPENDENCIES.md).
+ * Nor does it load a devDependency, such as the libraries the bench compares cohort with.
  */
 import { execFile } from 'node:child_process';
 import { cpSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
@@ -19,6 +20,7 @@ const PACKAGE = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')
   bin: Record<string, string>;
   exports: Record<string, { import: string; types: string }>;
   dependencies: Record<string, string>;
+  devDependencies: Record<string, string>;
 };
 const run = promisify(execFile);
 
@@ -177,6 +179,8 @@ describe('the library import graph', () => {
     for (const name of loaded) {
       expect(LAZY).not.toContain(name);
       expect(name === '@opentelemetry/api' || !name.startsWith('@opentelemetry/')).toBe(true);
+      // The bench's libraries (the AI SDK, LangChain) and every other dev tool stay outside.
+      expect(Object.keys(PACKAGE.devDependencies), name).not.toContain(name);
     }
   }, 30_000);
 

@@ -10,7 +10,12 @@ import {
   TRANSPORT_NAMES,
   type TransportName,
 } from '../../src/shared/provider/transport/types.js';
-import { ENGINE_NAMES, type EngineName, MAX_THREADS } from '../engines/engines.js';
+import {
+  CONCURRENCY_ENGINES,
+  ENGINE_NAMES,
+  type EngineName,
+  MAX_THREADS,
+} from '../engines/engines.js';
 
 export interface BenchOptions {
   /** Part names to run, in registry order; empty means all. */
@@ -67,8 +72,9 @@ export interface BenchOptions {
 }
 
 export const BENCH_USAGE = `Usage: cohort bench [part...] [options]     (npm run bench -- [part...] [options])
-Parts: model, transport, concurrency, spawn, governor, scale (default: all). Defaults are a
-quick sweep, except for transport, governor and scale, which run their full scenarios.
+Parts: model, transport, concurrency, spawn, governor, scale, peers (default: all). Defaults
+are a quick sweep, except for transport, governor, scale and peers, which run their full
+scenarios.
 
 concurrency — cohort vs in-process vs thread-per-child vs sdk-loop on one scripted model:
   --agents N            agents per case (default 100)
@@ -83,13 +89,14 @@ concurrency — cohort vs in-process vs thread-per-child vs sdk-loop on one scri
   --acceleration F      model ramp limit factor (see cohort mock --help), 0 none (default 0)
   --overload P          model 529 probability 0..1 (default 0)
   --jitter J            model ttft/tps jitter 0..1 (default 0)
-  --engines A,B,…       cohort, in-process, thread-per-child, sdk-loop (default all)
+  --engines A,B,…       cohort, in-process, thread-per-child, sdk-loop, ai-sdk, langchain
+                        (default: the first four)
   --threads N           cohort worker threads (default: available parallelism)
   --max-retries N       provider retries (default 4)
   --provider mock|anthropic   anthropic needs ANTHROPIC_API_KEY or ANTHROPIC_BASE_URL
   --model NAME          model name for --provider anthropic
   --transport undici|sdk   how the engines reach the model (default ${DEFAULT_TRANSPORT});
-                        sdk-loop always uses the SDK
+                        sdk-loop, ai-sdk and langchain always use their own library
   --governor on|off     cohort's and thread-per-child's rate-limit governor (default on)
   --tracing on|off      trace cohort's agents into an OpenTelemetry provider whose exporter
                         counts and drops the spans (default off)
@@ -110,6 +117,11 @@ engine, then 1, 2 and 3 worker processes; needs redis-server. Its own defaults: 
 --concurrency 200 --ttft-ms 200 --cpu-ms 0; --steps, --threads, --transport, --governor apply:
   --workers A,B,…       worker processes of the queue cases (default 1,2,3); the case with 1
                         is the one compared with the local engine
+peers — cohort at its defaults against sdk-loop, the Vercel AI SDK (generateText with tools
+and stopWhen) and LangChain (ChatAnthropic with bound tools), each case in a fresh process, the
+order rotated each round: CPU per call, efficiency, wall. Its own defaults: --agents 2000
+--concurrency 200 --ttft-ms 200 --cpu-ms 0 --runs 3 --engines cohort,sdk-loop,ai-sdk,langchain;
+--steps, --tps, --jitter, --threads, --transport, --governor, --max-retries apply
 all parts:
   --runs N              repetitions; figures are medians (default 1)
   --out FILE            JSON report (default bench-results/bench-<timestamp>.json)
@@ -191,7 +203,7 @@ export function parseBenchArgs(
     acceleration: intFlag(values, 'acceleration', 0, 1_000_000_000) ?? 0,
     overload: fractionFlag(values, 'overload') ?? 0,
     jitter: fractionFlag(values, 'jitter') ?? 0,
-    engines: enginesFlag(values) ?? [...ENGINE_NAMES],
+    engines: enginesFlag(values) ?? [...CONCURRENCY_ENGINES],
     runs: intFlag(values, 'runs', 1, 100) ?? 1,
     threads: intFlag(values, 'threads', 1, MAX_THREADS),
     out,

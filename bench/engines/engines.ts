@@ -1,10 +1,13 @@
 /**
- * The four ways of running many agents that the bench puts side by side:
+ * The ways of running many agents that the bench puts side by side:
  * - `cohort`: the engine, many children per worker thread;
  * - `in-process`: the same agent loop (`runChild`) on the main thread, one shared Provider,
  *   what a user writes by hand with a promise limiter;
  * - `thread-per-child`: piscina with one child per worker (`agentsPerThread: 1`);
- * - `sdk-loop`: a hand-written loop on the official SDK, no cohort code on the path (sdk-loop.ts).
+ * - `sdk-loop`: a hand-written loop on the official SDK, no cohort code on the path (sdk-loop.ts);
+ * - `ai-sdk`, `langchain`: the tool loops of the Vercel AI SDK and of LangChain's
+ *   `ChatAnthropic`, as their documentation writes them (ai-sdk.ts, langchain.ts). They are
+ *   imported only when started, so no other case's process loads those libraries.
  */
 import path from 'node:path';
 import { Engine } from '../../src/main/engine.js';
@@ -21,8 +24,26 @@ import { LiveRuns } from './live-runs.js';
 import { sdkLoopEngine } from './sdk-loop.js';
 import { countingTracerProvider } from './tracing.js';
 
-export const ENGINE_NAMES = ['cohort', 'in-process', 'thread-per-child', 'sdk-loop'] as const;
+export const ENGINE_NAMES = [
+  'cohort',
+  'in-process',
+  'thread-per-child',
+  'sdk-loop',
+  'ai-sdk',
+  'langchain',
+] as const;
 export type EngineName = (typeof ENGINE_NAMES)[number];
+
+/** The engines of the `concurrency` part when `--engines` names none. */
+export const CONCURRENCY_ENGINES: readonly EngineName[] = [
+  'cohort',
+  'in-process',
+  'thread-per-child',
+  'sdk-loop',
+];
+
+/** The engines of the `peers` part when `--engines` names none: cohort and the libraries. */
+export const PEER_ENGINES: readonly EngineName[] = ['cohort', 'sdk-loop', 'ai-sdk', 'langchain'];
 
 /** The most threads `Engine.start` accepts, so the most thread-per-child can run at once. */
 export const MAX_THREADS = 256;
@@ -54,7 +75,7 @@ export interface AgentRequest {
 
 export interface BenchEngine {
   readonly name: EngineName;
-  /** Worker threads it runs (0 for in-process and sdk-loop). */
+  /** Worker threads it runs (0 for the engines on the main thread). */
   readonly threads: number;
   run(request: AgentRequest): Promise<AgentResult>;
   /** Cancels what is live (reason `shutdown`) and waits for every result. */
@@ -90,6 +111,10 @@ async function startNamed(name: EngineName, setup: EngineSetup): Promise<BenchEn
       return inProcessEngine(setup);
     case 'sdk-loop':
       return sdkLoopEngine(setup);
+    case 'ai-sdk':
+      return (await import('./ai-sdk.js')).aiSdkEngine(setup);
+    case 'langchain':
+      return (await import('./langchain.js')).langchainEngine(setup);
   }
 }
 

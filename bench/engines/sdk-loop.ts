@@ -7,9 +7,7 @@
  * the same script and the requests weigh the same.
  */
 import Anthropic, { type Middleware } from '@anthropic-ai/sdk';
-import { childSystemPrompt } from '../../src/shared/child.js';
 import type { AgentEvent } from '../../src/shared/events.js';
-import { newAgentId } from '../../src/shared/ids.js';
 import { classify, publicEndpoint } from '../../src/shared/provider/classify.js';
 import {
   API_KEY_ENV,
@@ -19,11 +17,18 @@ import {
 } from '../../src/shared/provider/config.js';
 import type { ProviderErrorCode } from '../../src/shared/provider/types.js';
 import type { AgentResult, AgentUsage } from '../../src/shared/result.js';
-import { emptyUsage } from '../../src/shared/result.js';
-import { loadToolModule } from '../../src/shared/tools/modules.js';
-import { REPLY_DESCRIPTION, REPLY_SCHEMA } from '../../src/shared/tools/reply.js';
-import { type AnyTool, REPLY_TOOL } from '../../src/shared/tools/types.js';
+import type { AnyTool } from '../../src/shared/tools/types.js';
 import type { AgentRequest, BenchEngine, EngineSetup } from './engines.js';
+import {
+  AGENT_SYSTEM,
+  loadAgentTools,
+  REPLY_DESCRIPTION,
+  REPLY_RECORDED,
+  REPLY_SCHEMA,
+  REPLY_TOOL,
+  render,
+  startAgentRun,
+} from './hand-loop.js';
 import { LiveRuns } from './live-runs.js';
 
 /** What every request of the loop shares. */
@@ -39,10 +44,7 @@ interface LoopContext {
 /** Starts the engine: one client for every agent, as a user would share it. */
 export async function sdkLoopEngine(setup: EngineSetup): Promise<BenchEngine> {
   const config: ProviderConfig = { ...DEFAULT_PROVIDER_CONFIG, ...setup.provider };
-  const tools = new Map<string, AnyTool>();
-  for (const modulePath of setup.toolModules) {
-    for (const tool of await loadToolModule(modulePath)) tools.set(tool.name, tool);
-  }
+  const tools = await loadAgentTools(setup.toolModules);
   const client = new Anthropic({
     apiKey: process.env[API_KEY_ENV] || PLACEHOLDER_KEY,
     ...(config.baseURL === undefined ? {} : { baseURL: config.baseURL }),
@@ -54,7 +56,7 @@ export async function sdkLoopEngine(setup: EngineSetup): Promise<BenchEngine> {
     client,
     config,
     endpoint: publicEndpoint(client.baseURL),
-    system: childSystemPrompt(undefined),
+    system: AGENT_SYSTEM,
     toolParams: [
       ...[...tools.values()].map((tool) => ({
         name: tool.name,
@@ -82,19 +84,7 @@ async function runAgent(
   request: AgentRequest,
   signal: AbortSignal,
 ): Promise<AgentResult> {
-  const id = newAgentId();
-  const begin = performance.now();
-  const usage = emptyUsage();
-  const settle = (fields: Pick<AgentResult, 'outcome'> & Partial<AgentResult>): AgentResult => ({
-    id,
-    title: request.title,
-    text: '',
-    truncated: false,
-    elapsedMs: performance.now() - begin,
-    generation: 0,
-    usage,
-    ...fields,
-  });
+  const { id, usage, settle } = startAgentRun(request.title);
   const messages: Anthropic.MessageParam[] = [{ role: 'user', content: request.prompt }];
   const counter = attemptCounter(id, usage, context.config.maxRetries + 1, request.onEvent);
   try {
@@ -179,7 +169,7 @@ async function runTools(
     const input = (use.input ?? {}) as Record<string, unknown>;
     if (use.name === REPLY_TOOL) {
       replies.push(input.result);
-      results.push({ type: 'tool_result', tool_use_id: use.id, content: 'Reply recorded.' });
+      results.push({ type: 'tool_result', tool_use_id: use.id, content: REPLY_RECORDED });
       continue;
     }
     const tool = context.tools.get(use.name);
@@ -193,8 +183,4 @@ async function runTools(
     }
   }
   return { results, replies };
-}
-
-function render(value: unknown): string {
-  return typeof value === 'string' ? value : (JSON.stringify(value) ?? String(value));
 }
