@@ -3,7 +3,7 @@
  * them, prints their tables, and writes a JSON report and an SVG chart. A part is a name and a
  * function that returns rows (see part.ts); add one with an import and a line in PARTS.
  */
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { UsageError } from '../src/shared/errors.js';
@@ -175,5 +175,10 @@ export async function runBench(argv: string[], io: BenchIo = {}): Promise<number
 }
 
 if (isEntryScript(import.meta.url)) {
+  // The bench's processes (queue workers included) keep their governor state in a folder of the
+  // bench's own, never in the user's cache; each measuring process gets a fresh one (fork.ts).
+  const cache = mkdtempSync(path.join(os.tmpdir(), 'cohort-bench-cache-'));
+  process.env.XDG_CACHE_HOME = cache;
+  process.once('exit', () => rmSync(cache, { recursive: true, force: true }));
   process.exitCode = await runBench(process.argv.slice(2));
 }

@@ -1,7 +1,8 @@
 /** Runs one Job in a fresh measuring process (engine-process.ts) and returns its measurement. */
 import { fork } from 'node:child_process';
 import { once } from 'node:events';
-import { existsSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { builtPath } from '../common/paths.js';
 import type { Job, JobReply } from './jobs.js';
@@ -93,14 +94,17 @@ export async function inFreshProcess<Measurement>(
   job: Job,
   env: NodeJS.ProcessEnv = process.env,
 ): Promise<Measurement> {
+  // A cache folder of its own: every case starts cold, with no governor state an earlier case
+  // (or the user's own runs) left, and leaves none behind.
+  const cache = mkdtempSync(path.join(os.tmpdir(), 'cohort-bench-cache-'));
   const child = fork(builtPath('bench/engines/engine-process.js'), [], {
     // Not the parent's flags: under vitest they name its own loaders. PROFILE_ENV=DIR profiles
     // the measuring process and each of its worker threads into a folder of DIR per case.
     execArgv: profileFlags(env, job),
-    env,
+    env: { ...env, XDG_CACHE_HOME: cache },
     stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
   });
-  const exited = once(child, 'exit');
+  const exited = once(child, 'exit').finally(() => rmSync(cache, { recursive: true, force: true }));
   try {
     const reply = await new Promise<JobReply>((resolve, reject) => {
       child.once('message', (message) => resolve(message as JobReply));

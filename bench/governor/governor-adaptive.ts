@@ -177,10 +177,11 @@ function serveModelProcess(): void {
 // ---- one run --------------------------------------------------------------------------------
 
 function governorOptions(control: ConcurrencyControl, concurrency: number): GovernorOptions {
-  // Nothing else is configured: the adaptive controls learn everything from the responses.
+  // Nothing else is configured: the adaptive controls learn everything from the responses, and
+  // every run starts cold (no state file from an earlier run).
   return control === 'fixed'
-    ? { concurrencyControl: 'fixed', maxConcurrency: concurrency }
-    : { concurrencyControl: control };
+    ? { concurrencyControl: 'fixed', maxConcurrency: concurrency, state: false }
+    : { concurrencyControl: control, state: false };
 }
 
 /** Runs one scenario with one control on a fresh engine against a fresh model. */

@@ -103,6 +103,8 @@ export async function runBurst(options: BurstOptions): Promise<BurstRun> {
     threads: 2,
     agentsPerThread: Math.ceil(options.children / 2),
     logDir,
+    // A cold start every run: no governor state from an earlier one.
+    governor: { state: false },
     provider: {
       baseURL: model.url,
       model: 'cohort-bench',
