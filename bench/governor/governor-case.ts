@@ -80,6 +80,8 @@ export async function measureGovernor(job: GovernorJob): Promise<GovernorMeasure
     const taken = governor && sample(governor);
     if (taken) samples.push(taken);
   }, SAMPLE_EVERY_MS);
+  // A case that would take longer than its cap is cut short rather than hanging the bench.
+  const cap = AbortSignal.timeout(job.capMs);
   const firstStartAt = Date.now();
   let lastStartAt = firstStartAt;
   let results: AgentResult[];
@@ -93,6 +95,7 @@ export async function measureGovernor(job: GovernorJob): Promise<GovernorMeasure
         title: `bench ${index}`,
         maxSteps: scenario.steps + 2,
         streamText: false,
+        signal: cap,
         eventTypes: ['step-end', 'provider-retry'],
         onEvent: tally.onEvent,
       });
@@ -115,6 +118,7 @@ export async function measureGovernor(job: GovernorJob): Promise<GovernorMeasure
     firstStartAt,
     lastStartAt,
     endAt,
+    capped: cap.aborted,
     inputTokensByStep: tally.means(),
     retries: tally.retries,
     samples,
