@@ -42,7 +42,10 @@ export interface UnreachableRun {
   outcomes: Record<string, number>;
   codes: Record<string, number>;
   stderrLines: number;
-  /** Distinct error messages on stderr: its lines but the progress and summary, digits as N. */
+  /**
+   * Distinct error messages on stderr: its lines but the progress and summary, digits as N; for
+   * a batch stopped at the cap, those written before the stop.
+   */
   errorMessages: number;
   /** Up to five of them, as normalised. */
   messages: string[];
@@ -104,10 +107,11 @@ function readResults(file: string): { outcomes: string[]; codes: string[] } {
   };
 }
 
-/** Runs the batch until it exits, or stops it at the cap. */
+/** Runs the batch until it exits, or stops it at the cap (`onCap` runs just before). */
 async function timeBatch(
   child: ChildProcess,
   capMs: number,
+  onCap: () => void,
 ): Promise<{ ms: number; timedOut: boolean; code: number | null; signal: string | null }> {
   const begin = performance.now();
   const exited = once(child, 'close') as Promise<[number | null, NodeJS.Signals | null]>;
@@ -115,6 +119,7 @@ async function timeBatch(
   let killer: NodeJS.Timeout | undefined;
   const stopper = setTimeout(() => {
     timedOut = true;
+    onCap();
     child.kill('SIGTERM');
     killer = setTimeout(() => child.kill('SIGKILL'), KILL_GRACE_MS);
   }, capMs);
@@ -180,9 +185,13 @@ export async function measureUnreachable(
     child.stderr?.setEncoding('utf8').on('data', (chunk: string) => {
       stderr += chunk;
     });
-    const timed = await timeBatch(child, options.capSeconds * 1000);
+    // What it said while it ran: the messages of its stop at the cap are the bench's doing.
+    let said: string | undefined;
+    const timed = await timeBatch(child, options.capSeconds * 1000, () => {
+      said = stderr;
+    });
     const { outcomes, codes } = readResults(resultsFile);
-    const messages = distinctMessages(stderr);
+    const messages = distinctMessages(said ?? stderr);
     const requests = model ? (await model.report()).stats.requests : 0;
     return {
       case: which,
