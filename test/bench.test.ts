@@ -10,6 +10,7 @@ import { builtPath } from '../bench/common/paths.js';
 import { agentPrompt } from '../bench/common/scenario.js';
 import { type BenchEngine, startEngine } from '../bench/engines/engines.js';
 import { caseFigures, steadyWindow, windowRate } from '../bench/governor/governor-summary.js';
+import { distinctMessages } from '../bench/governor/governor-unreachable.js';
 import {
   type CpuProfile,
   profileFiles,
@@ -428,6 +429,64 @@ describe('npm run bench governor: a tiny run of the rate-limit and random-529-20
     }
     const svg = readFileSync(chart, 'utf8');
     for (const name of GOVERNOR_CASES) expect(svg).toContain(`>${name}</text>`);
+  });
+});
+
+describe('npm run bench governor --scenarios unreachable: cohort batch against a dead provider', () => {
+  const dir = tempDir('cohort-bench-unreachable-');
+  const out = path.join(dir, 'report.json');
+  const stdout = collector();
+  const stderr = collector();
+  let code: number;
+  // biome-ignore lint/suspicious/noExplicitAny: the report is JSON read back from disk.
+  let data: any;
+
+  beforeAll(async () => {
+    code = await runBench(
+      ['governor', '--scenarios', 'unreachable', '--agents', '3', '--out', out],
+      {
+        stdout,
+        stderr,
+      },
+    );
+    data = JSON.parse(readFileSync(out, 'utf8')).parts.governor.data;
+  });
+
+  it('times the real CLI to its exit in both cases and counts what it said', () => {
+    expect(code, stderr.text()).toBe(0);
+    expect(stdout.text()).toMatch(/^closed port +3 +50 /m);
+    expect(stdout.text()).toMatch(/^wrong key +3 +50 /m);
+    expect(data.unreachable.runs.map((item: { case: string }) => item.case)).toEqual([
+      'closed port',
+      'wrong key',
+    ]);
+    for (const item of data.unreachable.runs) {
+      expect(item.timedOut, item.case).toBe(false);
+      // No task can complete: the batch says so in its exit code and on stderr.
+      expect(item.exitCode, item.case).toBe(1);
+      expect(item.outcomes.complete ?? 0, item.case).toBe(0);
+      expect(item.errorMessages, item.case).toBeGreaterThanOrEqual(1);
+      expect(item.messages.join('\n'), item.case).not.toMatch(/\d/);
+    }
+    const [closed, wrongKey] = data.unreachable.runs;
+    expect(closed.requests).toBe(0);
+    expect(closed.messages.join('\n')).toMatch(/connect/);
+    expect(wrongKey.requests).toBeGreaterThanOrEqual(1);
+    expect(wrongKey.messages.join('\n')).toMatch(/auth/);
+  });
+
+  it('keeps the progress and summary lines out of the messages', () => {
+    const text = [
+      'cohort batch: 5000 task(s), 5000 to run, concurrency 50',
+      'cohort batch: task t1 failed [auth]: provider auth: the API key was refused',
+      'cohort batch: 12/5000 done (12 failed (12 auth)), 5.3/s, ETA 2s',
+      'cohort batch: task t22 failed [auth]: provider auth: the API key was refused',
+      'cohort batch: done — 3 ran (3 failed (3 auth)), 0 skipped, 0 bad line(s); results in /x',
+      'cohort batch: spent 0 input + 0 output tokens, 3 steps, $0.0000',
+    ].join('\n');
+    expect(distinctMessages(text)).toEqual([
+      'cohort batch: task tN failed [auth]: provider auth: the API key was refused',
+    ]);
   });
 });
 
