@@ -10,6 +10,7 @@ import { builtPath } from '../bench/common/paths.js';
 import { agentPrompt } from '../bench/common/scenario.js';
 import { type BenchEngine, startEngine } from '../bench/engines/engines.js';
 import { caseFigures, steadyWindow, windowRate } from '../bench/governor/governor-summary.js';
+import { distinctMessages } from '../bench/governor/governor-unreachable.js';
 import {
   type CpuProfile,
   profileFiles,
@@ -219,6 +220,10 @@ describe('bench flags', () => {
       /Expected a bench part \(model, transport, concurrency, spawn, governor, scale, peers\), got `nonsense`/,
     ],
     [['governor', '--itpm', '-5'], /`--itpm` to be a whole number from 0 to .*, got `-5`/],
+    [
+      ['governor', '--scenarios', 'rate-limit,random-529-2'],
+      /`--scenarios` to be a comma-separated list of rate-limit, random-529-1, .*, unreachable, got `rate-limit,random-529-2`/,
+    ],
     [['--bogus'], /bogus/],
     [['--provider', 'anthropic'], /ANTHROPIC_API_KEY or ANTHROPIC_BASE_URL/],
   ];
@@ -268,7 +273,7 @@ const GOVERNOR_CASES = ['governor', 'governor, told the limits', 'no governor'];
 const GOVERNOR_AGENTS = 20;
 const GOVERNOR_STEPS = 2;
 
-describe('npm run bench governor: a tiny run of the three cases against a binding ITPM', () => {
+describe('npm run bench governor: a tiny run of the rate-limit and random-529-20 scenarios', () => {
   const dir = tempDir('cohort-bench-governor-');
   const out = path.join(dir, 'report.json');
   const chart = path.join(dir, 'chart.svg');
@@ -277,11 +282,17 @@ describe('npm run bench governor: a tiny run of the three cases against a bindin
   let code: number;
   // biome-ignore lint/suspicious/noExplicitAny: the report is JSON read back from disk.
   let data: any;
+  // biome-ignore lint/suspicious/noExplicitAny: the report is JSON read back from disk.
+  let rateLimit: any[];
+  // biome-ignore lint/suspicious/noExplicitAny: the report is JSON read back from disk.
+  let random: any[];
 
   beforeAll(async () => {
     code = await runBench(
       [
         'governor',
+        '--scenarios',
+        'random-529-20,rate-limit',
         '--agents',
         String(GOVERNOR_AGENTS),
         '--steps',
@@ -305,14 +316,24 @@ describe('npm run bench governor: a tiny run of the three cases against a bindin
       { stdout, stderr },
     );
     data = JSON.parse(readFileSync(out, 'utf8')).parts.governor.data;
-  });
+    rateLimit = data.summary.filter((item: { scenario: string }) => item.scenario === 'rate-limit');
+    random = data.summary.filter((item: { scenario: string }) => item.scenario === 'random-529-20');
+  }, 60_000);
 
-  it('exits 0 and prints the three cases, the target line and the outputs', () => {
+  it('exits 0 and prints both scenarios side by side, the target lines and the outputs', () => {
     expect(code, stderr.text()).toBe(0);
     const table = stdout.text();
     for (const name of GOVERNOR_CASES) expect(table).toContain(name);
-    expect(table).toMatch(/target at 4 \(governor\): ≥ 95% of the binding limit/);
+    expect(table).toMatch(/^rate-limit +20 × 2 +4 /m);
+    expect(table).toMatch(
+      /^random-529-20 +20 × 2 +4 .* on\/off ≤ 1\.1×, all complete +\d+\.\d\d×, 0 failed +(met|NOT met)$/m,
+    );
+    expect(table).toMatch(/target at 4 \(governor\): ≥ 95% of the limit, ≤ 1% 429, 0 failed/);
     expect(table).toContain(`chart: ${chart}`);
+    expect(data.scenarios.map((item: { name: string }) => item.name)).toEqual([
+      'rate-limit',
+      'random-529-20',
+    ]);
   });
 
   it('uses the ITPM given and sets RPM from the probe so that ITPM binds', () => {
@@ -323,12 +344,13 @@ describe('npm run bench governor: a tiny run of the three cases against a bindin
     expect(data.limits.itpm).toBe(300_000);
     expect(data.limits.bucketSeconds).toBe(1);
     expect(data.limits.rpm).toBe(Math.ceil((1.5 * 300_000) / perRequest / 100) * 100);
-    for (const item of data.summary) expect(item.binding).toBe('itpm');
+    for (const item of rateLimit) expect(item.binding).toBe('itpm');
+    for (const item of random) expect(item.binding).toBeNull();
   });
 
-  it('accounts for every agent and request of every case, on the model and in the series', () => {
-    expect(data.summary.map((item: { case: string }) => item.case)).toEqual(GOVERNOR_CASES);
-    for (const item of data.summary) {
+  it('accounts for every agent and request of every rate-limit case, on the model and in the series', () => {
+    expect(rateLimit.map((item: { case: string }) => item.case)).toEqual(GOVERNOR_CASES);
+    for (const item of rateLimit) {
       expect(item.completed + item.failed, item.case).toBe(GOVERNOR_AGENTS);
       expect(item.requests, item.case).toBe(item.admitted + item.rateLimited429);
       expect(item.admitted, item.case).toBeGreaterThanOrEqual(item.completed * GOVERNOR_STEPS);
@@ -344,30 +366,62 @@ describe('npm run bench governor: a tiny run of the three cases against a bindin
       expect(sum('refused'), item.case).toBe(item.rateLimited429);
     }
     // The governed cases never fail an agent for rate limits: waiting is not failing.
-    for (const item of data.summary.slice(0, 2)) {
+    for (const item of rateLimit.slice(0, 2)) {
       expect(item.failed, item.case).toBe(0);
       expect(item.admitted, item.case).toBe(GOVERNOR_AGENTS * GOVERNOR_STEPS);
       expect(item.learnedItpm, item.case).toBe(300_000);
     }
-    expect(data.summary[2].governorLimit).toBeNull();
+    expect(rateLimit[2].governorLimit).toBeNull();
   });
 
-  it('has rows with the columns of every part, and draws one line per case', () => {
-    const rows = JSON.parse(readFileSync(out, 'utf8')).parts.governor.rows;
-    for (const name of GOVERNOR_CASES) {
-      const metrics = rows
-        .filter((row: { case: string }) => row.case === `${name} at 4`)
-        .map((row: { metric: string }) => row.metric);
-      expect(metrics).toEqual(
-        expect.arrayContaining([
-          'requests answered 429',
-          'requests answered 429, share',
-          'completed agents',
-          'failed agents',
-          'wall time',
-        ]),
+  it('meets the seeded random 529s with the governor on and off, every task complete with it on', () => {
+    expect(random.map((item: { case: string }) => item.case)).toEqual(['governor', 'no governor']);
+    for (const item of random) {
+      expect(item.completed + item.failed, item.case).toBe(GOVERNOR_AGENTS);
+      // No rate limits: every request is admitted, and a 529 comes after admission.
+      expect(item.rateLimited429, item.case).toBe(0);
+      expect(item.requests, item.case).toBe(item.admitted);
+      expect(item.overloaded529, item.case).toBeGreaterThan(0);
+      expect(item.requests, item.case).toBeGreaterThanOrEqual(
+        item.completed * GOVERNOR_STEPS + item.overloaded529,
       );
+      expect(item.capped, item.case).toBe(false);
+      expect(item.windowSeconds, item.case).toBeNull();
     }
+    expect(random[0].failed).toBe(0);
+    const comparison = data.comparisons.find(
+      (item: { scenario: string }) => item.scenario === 'random-529-20',
+    );
+    expect(comparison).toMatchObject({ concurrency: 4, steps: GOVERNOR_STEPS });
+    expect(comparison.wallRatio).toBeCloseTo(random[0].wallSeconds / random[1].wallSeconds, 6);
+    expect(typeof comparison.met).toBe('boolean');
+  });
+
+  it('has rows with the columns of every part, and draws one line per rate-limit case', () => {
+    const rows = JSON.parse(readFileSync(out, 'utf8')).parts.governor.rows;
+    for (const [scenario, cases] of [
+      ['rate-limit', GOVERNOR_CASES],
+      ['random-529-20', ['governor', 'no governor']],
+    ] as const) {
+      for (const name of cases) {
+        const metrics = rows
+          .filter((row: { case: string }) => row.case === `${scenario}: ${name} at 4`)
+          .map((row: { metric: string }) => row.metric);
+        expect(metrics).toEqual(
+          expect.arrayContaining([
+            'requests answered 429',
+            'requests answered 429, share',
+            'requests answered 529',
+            'completed agents',
+            'failed agents',
+            'wall time',
+          ]),
+        );
+      }
+    }
+    expect(
+      rows.filter((row: { metric: string }) => row.metric === 'wall time, governor / no governor'),
+    ).toHaveLength(2);
     for (const row of rows) {
       expect(Object.keys(row).sort()).toEqual(
         expect.arrayContaining(['case', 'metric', 'part', 'unit', 'value']),
@@ -375,6 +429,64 @@ describe('npm run bench governor: a tiny run of the three cases against a bindin
     }
     const svg = readFileSync(chart, 'utf8');
     for (const name of GOVERNOR_CASES) expect(svg).toContain(`>${name}</text>`);
+  });
+});
+
+describe('npm run bench governor --scenarios unreachable: cohort batch against a dead provider', () => {
+  const dir = tempDir('cohort-bench-unreachable-');
+  const out = path.join(dir, 'report.json');
+  const stdout = collector();
+  const stderr = collector();
+  let code: number;
+  // biome-ignore lint/suspicious/noExplicitAny: the report is JSON read back from disk.
+  let data: any;
+
+  beforeAll(async () => {
+    code = await runBench(
+      ['governor', '--scenarios', 'unreachable', '--agents', '3', '--out', out],
+      {
+        stdout,
+        stderr,
+      },
+    );
+    data = JSON.parse(readFileSync(out, 'utf8')).parts.governor.data;
+  });
+
+  it('times the real CLI to its exit in both cases and counts what it said', () => {
+    expect(code, stderr.text()).toBe(0);
+    expect(stdout.text()).toMatch(/^closed port +3 +50 /m);
+    expect(stdout.text()).toMatch(/^wrong key +3 +50 /m);
+    expect(data.unreachable.runs.map((item: { case: string }) => item.case)).toEqual([
+      'closed port',
+      'wrong key',
+    ]);
+    for (const item of data.unreachable.runs) {
+      expect(item.timedOut, item.case).toBe(false);
+      // No task can complete: the batch says so in its exit code and on stderr.
+      expect(item.exitCode, item.case).toBe(1);
+      expect(item.outcomes.complete ?? 0, item.case).toBe(0);
+      expect(item.errorMessages, item.case).toBeGreaterThanOrEqual(1);
+      expect(item.messages.join('\n'), item.case).not.toMatch(/\d/);
+    }
+    const [closed, wrongKey] = data.unreachable.runs;
+    expect(closed.requests).toBe(0);
+    expect(closed.messages.join('\n')).toMatch(/connect/);
+    expect(wrongKey.requests).toBeGreaterThanOrEqual(1);
+    expect(wrongKey.messages.join('\n')).toMatch(/auth/);
+  });
+
+  it('keeps the progress and summary lines out of the messages', () => {
+    const text = [
+      'cohort batch: 5000 task(s), 5000 to run, concurrency 50',
+      'cohort batch: task t1 failed [auth]: provider auth: the API key was refused',
+      'cohort batch: 12/5000 done (12 failed (12 auth)), 5.3/s, ETA 2s',
+      'cohort batch: task t22 failed [auth]: provider auth: the API key was refused',
+      'cohort batch: done — 3 ran (3 failed (3 auth)), 0 skipped, 0 bad line(s); results in /x',
+      'cohort batch: spent 0 input + 0 output tokens, 3 steps, $0.0000',
+    ].join('\n');
+    expect(distinctMessages(text)).toEqual([
+      'cohort batch: task tN failed [auth]: provider auth: the API key was refused',
+    ]);
   });
 });
 
@@ -433,6 +545,7 @@ describe('governor figures from a known admission record', () => {
         firstStartAt: 0,
         lastStartAt: 0,
         endAt: 500,
+        capped: false,
         providerCalls: 1,
         processCpuMs: 2,
         inputTokens: 100,
@@ -455,6 +568,7 @@ describe('governor figures from a known admission record', () => {
       },
       limits: { rpm: 1000, itpm: 60_000, bucketSeconds: 10 },
       run: 0,
+      scenario: 'rate-limit',
     });
     expect(figures).toMatchObject({ binding: 'itpm', completed: 1, failed: 0, admitted: 1 });
     expect(figures.bindingPercent).toBeNull();

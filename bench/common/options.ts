@@ -16,6 +16,10 @@ import {
   type EngineName,
   MAX_THREADS,
 } from '../engines/engines.js';
+import {
+  GOVERNOR_SCENARIO_NAMES,
+  type GovernorScenarioName,
+} from '../governor/governor-scenarios.js';
 
 export interface BenchOptions {
   /** Part names to run, in registry order; empty means all. */
@@ -67,6 +71,8 @@ export interface BenchOptions {
   spawnChildren: number;
   /** Children parked by cohort alone in the `spawn` part (0 skips it). */
   cohortChildren: number;
+  /** The `governor` part's scenarios to run, in their own order; empty means all. */
+  scenarios: GovernorScenarioName[];
   /** The flags given on the command line, by name: a part may default the others its own way. */
   given: string[];
 }
@@ -106,12 +112,21 @@ own defaults: --calls 3000 --concurrency 100 --ttft-ms 0:
 spawn — spawn → first request latency and memory per live child:
   --spawn-children N    children parked by cohort and by thread-per-child (default 20, max ${MAX_THREADS})
   --cohort-children N   children parked by cohort alone, 0 skips (default 1000)
-governor — the rate-limit governor on, on with the limits given, and off, against a binding
-input-token limit; its own defaults: --agents 1000 --steps 3 --concurrency 200 --ttft-ms 200
---bucket-seconds 10; the other concurrency flags above apply:
+governor — the rate-limit governor on and off, scenario by scenario, each case in a fresh
+process against a fresh model, alternating within a round:
+  --scenarios A,B,…     ${GOVERNOR_SCENARIO_NAMES.slice(0, 4).join(', ')},
+                        ${GOVERNOR_SCENARIO_NAMES.slice(4).join(', ')} (default all)
+  rate-limit: a binding input-token limit, also with the governor told the limits; its own
+  defaults --agents 1000 --steps 3 --concurrency 200 --ttft-ms 200 --bucket-seconds 10:
   --itpm N              model input tokens per minute (default: set from a probe agent's
                         input so the limit binds for about 30 s)
   --rpm N               model requests per minute (default: 1.5 × the request rate --itpm allows)
+  random-529-1, -5, -20: 1, 5, 20% of requests answered 529 at random; 1000 one-step tasks at
+  concurrency 100. max-streams: a server of 48 streams, the same tasks. cold-start: 400
+  one-step tasks at concurrency 200 against a server with no rate-limit headers. unreachable:
+  \`cohort batch\` with 5000 tasks against a closed port and a 401 to every request, stopped
+  at 60 s. --agents, --steps, --concurrency and --ttft-ms replace every scenario's own;
+  --overload applies where a scenario has no 529s of its own; the other flags above apply.
 scale — queue mode (a private redis-server, \`cohort worker\` processes) against the local
 engine, then 1, 2 and 3 worker processes; needs redis-server. Its own defaults: --agents 2000
 --concurrency 200 --ttft-ms 200 --cpu-ms 0; --steps, --threads, --transport, --governor apply:
@@ -156,6 +171,7 @@ const FLAGS = {
   profile: { type: 'string' },
   'spawn-children': { type: 'string' },
   'cohort-children': { type: 'string' },
+  scenarios: { type: 'string' },
   runs: { type: 'string' },
   out: { type: 'string', short: 'o' },
   chart: { type: 'string' },
@@ -218,6 +234,7 @@ export function parseBenchArgs(
     maxRetries: intFlag(values, 'max-retries', 0, 20) ?? 4,
     spawnChildren: intFlag(values, 'spawn-children', 1, MAX_THREADS) ?? 20,
     cohortChildren: intFlag(values, 'cohort-children', 0, 100_000) ?? 1000,
+    scenarios: scenariosFlag(values) ?? [],
     given: Object.keys(values).filter((name) => values[name] !== undefined),
   };
 }
@@ -289,6 +306,20 @@ function transportFlag(values: ParsedValues): TransportName {
 function profileFlag(values: ParsedValues): string | undefined {
   const text = stringFlag(values, 'profile');
   return text === undefined ? undefined : path.resolve(text);
+}
+
+function scenariosFlag(values: ParsedValues): GovernorScenarioName[] | undefined {
+  const raw = values.scenarios;
+  if (raw === undefined) return undefined;
+  const text = String(raw);
+  const names = text.split(',').map((item) => item.trim());
+  const known: readonly string[] = GOVERNOR_SCENARIO_NAMES;
+  if (names.some((name) => !known.includes(name))) {
+    throw new UsageError(
+      `Expected \`--scenarios\` to be a comma-separated list of ${GOVERNOR_SCENARIO_NAMES.join(', ')}, got \`${text}\``,
+    );
+  }
+  return GOVERNOR_SCENARIO_NAMES.filter((name) => names.includes(name));
 }
 
 function enginesFlag(values: ParsedValues): EngineName[] | undefined {

@@ -1,4 +1,5 @@
 /** One `governor` case, run inside a fresh measuring process (see engine-process.ts). */
+import { setMaxListeners } from 'node:events';
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -80,6 +81,10 @@ export async function measureGovernor(job: GovernorJob): Promise<GovernorMeasure
     const taken = governor && sample(governor);
     if (taken) samples.push(taken);
   }, SAMPLE_EVERY_MS);
+  // A case that would take longer than its cap is cut short rather than hanging the bench.
+  const cap = AbortSignal.timeout(job.capMs);
+  // Every running agent listens on it until it settles: as many listeners as the concurrency.
+  setMaxListeners(0, cap);
   const firstStartAt = Date.now();
   let lastStartAt = firstStartAt;
   let results: AgentResult[];
@@ -93,6 +98,7 @@ export async function measureGovernor(job: GovernorJob): Promise<GovernorMeasure
         title: `bench ${index}`,
         maxSteps: scenario.steps + 2,
         streamText: false,
+        signal: cap,
         eventTypes: ['step-end', 'provider-retry'],
         onEvent: tally.onEvent,
       });
@@ -115,6 +121,7 @@ export async function measureGovernor(job: GovernorJob): Promise<GovernorMeasure
     firstStartAt,
     lastStartAt,
     endAt,
+    capped: cap.aborted,
     inputTokensByStep: tally.means(),
     retries: tally.retries,
     samples,

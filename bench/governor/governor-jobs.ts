@@ -22,6 +22,8 @@ export interface GovernorJob {
   scenario: Scenario;
   provider: Partial<ProviderConfig>;
   threads?: number | undefined;
+  /** After this long, the agents still running are cancelled and the case is `capped`. */
+  capMs: number;
 }
 
 /** The governor's state of the run's one key, sampled once a second. */
@@ -50,6 +52,8 @@ export interface GovernorMeasurement {
   firstStartAt: number;
   lastStartAt: number;
   endAt: number;
+  /** The case ran into `capMs`: the agents still running then were cancelled. */
+  capped: boolean;
   /** HTTP requests to the provider, retries included, as the agents counted them. */
   providerCalls: number;
   /** CPU time of the measuring process (every thread), first agent → last result, ms. */

@@ -17,6 +17,8 @@ export interface CaseLimits {
 export type LimitName = 'rpm' | 'itpm';
 
 export interface CaseFigures {
+  /** The scenario (governor-scenarios.ts) the case belongs to. */
+  scenario: string;
   case: string;
   concurrency: number;
   run: number;
@@ -26,13 +28,20 @@ export interface CaseFigures {
   failed: number;
   /** First agent started → last agent settled, s. */
   wallSeconds: number;
-  /** HTTP requests the model received, 429s included. */
+  /** The case ran into its time cap: the agents still running then were cancelled. */
+  capped: boolean;
+  /** HTTP requests the model received, 429s and 529s included. */
   requests: number;
   admitted: number;
   rateLimited429: number;
   /** 429s as a percentage of `requests`. */
   rateLimitedPercent: number;
-  binding: LimitName;
+  /** 529s the model answered, at random or past its capacity. */
+  overloaded529: number;
+  /** 529s as a percentage of `requests`. */
+  overloadedPercent: number;
+  /** The limit that binds; null when the model had no rate limits. */
+  binding: LimitName | null;
   /** Steady window: from when the binding bucket's first burst was spent to the last agent's start, s. */
   windowSeconds: number | null;
   /** When that window started, s after the first agent started. */
@@ -136,31 +145,41 @@ export function windowRate(
   return (admitted * 60_000) / (window.to - window.from);
 }
 
+/**
+ * The figures of one case. `limits` are the model's rate limits; without them (a scenario with
+ * no limits) the steady-window figures are null.
+ */
 export function caseFigures(options: {
+  scenario: string;
   measurement: GovernorMeasurement;
   report: ModelReport;
-  limits: CaseLimits;
+  limits: CaseLimits | undefined;
   run: number;
 }): CaseFigures {
   const { measurement, report, limits } = options;
   const tokens = admittedTokens(report, measurement.inputTokensByStep);
   const total = tokens.reduce((sum, [, amount]) => sum + amount, 0);
-  const binding = bindingLimit(limits, total / Math.max(1, tokens.length));
+  const binding = limits ? bindingLimit(limits, total / Math.max(1, tokens.length)) : null;
   const requests = tokens.map(([at]): [number, number] => [at, 1]);
   const amounts = { itpm: tokens, rpm: requests };
-  const window = steadyWindow(
-    amounts[binding],
-    limits[binding],
-    limits.bucketSeconds,
-    measurement.lastStartAt,
-  );
+  const window =
+    limits && binding
+      ? steadyWindow(
+          amounts[binding],
+          limits[binding],
+          limits.bucketSeconds,
+          measurement.lastStartAt,
+        )
+      : undefined;
   const rate = (name: LimitName): number | null =>
     window ? windowRate(amounts[name], window) : null;
   const achieved = { itpm: rate('itpm'), rpm: rate('rpm') };
   const state = measurement.finalState;
   const completed = measurement.outcomes.complete;
-  const bindingRate = achieved[binding];
+  const bindingRate = binding ? achieved[binding] : null;
+  const share = (count: number) => (100 * count) / Math.max(1, report.stats.requests);
   return {
+    scenario: options.scenario,
     case: measurement.label,
     concurrency: measurement.concurrency,
     run: options.run,
@@ -168,16 +187,20 @@ export function caseFigures(options: {
     completed,
     failed: measurement.agents - completed,
     wallSeconds: (measurement.endAt - measurement.firstStartAt) / 1000,
+    capped: measurement.capped,
     requests: report.stats.requests,
     admitted: report.admissions.length,
     rateLimited429: report.stats.rateLimited429,
-    rateLimitedPercent: (100 * report.stats.rateLimited429) / Math.max(1, report.stats.requests),
+    rateLimitedPercent: share(report.stats.rateLimited429),
+    overloaded529: report.stats.overloaded529,
+    overloadedPercent: share(report.stats.overloaded529),
     binding,
     windowSeconds: window ? (window.to - window.from) / 1000 : null,
     settledAfterSeconds: window ? (window.from - measurement.firstStartAt) / 1000 : null,
     inputTokensPerMinute: achieved.itpm,
     requestsPerMinute: achieved.rpm,
-    bindingPercent: bindingRate === null ? null : (100 * bindingRate) / limits[binding],
+    bindingPercent:
+      bindingRate === null || !limits || !binding ? null : (100 * bindingRate) / limits[binding],
     governorLimit: state?.limit ?? null,
     learnedItpm: state?.inputTokens?.limit ?? null,
     learnedRpm: state?.requests?.limit ?? null,
@@ -226,6 +249,8 @@ const NUMERIC: (keyof CaseFigures)[] = [
   'admitted',
   'rateLimited429',
   'rateLimitedPercent',
+  'overloaded529',
+  'overloadedPercent',
   'windowSeconds',
   'settledAfterSeconds',
   'inputTokensPerMinute',
@@ -237,15 +262,22 @@ const NUMERIC: (keyof CaseFigures)[] = [
   'cpuPerCallMs',
 ];
 
-/** Medians over runs of every figure of each (level, case), in the order first seen. */
+/**
+ * Medians over runs of every figure of each (scenario, level, case), in the order first seen; a
+ * median is `capped` when any of its runs was.
+ */
 export function medianFigures(figures: readonly CaseFigures[]): CaseFigures[] {
   const groups = new Map<string, CaseFigures[]>();
   for (const item of figures) {
-    const key = `${item.concurrency}\u0000${item.case}`;
+    const key = `${item.scenario}\u0000${item.concurrency}\u0000${item.case}`;
     groups.set(key, [...(groups.get(key) ?? []), item]);
   }
   return [...groups.values()].map((runs) => {
-    const merged: Record<string, unknown> = { ...runs[0], run: -1 };
+    const merged: Record<string, unknown> = {
+      ...runs[0],
+      run: -1,
+      capped: runs.some((item) => item.capped),
+    };
     for (const name of NUMERIC) {
       const values = runs.map((item) => item[name]).filter((value) => typeof value === 'number');
       merged[name] = values.length === 0 ? null : median(values as number[]);
