@@ -105,6 +105,8 @@ describe('random refusals', () => {
       expect(stateOf(governor, governor.states()[0]!.key).overloaded).toBe(overloaded529);
       expect(paused).toBe(false);
       // An AIMD that cuts on every refusal settles near sqrt(1/(0.3p)): 8 at 5%, 4 at 20%.
+      expect(opened).toBe(true);
+      expect(Number.isFinite(smallest)).toBe(true);
       expect(smallest).toBeGreaterThanOrEqual(30);
       expect(governor.held).toBe(0);
     },
@@ -233,23 +235,14 @@ describe('the circuit breaker', () => {
     expect(governor.states()[0]!.breaker).toBeUndefined();
   });
 
-  it('never opens on 429s or 529s: those are pacing, not a dead provider', async () => {
-    const governor = new Governor({ initialConcurrency: 10 });
-    for (let round = 0; round < 5; round++) {
-      const permits = await Promise.all(
-        Array.from({ length: governor.states()[0]?.limit ?? 10 }, () =>
-          governor.admit(ask(), never()).then(permitOf),
-        ),
-      );
-      for (const [index, permit] of permits.entries()) {
-        governor.settle(permit, {
-          outcome: index % 2 === 0 ? 'overloaded' : 'rate_limited',
-          usage: NO_USAGE,
-          headers: { 'retry-after-ms': '1' },
-        });
-      }
-    }
-    expect(stateOf(governor).breaker).toBeUndefined();
+  it('never opens on 529s, however many: those are pacing, not a dead provider', async () => {
+    const server = await model({ overloadProbability: 1, seed: 3 });
+    const governor = new Governor({ patienceMs: 300 });
+    const results = await fanOut(provider(server.url), 20, 10, governor);
+    expect(results.every((result) => !result.ok && result.error.code === 'overloaded')).toBe(true);
+    expect(server.stats.overloaded529).toBeGreaterThan(20);
+    expect(governor.states()[0]!.breaker).toBeUndefined();
+    expect(governor.held).toBe(0);
   });
 });
 
@@ -289,9 +282,54 @@ describe('pauses', () => {
     await new Promise((resolve) => setTimeout(resolve, first + 5));
     const second = await refuseRound();
     expect(second).toBeGreaterThan(500);
-    for (let index = 0; index < 3; index++) {
+
+    // A calm round trip ends the streak: the next refused one pauses 0.5 s again, not 2 s.
+    await new Promise((resolve) => setTimeout(resolve, second + 5));
+    let calls = 0;
+    while (stateOf(governor).refusalRate > 0 && calls++ < 100) {
       governor.settle(permitOf(await governor.admit(ask(), never())), OK);
     }
-    expect(stateOf(governor).breaker).toBeUndefined();
+    expect(stateOf(governor).refusalRate).toBe(0);
+    let pausedFor = 0;
+    for (let index = 0; index < 8 && pausedFor <= 0; index++) {
+      governor.settle(permitOf(await governor.admit(ask(), never())), {
+        outcome: 'overloaded',
+        usage: NO_USAGE,
+      });
+      pausedFor = (stateOf(governor).pausedUntil ?? 0) - Date.now();
+    }
+    expect(pausedFor).toBeGreaterThan(0);
+    expect(pausedFor).toBeLessThanOrEqual(500);
+  });
+
+  it('a refused request waits in the queue no longer than its patience, even under a long pause', async () => {
+    let requests = 0;
+    const server = http.createServer((request, response) => {
+      requests++;
+      request.resume();
+      request.on('end', () => {
+        response.writeHead(429, { 'content-type': 'application/json', 'retry-after': '30' });
+        response.end(JSON.stringify({ type: 'error', error: { type: 'rate_limit_error' } }));
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    closing.push(() => new Promise((resolve) => server.close(resolve)));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const governor = new Governor();
+    const result = await provider(url).complete(
+      { messages: [{ role: 'user', content: 'hi' }], tools: [] },
+      { signal: never(), gate: governor, patienceMs: 100 },
+    );
+    expect(result).toMatchObject({ ok: false, error: { code: 'rate_limited' } });
+    expect(result.ok ? '' : result.error.message).toMatch(
+      /still refused after .* of paced retries; the limit is set by the agent's patienceMs/,
+    );
+    // It went out once, and did not wait out the 30 s pause for a second try: it left the queue
+    // when its patience was spent, while the key is still paused.
+    expect(requests).toBe(1);
+    const state = governor.states()[0]!;
+    expect(state.pausedUntil).toBeGreaterThan(Date.now() + 20_000);
+    expect(state).toMatchObject({ queued: 0, inFlight: 0 });
+    expect(governor.held).toBe(0);
   });
 });

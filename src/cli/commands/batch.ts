@@ -388,9 +388,12 @@ function stopOf(
   if (result.code === 'quota_exhausted') return { kind: 'quota', reason: result.reason ?? '' };
   if (result.code !== 'connection' && result.code !== 'auth') return undefined;
   const label = `${stop.modelOf(task)} at `;
-  const breaker = engine.governor
-    ?.states()
-    .find((state) => state.breaker !== undefined && state.label.startsWith(label))?.breaker;
+  const open = engine.governor?.states().filter((state) => state.breaker !== undefined) ?? [];
+  // Its model's key, else (an agent file chose the model) any key whose breaker says the same.
+  const breaker = (
+    open.find((state) => state.label.startsWith(label)) ??
+    open.find((state) => state.breaker?.code === result.code)
+  )?.breaker;
   return breaker === undefined ? undefined : { kind: 'unreachable', reason: breaker.message };
 }
 

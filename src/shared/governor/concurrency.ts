@@ -26,6 +26,15 @@ export interface WindowSample {
   queued: number;
   /** Requests in flight when it settled, itself included. */
   inFlight: number;
+  /** Its response head was counted for the round trip already (`answered`). */
+  counted: boolean;
+}
+
+/** A success's response head: it counts for the round trip then, not when the stream ends. */
+export interface WindowAnswer {
+  sequence: number;
+  latest: number;
+  inFlight: number;
 }
 
 export interface Window {
@@ -42,6 +51,12 @@ export interface Window {
    * that round trip was refused (the key then pauses); otherwise undefined.
    */
   sample(sample: WindowSample): boolean | undefined;
+  /**
+   * An attempt's response began (status 200): it counts for its round trip now, so a round trip
+   * is judged within a time to first byte, not when its longest stream ends. Says, like
+   * `sample`, whether it ended a round trip refused half or more.
+   */
+  answered(answer: WindowAnswer): boolean | undefined;
   /** Opens the window to at least `size`: the provider said that much may be sent. */
   open(size: number): void;
 }
@@ -59,6 +74,7 @@ export function makeWindow(control: ConcurrencyControl, initial: number, ceiling
         refusalRate: 0,
         congested: true,
         sample: () => undefined,
+        answered: () => undefined,
         open() {},
       };
   }
@@ -104,6 +120,10 @@ abstract class AdaptiveWindow implements Window {
   }
 
   abstract sample(sample: WindowSample): boolean | undefined;
+
+  answered(_answer: WindowAnswer): boolean | undefined {
+    return undefined;
+  }
 }
 
 /**
@@ -115,7 +135,9 @@ abstract class AdaptiveWindow implements Window {
  * background rate, the share refused whatever the window, and cuts only when a round trip's
  * refusals stand out from it. A cut keeps the requests that got through (1 − the excess rate, at
  * least half): past a hard capacity C with F in flight, (F − C)/F are refused, and the cut lands
- * on C. The first round trip only learns the background, unless half or more were refused.
+ * on C. A cut whose next round trip is refused as often is undone, and that rate becomes the
+ * background: so the first refusals are taken as congestion on trial, never as the background
+ * outright (a cold burst past a hard capacity would otherwise teach that as normal).
  */
 class AimdWindow extends AdaptiveWindow {
   /** Below this, each success adds one (doubling per round trip); above, one per round trip. */
@@ -157,15 +179,26 @@ class AimdWindow extends AdaptiveWindow {
       const step = this.size < this.#threshold ? 1 : 1 / this.size;
       this.size = Math.min(this.ceiling, this.size + step);
     }
+    if (sample.counted) return undefined;
+    const answer = sample.ok ? 'ok' : sample.refused ? 'refused' : 'none';
+    return this.#count(sample, answer);
+  }
+
+  override answered(answer: WindowAnswer): boolean | undefined {
+    return this.#count(answer, 'ok');
+  }
+
+  /** One attempt of the round trip is decided: it got through, it was refused, or neither. */
+  #count(attempt: WindowAnswer, answer: 'ok' | 'refused' | 'none'): boolean | undefined {
     const after = this.#roundAfter;
-    if (sample.sequence <= after || sample.sequence > after + this.#roundTarget) return undefined;
+    if (attempt.sequence <= after || attempt.sequence > after + this.#roundTarget) return undefined;
     this.#settled++;
-    if (sample.ok || sample.refused) this.#answered++;
-    if (sample.refused) this.#refused++;
-    this.#flight = Math.max(this.#flight, sample.inFlight);
+    if (answer !== 'none') this.#answered++;
+    if (answer === 'refused') this.#refused++;
+    this.#flight = Math.max(this.#flight, attempt.inFlight);
     // Half the round trip refused is decided at once, whatever the rest does.
     const severe = this.#refused >= SEVERE * this.#roundTarget;
-    return this.#settled >= this.#roundTarget || severe ? this.#endRound(sample) : undefined;
+    return this.#settled >= this.#roundTarget || severe ? this.#endRound(attempt) : undefined;
   }
 
   /** Refusals in `sent` attempts beyond which chance at the background rate is no explanation. */
@@ -176,7 +209,7 @@ class AimdWindow extends AdaptiveWindow {
   }
 
   /** Judges a whole round trip; says whether half or more of it was refused. */
-  #endRound(sample: WindowSample): boolean {
+  #endRound(attempt: WindowAnswer): boolean {
     // A round trip decided early counts the attempts it expected: its rate errs low.
     const complete = this.#settled >= this.#roundTarget;
     const sent = Math.max(1, complete ? this.#answered : this.#roundTarget);
@@ -184,7 +217,6 @@ class AimdWindow extends AdaptiveWindow {
     this.#lastRate = rate;
     this.#rounds++;
     const background = this.#background;
-    const first = this.#rounds === 1;
     const standsOut = this.#refused > this.#expected(sent);
     const weight = Math.max(BACKGROUND_WEIGHT, 1 / this.#rounds);
     const cut = this.#beforeCut;
@@ -195,14 +227,14 @@ class AimdWindow extends AdaptiveWindow {
       this.size = cut.size;
       this.#threshold = cut.threshold;
       this.#background = Math.max(background, (rate + cut.rate) / 2);
-    } else if (rate >= SEVERE || (!first && standsOut)) {
+    } else if (rate >= SEVERE || standsOut) {
       this.#beforeCut = { size: this.size, threshold: this.#threshold, rate };
-      this.#cut(this.#flight, rate - (first ? 0 : background));
+      this.#cut(this.#flight, rate - background);
     } else {
       // A round trip like the others: it is what the provider refuses whatever one client does.
       this.#background = background + weight * (rate - background);
     }
-    this.#roundAfter = sample.latest;
+    this.#roundAfter = attempt.latest;
     this.#roundTarget = Math.max(MIN_ROUND_SAMPLES, this.#flight);
     this.#settled = 0;
     this.#answered = 0;
@@ -229,6 +261,11 @@ class AimdWindow extends AdaptiveWindow {
 class GradientWindow extends AdaptiveWindow {
   #shortMs = 0;
   #longMs = 0;
+
+  /** Its latency alone steers it: it never opens on what the headers allow. */
+  override get congested(): boolean {
+    return true;
+  }
 
   sample(sample: WindowSample): undefined {
     if (sample.refused || !sample.ok) return undefined;

@@ -42,6 +42,8 @@ export const BREAKER_FAILURES = 5;
 /** How long an open breaker waits before one request probes; doubles per failed probe. */
 export const BREAKER_FIRST_HOLD_MS = 5_000;
 const BREAKER_MAX_HOLD_MS = 60_000;
+/** The largest window a state file may start a key with, whatever it says. */
+const MAX_RECALLED_WINDOW = 10_000;
 /** Weight of the newest success in the running average of latency, for the floor. */
 const LATENCY_SMOOTHING = 0.2;
 /** The longest timer Node honours, in ms. */
@@ -99,6 +101,7 @@ export class KeyGovernor {
   /** Running average of a successful attempt's time, for the floor that fills the limits. */
   #latencyMs = 0;
   readonly #memory: GovernorMemory | undefined;
+  readonly #control: KeySettings['concurrencyControl'];
   /** What was last given to `memory`, so an unchanged state is not handed over again. */
   #remembered = '';
 
@@ -120,16 +123,20 @@ export class KeyGovernor {
       settings.maxConcurrency,
     );
     this.#memory = settings.memory;
-    const recalled = safely(() => settings.memory?.recall(key));
+    this.#control = settings.concurrencyControl;
+    const recalled =
+      settings.concurrencyControl === 'aimd'
+        ? safely(() => settings.memory?.recall(key))
+        : undefined;
     // What an earlier process learned starts this one: its limits pace from the first request
     // (configured ones win), and its window replaces the slow start.
     this.#buckets = new KeyBuckets(
       { ...definedLimits(recalled ?? {}), ...definedLimits(settings) },
       settings.store ? new SharedLeases(settings.store, key, () => this.pump()) : undefined,
     );
-    if (recalled !== undefined && settings.concurrencyControl !== 'fixed') {
+    if (recalled !== undefined) {
       this.#unlimited = recalled.unlimited === true;
-      this.#window.open(Math.min(settings.maxConcurrency, recalled.window));
+      this.#window.open(Math.min(settings.maxConcurrency, MAX_RECALLED_WINDOW, recalled.window));
     }
   }
 
@@ -260,12 +267,19 @@ export class KeyGovernor {
     held.opened = true;
     this.#answered();
     this.#buckets.learn(held.charge, held.sentAt, headers);
-    if (this.#window.congested) return;
-    const headroom = this.#buckets.headroom(Date.now());
-    if (headroom === undefined) this.#unlimited = true;
-    else {
-      this.#unlimited = false;
-      this.#window.open(headroom);
+    const severe = this.#window.answered({
+      sequence: held.sequence,
+      latest: this.#sequence,
+      inFlight: this.#held.size,
+    });
+    this.#roundEnded(severe, Date.now());
+    if (!this.#window.congested) {
+      const headroom = this.#buckets.headroom(Date.now());
+      if (headroom === undefined) this.#unlimited = true;
+      else {
+        this.#unlimited = false;
+        this.#window.open(headroom);
+      }
     }
     this.pump();
   }
@@ -297,9 +311,10 @@ export class KeyGovernor {
       latencyMs,
       queued: this.#priority.size + this.#normal.size,
       inFlight: this.#held.size + 1,
+      counted: held.opened,
     });
-    if (refused) this.#refused(report, now, severe);
-    else if (severe === false) this.#pauseStreak = 0;
+    if (refused) this.#refused(report, now);
+    this.#roundEnded(severe, now);
     this.#breakerSees(report, now);
     if (report.outcome === 'ok') this.#probing = false;
     else if (report.outcome === 'exhausted') {
@@ -315,27 +330,35 @@ export class KeyGovernor {
 
   /**
    * A `retry-after` pauses the whole key until that instant: the provider said when. Without
-   * one, a refusal pauses nothing (its request backs off alone), unless half or more of a round
-   * trip were refused: then the key pauses, 0.5 s doubling per such round trip in a row.
+   * one, a refusal pauses nothing: its request backs off alone (provider.ts).
    */
-  #refused(report: SettleReport, now: number, severe: boolean | undefined): void {
+  #refused(report: SettleReport, now: number): void {
     if (report.outcome === 'rate_limited') this.#rateLimited++;
     else this.#overloaded++;
     const told = retryAfterMsOf(report.headers);
-    let pause: number | undefined;
-    if (told !== undefined) pause = told;
-    else if (severe === true) {
-      pause = Math.min(MAX_PAUSE_MS, FIRST_PAUSE_MS * 2 ** this.#pauseStreak);
-      this.#pauseStreak++;
-    }
-    if (pause === undefined) return;
-    // A pause longer than a request's patience would hold it past the moment it should fail.
-    this.#pausedUntil = Math.max(this.#pausedUntil, now + Math.min(pause, this.#patienceMs));
+    if (told !== undefined && told > 0) this.#pause(told, now);
   }
 
-  /** The provider answered: whatever it said, it is reachable. */
+  /**
+   * A round trip refused half or more pauses the key, 0.5 s doubling per such round trip in a
+   * row; one that was not ends the streak.
+   */
+  #roundEnded(severe: boolean | undefined, now: number): void {
+    if (severe === false) this.#pauseStreak = 0;
+    if (severe !== true) return;
+    this.#pause(Math.min(MAX_PAUSE_MS, FIRST_PAUSE_MS * 2 ** this.#pauseStreak), now);
+    this.#pauseStreak++;
+  }
+
+  #pause(ms: number, now: number): void {
+    // A pause longer than a request's patience would hold it past the moment it should fail.
+    this.#pausedUntil = Math.max(this.#pausedUntil, now + Math.min(ms, this.#patienceMs));
+  }
+
+  /** The provider answered: whatever it said, it is reachable, and an open breaker closes. */
   #answered(): void {
     this.#unreachable = 0;
+    this.#breaker = undefined;
   }
 
   /**
@@ -345,17 +368,28 @@ export class KeyGovernor {
    * twice as long.
    */
   #breakerSees(report: SettleReport, now: number): void {
-    const outcome = report.outcome;
-    if (outcome === 'unreachable') this.#unreachable++;
-    else if (outcome !== 'aborted' && outcome !== 'failed') this.#answered();
-    const trips = outcome === 'auth' || this.#unreachable >= BREAKER_FAILURES;
-    const breaker = this.#breaker;
-    if (breaker?.state === 'half-open') {
-      if (trips || outcome === 'unreachable') this.#openBreaker(report, now, breaker.hold * 2);
-      else if (outcome !== 'aborted' && outcome !== 'failed') this.#breaker = undefined;
+    const { outcome } = report;
+    if (outcome === 'auth') {
+      // A refused key opens it at once; a refused probe reopens it for twice as long. Requests
+      // sent before it opened and refused since change nothing.
+      const breaker = this.#breaker;
+      if (breaker?.state === 'open') return;
+      this.#openBreaker(report, now, breaker ? breaker.hold * 2 : this.#breakerHoldMs);
       return;
     }
-    if (breaker === undefined && trips) this.#openBreaker(report, now, this.#breakerHoldMs);
+    if (outcome === 'unreachable') {
+      this.#unreachable++;
+      const breaker = this.#breaker;
+      // A half-open breaker's probe failed, or enough failures in a row to open it.
+      if (breaker?.state === 'half-open') this.#openBreaker(report, now, breaker.hold * 2);
+      else if (!breaker && this.#unreachable >= BREAKER_FAILURES) {
+        this.#openBreaker(report, now, this.#breakerHoldMs);
+      }
+      return;
+    }
+    // Any status from the provider (a success, a refusal, a 500, a 400) says it is reachable.
+    const answered = outcome !== 'aborted' && (outcome !== 'failed' || report.answered === true);
+    if (answered) this.#answered();
   }
 
   #openBreaker(report: SettleReport, now: number, hold: number): void {
@@ -372,7 +406,8 @@ export class KeyGovernor {
   /** Hands what the key learned to the memory, when it changed. */
   #remember(): void {
     const memory = this.#memory;
-    if (memory === undefined) return;
+    // Only the default window is worth starting from: a fixed one is a setting, not a lesson.
+    if (memory === undefined || this.#control !== 'aimd') return;
     const learned = this.#buckets.learnedLimits();
     const remembered: KeyMemory = {
       window: this.#window.limit,

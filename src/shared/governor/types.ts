@@ -62,8 +62,10 @@ export interface SettleReport {
   usage: { inputTokens: number; outputTokens: number };
   /** `anthropic-ratelimit-*`, `retry-after` and `retry-after-ms`, lower-case, when present. */
   headers?: Record<string, string>;
-  /** For `exhausted`: what the provider said. */
+  /** For `exhausted`, `unreachable` and `auth`: what the provider said, or why none answered. */
   message?: string;
+  /** The provider answered with a status (even a failure): it is reachable. */
+  answered?: boolean;
 }
 
 /** A limit as the governor holds it, and where it came from. */

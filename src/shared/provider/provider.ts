@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { delay } from 'abort-controller-x';
 import { pickRateLimitHeaders } from '../governor/headers.js';
-import type { AdmitRequest, SettleOutcome, SettleReport } from '../governor/types.js';
+import type { Admission, AdmitRequest, SettleOutcome, SettleReport } from '../governor/types.js';
 import { defined } from '../option-schema.js';
 import { closeChatSpan, openChatSpan } from './chat-span.js';
 import { type AttemptFailure, classify, excerpt, formatMs, publicEndpoint } from './classify.js';
@@ -80,11 +80,15 @@ export class Provider {
         const left =
           refusedSince === undefined ? undefined : patienceMs - (Date.now() - refusedSince);
         const patience = left === undefined ? undefined : patienceTimer(signal, left);
-        const admission = await gate.admit(
-          this.#admitRequest(request, attempt, options),
-          patience?.signal ?? signal,
-        );
-        patience?.clear();
+        let admission: Admission;
+        try {
+          admission = await gate.admit(
+            this.#admitRequest(request, attempt, options),
+            patience?.signal ?? signal,
+          );
+        } finally {
+          patience?.clear();
+        }
         if (!admission.ok) {
           if (admission.reason === 'aborted') {
             if (signal.aborted || refusedSince === undefined || lastRefusal === undefined) {
@@ -135,7 +139,7 @@ export class Provider {
         // through the governor, which judges by round trip whether the key should slow down.
         const told = retryAfterMs(outcome.headers);
         const waitMs =
-          told !== undefined
+          told !== undefined && told > 0
             ? 0
             : Math.min(
                 patienceMs - waited,
@@ -343,6 +347,7 @@ function settleReport(outcome: AttemptOutcome, withHeaders: boolean): SettleRepo
   if (said === 'exhausted' || said === 'unreachable' || said === 'auth') {
     report.message = outcome.error.message;
   }
+  if (outcome.reached === true) report.answered = true;
   return report;
 }
 
