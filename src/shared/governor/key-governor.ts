@@ -277,8 +277,12 @@ export class KeyGovernor {
       const headroom = this.#buckets.headroom(Date.now());
       if (headroom === undefined) this.#unlimited = true;
       else {
+        // As far as what remains allows, and no further than the demand: a window is a size
+        // that was tried, and a later process starts from it.
         this.#unlimited = false;
-        this.#window.open(headroom);
+        this.#window.open(
+          Math.min(headroom, this.#held.size + this.#priority.size + this.#normal.size),
+        );
       }
     }
     this.pump();
