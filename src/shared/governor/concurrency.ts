@@ -86,8 +86,6 @@ const LEAST_KEPT = 0.5;
 const MIN_ROUND_SAMPLES = 16;
 /** A round trip with at least this share refused is past doubt: overload, whatever came before. */
 const SEVERE = 0.5;
-/** A cut is undone when the next round trip is still refused at this share of the rate before. */
-const UNDO_SHARE = 0.7;
 /** How far the background rate moves toward each round trip's rate once it has a history. */
 const BACKGROUND_WEIGHT = 0.2;
 
@@ -201,6 +199,15 @@ class AimdWindow extends AdaptiveWindow {
     return this.#settled >= this.#roundTarget || severe ? this.#endRound(attempt) : undefined;
   }
 
+  /**
+   * How far below `rate` a round trip of `sent` attempts may fall by chance alone (two standard
+   * deviations): a cut is undone only when the next round trip was not refused less than that,
+   * since past a hard capacity a smaller window is refused less, if not yet zero.
+   */
+  #chance(rate: number, sent: number): number {
+    return 2 * Math.sqrt((rate * (1 - rate)) / Math.max(1, sent));
+  }
+
   /** Refusals in `sent` attempts beyond which chance at the background rate is no explanation. */
   #expected(sent: number): number {
     const background = this.#background;
@@ -221,7 +228,7 @@ class AimdWindow extends AdaptiveWindow {
     const weight = Math.max(BACKGROUND_WEIGHT, 1 / this.#rounds);
     const cut = this.#beforeCut;
     this.#beforeCut = undefined;
-    if (cut !== undefined && rate < SEVERE && rate >= UNDO_SHARE * cut.rate) {
+    if (cut !== undefined && rate < SEVERE && rate >= cut.rate - this.#chance(cut.rate, sent)) {
       // The smaller window was refused as often: the refusals do not depend on the window.
       // Undo the cut, and take that rate as what the provider refuses whatever one client does.
       this.size = cut.size;
