@@ -133,9 +133,10 @@ abstract class AdaptiveWindow implements Window {
  * background rate, the share refused whatever the window, and cuts only when a round trip's
  * refusals stand out from it. A cut keeps the requests that got through (1 − the excess rate, at
  * least half): past a hard capacity C with F in flight, (F − C)/F are refused, and the cut lands
- * on C. A cut whose next round trip is refused as often is undone, and that rate becomes the
- * background: so the first refusals are taken as congestion on trial, never as the background
- * outright (a cold burst past a hard capacity would otherwise teach that as normal).
+ * on C. A cut whose next round trip is refused as often (not less than chance explains) is
+ * undone, and that rate becomes the background: so the first refusals are taken as congestion
+ * on trial, never as the background outright (a cold burst past a hard capacity would
+ * otherwise teach that as normal).
  */
 class AimdWindow extends AdaptiveWindow {
   /** Below this, each success adds one (doubling per round trip); above, one per round trip. */
