@@ -232,8 +232,10 @@ class AimdWindow extends AdaptiveWindow {
     if (cut !== undefined && rate < SEVERE && rate >= cut.rate - this.#chance(cut.rate, sent)) {
       // The smaller window was refused as often: the refusals do not depend on the window.
       // Undo the cut, and take that rate as what the provider refuses whatever one client does.
+      // The window stays congested: a provider that pushed back is no longer followed to the
+      // demand, and the window grows from here by one per round trip.
       this.size = cut.size;
-      this.#threshold = cut.threshold;
+      this.#threshold = Math.min(cut.threshold, cut.size);
       this.#background = Math.max(background, (rate + cut.rate) / 2);
     } else if (rate >= SEVERE || standsOut) {
       this.#beforeCut = { size: this.size, threshold: this.#threshold, rate };
