@@ -1,6 +1,6 @@
 /**
  * The governor against overload it did not cause and against a dead provider (issue 27): random
- * 529s from a seeded scripted model, overload that depends on load (`maxStreams`), a cold key,
+ * 529s from a seeded scripted model, a cold key,
  * a closed port and a refused key. The real `Governor` and the real `Provider`, over HTTP. No
  * assertion reads a duration: the figures are counts the server and the governor keep.
  */
@@ -111,26 +111,6 @@ describe('random refusals', () => {
       expect(governor.held).toBe(0);
     },
   );
-});
-
-describe('overload that depends on load', () => {
-  it('past a hard capacity the window settles near it, with far fewer 529s than no governor', async () => {
-    const run = async (governed: boolean) => {
-      const server = await model({ maxStreams: 16, ttftMs: 30 });
-      const governor = governed ? new Governor() : undefined;
-      const results = await fanOut(provider(server.url), 300, 64, governor);
-      return { results, server, governor };
-    };
-    const governed = await run(true);
-    const free = await run(false);
-    expect(governed.results.every((result) => result.ok)).toBe(true);
-    const state = governed.governor!.states()[0]!;
-    expect(state.limit).toBeLessThanOrEqual(32);
-    expect(state.limit).toBeGreaterThanOrEqual(4);
-    // Fewer by far on a quiet machine (about a third); a busy one answers slower, so more
-    // responses are under way at once and both sides meet more of the capacity.
-    expect(governed.server.stats.overloaded529).toBeLessThan(free.server.stats.overloaded529 * 0.8);
-  });
 });
 
 describe('a cold key', () => {
