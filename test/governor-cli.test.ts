@@ -1,11 +1,9 @@
 import { writeFileSync } from 'node:fs';
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ScriptedModel, startScriptedModel } from '../src/testing/index.js';
 import { readResultLines, runCli, writeTasks } from './cli-helpers.js';
-import { tempDir } from './helpers.js';
+import { closedPort, tempDir } from './helpers.js';
 
 // The governor's flags and the batch's stop for a spent quota, through the built CLI as a child
 // process against the scripted model over real HTTP.
@@ -113,14 +111,6 @@ describe('cohort batch and an unreachable provider', () => {
   afterAll(async () => {
     await open.close();
   });
-
-  async function closedPort(): Promise<number> {
-    const server = http.createServer();
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    const port = (server.address() as AddressInfo).port;
-    await new Promise<void>((resolve) => server.close(() => resolve()));
-    return port;
-  }
 
   it('the breaker stops the batch with one message, and the same command completes it once the provider is up', async () => {
     const tasks = writeTasks(600);

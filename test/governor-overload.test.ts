@@ -14,6 +14,7 @@ import { Provider } from '../src/shared/provider/provider.js';
 import type { ProviderResult } from '../src/shared/provider/types.js';
 import { type ScriptedModel, startScriptedModel } from '../src/testing/index.js';
 import { ask, NO_USAGE, never, OK, permitOf, stateOf } from './governor-helpers.js';
+import { closedPort } from './helpers.js';
 
 const closing: (() => Promise<unknown>)[] = [];
 afterEach(async () => {
@@ -146,14 +147,6 @@ describe('a cold key', () => {
 });
 
 describe('the circuit breaker', () => {
-  async function closedPort(): Promise<number> {
-    const server = http.createServer();
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    const port = (server.address() as AddressInfo).port;
-    await new Promise<void>((resolve) => server.close(() => resolve()));
-    return port;
-  }
-
   it('opens after connection failures in a row: what is queued fails at once with one message', async () => {
     const port = await closedPort();
     const governor = new Governor({}, { breakerHoldMs: 60_000 });

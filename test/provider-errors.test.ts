@@ -10,6 +10,7 @@ import { ATTEMPT_HEADER, Provider } from '../src/shared/provider/provider.js';
 import type { ProviderRequest, RetryInfo } from '../src/shared/provider/types.js';
 import { scriptBlock } from '../src/testing/index.js';
 import { runCli } from './cli-helpers.js';
+import { closedPort } from './helpers.js';
 
 /** A real HTTP server whose every request is answered by `handler`; it counts the requests. */
 interface FakeServer {
@@ -94,15 +95,6 @@ function wholeStream(text: string): string {
 
 const API_ERROR = (type: string, message: string) =>
   JSON.stringify({ type: 'error', error: { type, message } });
-
-/** A port nothing listens on: bound by a server that is then closed. */
-async function closedPort(): Promise<number> {
-  const server = http.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const port = (server.address() as AddressInfo).port;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
 
 function provider(baseURL: string, overrides: Partial<ProviderConfig> = {}): Provider {
   return new Provider({

@@ -1,3 +1,4 @@
+import { defined } from '../option-schema.js';
 import { type ConcurrencyControl, makeWindow, type Window } from './concurrency.js';
 import { retryAfterMsOf } from './headers.js';
 import { type Charge, KeyBuckets } from './key-buckets.js';
@@ -131,7 +132,10 @@ export class KeyGovernor {
     // What an earlier process learned starts this one: its limits pace from the first request
     // (configured ones win), and its window replaces the slow start.
     this.#buckets = new KeyBuckets(
-      { ...definedLimits(recalled ?? {}), ...definedLimits(settings) },
+      {
+        ...defined({ rpm: recalled?.rpm, itpm: recalled?.itpm, otpm: recalled?.otpm }),
+        ...defined({ rpm: settings.rpm, itpm: settings.itpm, otpm: settings.otpm }),
+      },
       settings.store ? new SharedLeases(settings.store, key, () => this.pump()) : undefined,
     );
     if (recalled !== undefined) {
@@ -456,15 +460,6 @@ export class KeyGovernor {
     this.#buckets.describe(state, now);
     return state;
   }
-}
-
-/** The configured limits, without the ones left unset. */
-function definedLimits(limits: GovernorLimits): GovernorLimits {
-  const out: GovernorLimits = {};
-  if (limits.rpm !== undefined) out.rpm = limits.rpm;
-  if (limits.itpm !== undefined) out.itpm = limits.itpm;
-  if (limits.otpm !== undefined) out.otpm = limits.otpm;
-  return out;
 }
 
 /** A memory's fault is its own: the governor goes on without it. */
