@@ -127,8 +127,10 @@ describe('cohort batch and an unreachable provider', () => {
     expect(stderr).toContain(`127.0.0.1:${port}`);
     expect(stderr).toMatch(/check that it is up and that the base URL is right/i);
     expect(stderr).toMatch(/rerun the same command/);
-    // No line per failed task on the terminal: the one message says it for all of them.
+    // No line per failed task on the terminal, and no retry line before the breaker tripped:
+    // the one message says it for all of them.
     expect(stderr).not.toMatch(/task t\d+ failed/);
+    expect(stderr).not.toMatch(/waiting to retry/);
     const lines = readResultLines(out);
     expect(lines.length).toBe(600 - summary.notStarted);
     expect(lines.every((line) => line.outcome === 'failed' && line.code === 'connection')).toBe(
@@ -141,5 +143,25 @@ describe('cohort batch and an unreachable provider', () => {
     const final = readResultLines(out);
     expect(final).toHaveLength(600);
     expect(final.every((line) => line.outcome === 'complete')).toBe(true);
+  });
+
+  it('without the governor (no breaker), connection trouble that goes on gets a retry line', async () => {
+    const port = await closedPort();
+    const run = runCli([
+      'batch',
+      writeTasks(1),
+      '--out',
+      path.join(tempDir(), 'results.jsonl'),
+      '--governor',
+      'off',
+      '--base-url',
+      `http://127.0.0.1:${port}`,
+    ]);
+    expect((await run.exit).code).toBe(1);
+    // Its 5 attempts back off for seconds: past the grace a breaker would have spoken in.
+    expect(run.stderr()).toMatch(
+      /could not reach the provider \(connection\); 1 task\(s\) waiting to retry \(attempt \d of 5\)/,
+    );
+    expect(run.stderr()).toMatch(/task t0 failed \[connection\]/);
   });
 });

@@ -8,6 +8,8 @@ import { describeGovernor, describeGovernorShort } from './governor-view.js';
 
 /** Failed tasks named one by one on stderr; past this, only counted. */
 const FAILED_LINES_SHOWN = 20;
+/** How long connection failures go on before a retry line says so (the breaker speaks first). */
+const UNANSWERED_GRACE_MS = 1000;
 
 /** What a batch has seen: outcomes, failures by code, and which agents are waiting on a retry. */
 export class BatchTally {
@@ -114,6 +116,8 @@ export class BatchProgress {
   #lastLine = 0;
   #failedShown = 0;
   #lastRetryLine = 0;
+  /** When the first retry with no answer from the provider came (a connection failure). */
+  #unansweredSince: number | undefined;
   readonly #governor: (() => GovernorState[]) | undefined;
 
   constructor(options: {
@@ -166,15 +170,22 @@ export class BatchProgress {
   #retry(event: Extract<AgentEvent, { type: 'provider-retry' }>): void {
     if (this.#bar || this.#quiet || stderr().closed) return;
     const now = Date.now();
+    if (event.status === undefined) {
+      // No answer at all. A dead provider trips the governor's breaker within a second, and its
+      // one message says what to check; only trouble that outlasts that gets a line here.
+      this.#unansweredSince ??= now;
+      if (now - this.#unansweredSince < UNANSWERED_GRACE_MS) return;
+    }
     if (now - this.#lastRetryLine < 2000) return;
     this.#lastRetryLine = now;
-    const why = event.status === undefined ? event.code : `${event.status} ${event.code}`;
+    const why =
+      event.status === undefined
+        ? `could not reach the provider (${event.code})`
+        : `provider answered ${event.status} ${event.code}`;
     const how = event.paced
       ? 'the governor paces their retries'
       : `attempt ${event.attempt} of ${event.maxAttempts}`;
-    note(
-      `cohort batch: provider answered ${why}; ${this.#tally.retrying} task(s) waiting to retry (${how})`,
-    );
+    note(`cohort batch: ${why}; ${this.#tally.retrying} task(s) waiting to retry (${how})`);
   }
 
   /** Names a failed task and why, for the first few; the summary counts the rest. */
