@@ -1,21 +1,22 @@
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
+import { isSegmentName } from '../src/shared/journal/format.js';
+import { type AgentHistory, histories, parseSegment } from '../src/shared/journal/reader.js';
 import type { MessageParam } from '../src/shared/provider/types.js';
-import type { AgentResult } from '../src/shared/result.js';
 import type { AgentRecord } from './census.js';
 
-/** What the agents' log folders say, checked against the census. */
-export interface FolderAudit {
-  /** Folders under the engine's logDir. */
-  folders: number;
-  /** Spawned agents whose folder has a `result.json`. */
-  resultFiles: number;
-  /** Spawned agents with no `result.json` (no folder at all, or one without it). */
-  missingResultFiles: number;
-  /** Folders of no spawned agent. */
-  strayFolders: number;
-  /** `result.json` files whose outcome differs from the result the handle delivered. */
-  mismatchedResultFiles: number;
+/** What the run journal says, checked against the census. */
+export interface JournalAudit {
+  /** Agents the journal holds records of. */
+  journaled: number;
+  /** Spawned agents whose result the journal holds. */
+  results: number;
+  /** Spawned agents whose result the journal does not hold. */
+  missingResults: number;
+  /** Agents in the journal that no one spawned. */
+  strayAgents: number;
+  /** Journaled results whose outcome differs from the result the handle delivered. */
+  mismatchedResults: number;
   /** Transcripts with a tool_use not answered by a tool_result in the next message. */
   invalidTranscripts: number;
   /** Results delivered into a parent's transcript, by id (a parent at depth ≥ 1). */
@@ -26,21 +27,17 @@ export interface FolderAudit {
   staleByDepth: Map<number, number>;
 }
 
-function readJson<T>(file: string): T | undefined {
+/** Every agent of the run journal in `dir`. */
+function readJournal(dir: string): Map<string, AgentHistory> {
+  let names: string[];
   try {
-    return JSON.parse(readFileSync(file, 'utf8')) as T;
+    names = readdirSync(dir).filter(isSegmentName).sort();
   } catch {
-    return undefined;
+    return new Map();
   }
-}
-
-function readTranscript(dir: string): MessageParam[] | undefined {
-  const file = path.join(dir, 'transcript.jsonl');
-  if (!existsSync(file)) return undefined;
-  return readFileSync(file, 'utf8')
-    .split('\n')
-    .filter((line) => line.trim() !== '')
-    .map((line) => JSON.parse(line) as MessageParam);
+  return histories(
+    names.map((name) => parseSegment(name, readFileSync(path.join(dir, name), 'utf8'))),
+  );
 }
 
 export function transcriptValid(messages: readonly MessageParam[]): boolean {
@@ -79,40 +76,38 @@ function deliveredIds(messages: readonly MessageParam[]): string[] {
 }
 
 /**
- * Reads every agent's folder: its `result.json` (the pool writes one for the results it makes on
- * main, the worker for the others), its transcript (valid, and which results were delivered into
- * it, to whom, of which generation).
+ * Reads the run journal: each agent's result (the pool journals the results it makes on main,
+ * the worker the others), its transcript (valid, and which results were delivered into it, to
+ * whom, of which generation).
  */
-export function auditFolders(
+export function auditJournal(
   logDir: string,
   agents: ReadonlyMap<string, AgentRecord>,
   /** Whether an agent's parent is known for sure (its title names one agent only). */
   parentKnown: (record: AgentRecord) => boolean,
-): FolderAudit {
-  const folders = existsSync(logDir) ? readdirSync(logDir) : [];
-  const audit: FolderAudit = {
-    folders: folders.length,
-    resultFiles: 0,
-    missingResultFiles: 0,
-    strayFolders: folders.filter((name) => !agents.has(name)).length,
-    mismatchedResultFiles: 0,
+): JournalAudit {
+  const journal = readJournal(logDir);
+  const audit: JournalAudit = {
+    journaled: journal.size,
+    results: 0,
+    missingResults: 0,
+    strayAgents: [...journal.keys()].filter((id) => !agents.has(id)).length,
+    mismatchedResults: 0,
     invalidTranscripts: 0,
     deliveries: new Map(),
     misdelivered: 0,
     staleByDepth: new Map(),
   };
   for (const record of agents.values()) {
-    const dir = path.join(logDir, record.id);
-    const written = readJson<AgentResult>(path.join(dir, 'result.json'));
-    if (!written) audit.missingResultFiles++;
+    const history = journal.get(record.id);
+    const written = history?.result;
+    if (!written) audit.missingResults++;
     else {
-      audit.resultFiles++;
-      if (record.result && written.outcome !== record.result.outcome) {
-        audit.mismatchedResultFiles++;
-      }
+      audit.results++;
+      if (record.result && written.outcome !== record.result.outcome) audit.mismatchedResults++;
     }
-    const transcript = readTranscript(dir);
-    if (!transcript) continue;
+    if (!history || history.inc < 0) continue;
+    const transcript: MessageParam[] = history.messages;
     if (!transcriptValid(transcript)) audit.invalidTranscripts++;
     for (const id of deliveredIds(transcript)) {
       audit.deliveries.set(id, (audit.deliveries.get(id) ?? 0) + 1);

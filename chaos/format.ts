@@ -7,7 +7,7 @@ const list = (counts: Record<string, number>) =>
 
 /** The report as the lines `npm run chaos` prints (and docs/RELIABILITY.md quotes). */
 export function formatReport(report: ChaosReport): string[] {
-  const { port, folders, sessions } = report;
+  const { port, journal, sessions } = report;
   const lines = [
     `chaos run, seed ${report.seed}, cancel grace ${report.cancelGraceMs} ms, ${(report.elapsedMs / 1000).toFixed(1)} s`,
     `  agents            ${report.agents} (${report.respawned} of them spawned again by a resumed parent)`,
@@ -24,7 +24,7 @@ export function formatReport(report: ChaosReport): string[] {
     `  failures by code  ${list(report.failures)}; of worker_crashed/worker_lost, innocent (no killing tool in the script) ${report.innocentCrashFailures}`,
     `  resumed           ${report.resumed} (children moved to a fresh worker after their worker died; ${report.resumedForStuck} of them after cohort terminated it for a child stuck past its cancel grace)`,
     `  port              worker results ${port.workerResults}, main results ${port.mainResults}, delivered ${port.delivered}, duplicates ${port.duplicateResults}, crash records left ${port.crashRecords}`,
-    `  folders           ${folders.folders}, result.json ${folders.resultFiles}, missing ${folders.missingResultFiles}, stray ${folders.strayFolders}, mismatched ${folders.mismatchedResultFiles}`,
+    `  journal           ${journal.journaled} agents, ${journal.results} results, missing ${journal.missingResults}, stray ${journal.strayAgents}, mismatched ${journal.mismatchedResults}`,
     `  sessions          ${sessions.sessions}: root async ${sessions.rootAsync} = delivered ${sessions.delivered} + held back ${sessions.heldBack} + pending at close ${sessions.pendingAtClose}; unaccounted ${sessions.unaccounted}, twice ${sessions.twice}`,
     `  close             turns queued and not run ${sessions.turnsNotRun}, queued turns that ran ${sessions.queuedTurnsRan}, sends accepted after close ${sessions.sendAfterCloseAccepted}, agents still running when close() resolved ${sessions.outlivedClose}`,
     `  events dropped    ${sessions.eventsDropped}`,
@@ -36,6 +36,6 @@ export function formatReport(report: ChaosReport): string[] {
     `  bad transcripts   ${report.invalidTranscripts}`,
     `  hangs             ${report.hangs.length === 0 ? 0 : report.hangs.join(', ')}`,
   );
-  if (report.logDir) lines.push(`  log folders       ${report.logDir}`);
+  if (report.logDir) lines.push(`  run folder        ${report.logDir}`);
   return lines;
 }

@@ -6,7 +6,7 @@ import { Engine } from '../src/main/engine.js';
 import type { PoolStats } from '../src/main/runners/local/pool.js';
 import { type AgentOutcome, emptyOutcomeCounts } from '../src/shared/result.js';
 import { startScriptedModel } from '../src/testing/index.js';
-import { auditFolders, type FolderAudit } from './audit.js';
+import { auditJournal, type JournalAudit } from './audit.js';
 import { Census } from './census.js';
 import { CHAOS_MAX_DEPTH, type ChaosContext, Ledger, withPatience } from './context.js';
 import { runBatch, shutdownMidFlight, spawnChildren } from './parts.js';
@@ -48,8 +48,8 @@ export interface ChaosOptions {
    */
   cancelGraceMs?: number;
   /**
-   * Keep the agents' log folders (default: removed once audited, unless the run broke an
-   * invariant); the report names them when kept.
+   * Keep the run's journal (default: removed once audited, unless the run broke an
+   * invariant); the report names its folder when kept.
    */
   keepLogs?: boolean;
   /**
@@ -109,7 +109,7 @@ export interface ChaosReport {
   misdelivered: number;
   /** Transcripts with a tool_use not answered by a tool_result in the next message. */
   invalidTranscripts: number;
-  folders: Omit<FolderAudit, 'deliveries' | 'staleByDepth' | 'invalidTranscripts' | 'misdelivered'>;
+  journal: Omit<JournalAudit, 'deliveries' | 'staleByDepth' | 'invalidTranscripts' | 'misdelivered'>;
   sessions: SessionFigures;
   /** Times a child was resumed on a fresh worker (as its listeners saw). */
   resumed: number;
@@ -125,13 +125,13 @@ export interface ChaosReport {
   /** Waits that ran out of patience: each is a hang. */
   hangs: string[];
   elapsedMs: number;
-  /** The agents' log folders, when kept. */
+  /** The run folder with its journal, when kept. */
   logDir?: string;
 }
 
 /** The number of broken invariants in a report: 0 for a clean run. */
 export function brokenCount(report: ChaosReport): number {
-  const { port, folders, sessions } = report;
+  const { port, journal, sessions } = report;
   const portBalance =
     port.workerResults + port.mainResults - port.delivered - port.duplicateResults;
   return (
@@ -145,9 +145,9 @@ export function brokenCount(report: ChaosReport): number {
     report.redelivered +
     report.misdelivered +
     report.invalidTranscripts +
-    folders.missingResultFiles +
-    folders.strayFolders +
-    folders.mismatchedResultFiles +
+    journal.missingResults +
+    journal.strayAgents +
+    journal.mismatchedResults +
     sessions.unaccounted +
     sessions.twice +
     sessions.queuedTurnsRan +
@@ -252,7 +252,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     await model.close();
   }
   const figures = report({ options, started, context, sessions, logDir });
-  // A broken run keeps its folders: they are the evidence.
+  // A broken run keeps its journal: it is the evidence.
   if (options.keepLogs || brokenCount(figures) > 0) figures.logDir = logDir;
   else rmSync(logDir, { recursive: true, force: true });
   return figures;
@@ -279,7 +279,7 @@ function report(input: {
   logDir: string;
 }): ChaosReport {
   const { census, ledger, faults, engine, hangs, book } = input.context;
-  const audit = auditFolders(input.logDir, census.agents, (record) => census.parentKnown(record));
+  const audit = auditJournal(input.logDir, census.agents, (record) => census.parentKnown(record));
   const outcomes = emptyOutcomeCounts();
   const failures: Record<string, number> = {};
   const cancelReasons: Record<string, number> = {};
@@ -352,12 +352,12 @@ function report(input: {
     redelivered,
     misdelivered: audit.misdelivered,
     invalidTranscripts: audit.invalidTranscripts,
-    folders: {
-      folders: audit.folders,
-      resultFiles: audit.resultFiles,
-      missingResultFiles: audit.missingResultFiles,
-      strayFolders: audit.strayFolders,
-      mismatchedResultFiles: audit.mismatchedResultFiles,
+    journal: {
+      journaled: audit.journaled,
+      results: audit.results,
+      missingResults: audit.missingResults,
+      strayAgents: audit.strayAgents,
+      mismatchedResults: audit.mismatchedResults,
     },
     sessions: input.sessions,
     resumed: ledger.resumed,

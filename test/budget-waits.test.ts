@@ -1,4 +1,3 @@
-import path from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { Engine } from '../src/main/engine.js';
 import type { StepSpend } from '../src/shared/budget.js';
@@ -161,7 +160,7 @@ describe('a parent waiting for its own agent when its time runs out (maxDepth 2)
       budgetExceeded: 'time',
       text: 'P best so far',
     });
-    const transcript = readTranscript(result.logDir);
+    const transcript = readTranscript(result);
     assertToolUsesAnswered(transcript);
     // The notice answers the step without calls (the wait), and the last turn follows it.
     const waited = transcript.findIndex(
@@ -205,7 +204,7 @@ describe('a crash resume keeps the steps budget', () => {
       });
       await gate.entered(1);
       await vi.waitFor(
-        () => expect(readTranscript(path.join(engine.logDir, subject.id))).toHaveLength(5),
+        () => expect(readTranscript({ id: subject.id, logDir: engine.logDir })).toHaveLength(5),
         { timeout: 10_000 },
       );
       const culprit = engine.spawn({ prompt: scripted([{ calls: [{ name: 'exit' }] }]) });
@@ -222,7 +221,7 @@ describe('a crash resume keeps the steps budget', () => {
         text: 'after the resume',
       });
       expect(result.usage.steps).toBe(4);
-      const transcript = readTranscript(result.logDir);
+      const transcript = readTranscript(result);
       assertToolUsesAnswered(transcript);
       const notice = transcript.findIndex((message) =>
         texts(message).includes(budgetNotice('steps')),

@@ -21,6 +21,7 @@ import {
   type HostGate,
   hostGate,
   type Rig,
+  readHistory,
   readResult,
   readTranscript,
   scripted,
@@ -71,7 +72,7 @@ function noticeIndexes(transcript: MessageParam[]): number[] {
  * user message right before its last assistant message, and every tool_use is answered.
  */
 function expectNoticeBeforeLastTurn(result: AgentResult, kind: BudgetKind): MessageParam[] {
-  const transcript = readTranscript(result.logDir);
+  const transcript = readTranscript(result);
   assertToolUsesAnswered(transcript);
   const lastTurn = transcript.findLastIndex((message) => message.role === 'assistant');
   expect(noticeIndexes(transcript)).toEqual([lastTurn - 1]);
@@ -84,9 +85,7 @@ function expectNoticeBeforeLastTurn(result: AgentResult, kind: BudgetKind): Mess
  * the run produced; cut before its last assistant message, the last turn is still to be taken.
  */
 function expectRestoredLastTurn(result: AgentResult, kind: BudgetKind, reply?: string): void {
-  const lines = readFileSync(path.join(result.logDir!, 'transcript.jsonl'), 'utf8')
-    .trim()
-    .split('\n');
+  const lines = readTranscript(result).map((message) => JSON.stringify(message));
   const whole = restoreTranscript(lines.join('\n'));
   expect(whole?.ended).toEqual(
     reply === undefined
@@ -190,7 +189,7 @@ describe('each budget kind gives one last turn with only reply', () => {
       budgetExceeded: 'steps',
       text: 'Here is what I found.',
     });
-    const transcript = readTranscript(result.logDir);
+    const transcript = readTranscript(result);
     expect(transcript[2]).toEqual({ role: 'user', content: budgetNotice('steps') });
     expect(transcript.some((message) => message.content === NUDGE_TEXT)).toBe(false);
     expectRestoredLastTurn(result, 'steps', 'Here is what I found.');
@@ -228,10 +227,9 @@ describe('each budget kind gives one last turn with only reply', () => {
   });
 });
 
-/** The budget a child ran under, from its log folder's meta.json. */
+/** The budget a child ran under, from its start record in the journal. */
 function metaBudget(result: AgentResult): unknown {
-  const meta = JSON.parse(readFileSync(path.join(result.logDir!, 'meta.json'), 'utf8'));
-  return (meta as { budget?: unknown }).budget;
+  return readHistory(result).meta?.budget;
 }
 
 describe('limits merge field by field: engine default, then the spawn or task line', () => {
@@ -492,7 +490,7 @@ describe('a tree budget stops a whole tree (maxDepth 2)', () => {
     const result = await parent.result;
     requests.stop();
     const started = log.events.find((event) => event.type === 'agent-start' && event.title === 'S');
-    const s = readResult(path.join(rig.logDir, started!.agentId));
+    const s = readResult(rig.logDir, started!.agentId);
     expectResultsExactlyOnce(engine, { allFromWorkers: true });
     const lastTurns = requests.tools.filter(
       (tools) => tools.length === 1 && tools[0] === 'reply',
@@ -526,7 +524,7 @@ describe('a tree budget stops a whole tree (maxDepth 2)', () => {
       expect(result, name).toMatchObject({ outcome: 'complete', text: `${name} done` });
       expect(result, name).not.toHaveProperty('budgetExceeded');
       expect(result.usage.steps, name).toBe(3);
-      expect(noticeIndexes(readTranscript(result.logDir))).toEqual([]);
+      expect(noticeIndexes(readTranscript(result))).toEqual([]);
     }
     expect(run.lastTurns).toBe(0);
   });

@@ -172,7 +172,7 @@ describe('cancelling a child at maxDepth 2', () => {
       // Nobody lost their worker: no resume, and every result came from a worker.
       expect([...sibling.log.resumed(), ...log.resumed()]).toEqual([]);
       expectResultsExactlyOnce(rig.engine, { allFromWorkers: true });
-      const transcript = readTranscript(result.logDir);
+      const transcript = readTranscript(result);
       assertToolUsesAnswered(transcript);
       expect(toolResults(transcript)).toEqual([{ content: expect.any(String), isError: true }]);
     },
@@ -204,7 +204,7 @@ describe('cancelling a child at maxDepth 2', () => {
       });
       expect([...sibling.log.resumed(), ...log.resumed()]).toEqual([]);
       expectResultsExactlyOnce(rig.engine, { allFromWorkers: true });
-      assertToolUsesAnswered(readTranscript(result.logDir));
+      assertToolUsesAnswered(readTranscript(result));
     },
     TIMEOUT_MS,
   );
@@ -229,7 +229,7 @@ describe('cancelling a child at maxDepth 2', () => {
       expect(await sibling.handle.result).toMatchObject({ outcome: 'complete' });
       expect([...sibling.log.resumed(), ...log.resumed()]).toEqual([]);
       expectResultsExactlyOnce(rig.engine, { allFromWorkers: true });
-      const transcript = readTranscript(result.logDir);
+      const transcript = readTranscript(result);
       assertToolUsesAnswered(transcript);
       // The step committed with only its tool result: no inbox was taken in after the cancel.
       expect(transcript).toHaveLength(3);
@@ -256,12 +256,12 @@ describe('cancelling a child at maxDepth 2', () => {
       expect(result).toMatchObject({ outcome: 'cancelled', reason: 'user' });
       expect(log.resumed()).toEqual([]);
       expectResultsExactlyOnce(rig.engine, { allFromWorkers: true });
-      const transcript = readTranscript(result.logDir);
+      const transcript = readTranscript(result);
       assertToolUsesAnswered(transcript);
       const gcId = receiptId(transcript, 'gc')!;
       // Every result is in once the engine has closed; the grandchild went with its parent.
       await rig.engine.close();
-      expect(readResult(path.join(rig.logDir, gcId))).toMatchObject({
+      expect(readResult(rig.logDir, gcId)).toMatchObject({
         outcome: 'cancelled',
         reason: 'parent',
       });
@@ -292,7 +292,7 @@ describe('cancelling a child at maxDepth 2', () => {
       expect(result.outcome).toBe('cancelled');
       expect(result.reason).toBe('user');
       expectResultsExactlyOnce(rig.engine, { allFromWorkers: true });
-      const transcript = readTranscript(result.logDir);
+      const transcript = readTranscript(result);
       assertToolUsesAnswered(transcript);
       // It had been nudged before it waited.
       expect(transcript.filter((message) => message.role === 'user')).toHaveLength(3);
@@ -336,7 +336,7 @@ describe('cancelling a child at maxDepth 2', () => {
       listGate.open();
       const result = await child.result;
       expect(result).toMatchObject({ outcome: 'complete', text: 'child done' });
-      const transcript = readTranscript(result.logDir);
+      const transcript = readTranscript(result);
       assertToolUsesAnswered(transcript);
       const gcId = receiptId(transcript, 'gc')!;
       expect(gcId).toMatch(/^ag_[a-z2-7]{12}$/);
@@ -349,7 +349,7 @@ describe('cancelling a child at maxDepth 2', () => {
         expect.objectContaining({ id: gcId, title: 'gc', outcome: 'cancelled', reason: 'user' }),
       ]);
       await hold.aborted();
-      expect(readResult(path.join(rig.logDir, gcId))).toMatchObject({
+      expect(readResult(rig.logDir, gcId)).toMatchObject({
         outcome: 'cancelled',
         reason: 'user',
       });
@@ -417,7 +417,7 @@ describe('a cancel stops the rest of a tool batch', () => {
       const result = await child.result;
       expect(result).toMatchObject({ outcome: 'cancelled', reason: 'user' });
       expect(existsSync(marker)).toBe(false);
-      const transcript = readTranscript(result.logDir);
+      const transcript = readTranscript(result);
       assertToolUsesAnswered(transcript);
       const [interrupted, skipped] = toolResults(transcript);
       expect(interrupted).toMatchObject({ isError: true });

@@ -46,17 +46,17 @@ describe('chaos (fast, seeded)', () => {
       hangs: [],
     });
     // The ports agree with the census: one delivered result per spawned agent, at any depth,
-    // and one result.json in each agent's folder.
+    // and one result in the journal for each.
     expect(report.port.delivered).toBe(report.agents);
     expect(report.port.workerResults + report.port.mainResults).toBe(
       report.port.delivered + report.port.duplicateResults,
     );
-    expect(report.folders).toMatchObject({
-      folders: report.agents,
-      resultFiles: report.agents,
-      missingResultFiles: 0,
-      strayFolders: 0,
-      mismatchedResultFiles: 0,
+    expect(report.journal).toMatchObject({
+      journaled: report.agents,
+      results: report.agents,
+      missingResults: 0,
+      strayAgents: 0,
+      mismatchedResults: 0,
     });
     const settled = Object.values(report.outcomes).reduce((sum, count) => sum + count, 0);
     expect(settled).toBe(report.agents);

@@ -1,4 +1,3 @@
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ChildPool } from '../src/main/runners/local/pool.js';
@@ -6,8 +5,9 @@ import type { ChildSpec } from '../src/shared/child-spec.js';
 import { newAgentId } from '../src/shared/ids.js';
 import { DEFAULT_PROVIDER_CONFIG } from '../src/shared/provider/config.js';
 import type { MessageParam } from '../src/shared/provider/types.js';
+import type { AgentResult } from '../src/shared/result.js';
 import { type ScriptedModel, startScriptedModel } from '../src/testing/index.js';
-import { scripted, TEST_TOOLS, tempDir } from './helpers.js';
+import { readTranscript, scripted, TEST_TOOLS, tempDir } from './helpers.js';
 
 interface Write {
   replace: boolean;
@@ -81,6 +81,13 @@ describe('step checkpoints over the uplink', () => {
     };
   }
 
+  /** The transcript the journal holds for `result`'s agent, one JSON line per message. */
+  function journaled(result: AgentResult): string {
+    return readTranscript(result)
+      .map((message) => `${JSON.stringify(message)}\n`)
+      .join('');
+  }
+
   /** Runs `spec` on the pool; its result, the writes delivered, and the requests it made. */
   async function run(spec: ChildSpec) {
     const writes: Write[] = [];
@@ -90,7 +97,7 @@ describe('step checkpoints over the uplink', () => {
     return { result, writes, requests: requests - before };
   }
 
-  it('the writes of a checkpointed child, applied in order, are its transcript.jsonl byte for byte', async () => {
+  it('the writes of a checkpointed child, applied in order, are its journaled transcript byte for byte', async () => {
     const {
       result,
       writes,
@@ -99,7 +106,7 @@ describe('step checkpoints over the uplink', () => {
     expect(result).toMatchObject({ outcome: 'complete', text: 'done after three steps' });
     expect(result.usage.steps).toBe(3);
     expect(made).toBe(3);
-    const onDisk = readFileSync(path.join(result.logDir!, 'transcript.jsonl'), 'utf8');
+    const onDisk = journaled(result);
     expect(applyWrites(writes)).toBe(onDisk);
     // The prompt, then each step with its results: whole JSON lines, appended, never replaced.
     expect(writes.map((write) => write.replace)).toEqual([false, false, false, false]);
@@ -119,17 +126,14 @@ describe('step checkpoints over the uplink', () => {
     expect(writes).toEqual([]);
   });
 
-  it('a child resumed in a fresh folder from the writes of its first two steps takes only the third', async () => {
+  it('a child resumed in a fresh run from the writes of its first two steps takes only the third', async () => {
     const first = await run(specFor(THREE_STEPS, { checkpoint: true }));
     expect(first.result.outcome).toBe('complete');
     // The prompt's write and the two tool steps': the copy as it stood after the 2nd step.
     const held = applyWrites(first.writes.slice(0, 3));
     expect(parseLines(held).filter((message) => message.role === 'assistant')).toHaveLength(2);
 
-    const spec = specFor(THREE_STEPS, { checkpoint: true, resume: true });
-    mkdirSync(spec.logDir, { recursive: true });
-    writeFileSync(path.join(spec.logDir, 'transcript.jsonl'), held);
-    const resumed = await run(spec);
+    const resumed = await run(specFor(THREE_STEPS, { checkpoint: true, resume: { lines: held } }));
 
     expect(resumed.result).toMatchObject({ outcome: 'complete', text: 'done after three steps' });
     expect(resumed.result.usage.steps).toBe(3);
@@ -138,9 +142,9 @@ describe('step checkpoints over the uplink', () => {
     // Its first write replaces the copy with what it restored; then the third step is appended.
     expect(resumed.writes[0]).toEqual({ replace: true, lines: held });
     expect(resumed.writes.slice(1).map((write) => write.replace)).toEqual([false]);
-    const onDisk = readFileSync(path.join(resumed.result.logDir!, 'transcript.jsonl'), 'utf8');
+    const onDisk = journaled(resumed.result);
     expect(applyWrites(resumed.writes)).toBe(onDisk);
     // The same conversation as the run that was never interrupted.
-    expect(onDisk).toBe(readFileSync(path.join(first.result.logDir!, 'transcript.jsonl'), 'utf8'));
+    expect(onDisk).toBe(journaled(first.result));
   });
 });

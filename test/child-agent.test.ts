@@ -1,4 +1,4 @@
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AgentEvent } from '../src/shared/events.js';
@@ -8,6 +8,7 @@ import {
   makeWorkspace,
   nextEvent,
   type Rig,
+  readHistory,
   readTranscript,
   scripted,
   startRig,
@@ -44,7 +45,7 @@ describe('the reply contract, through the real pool and the real SDK', () => {
     expect(result.text).toBe('');
     expect(JSON.stringify(result)).not.toContain('THE BRIEF');
     expect(result.replyFile).toBeUndefined();
-    const transcript = readTranscript(result.logDir);
+    const transcript = readTranscript(result);
     assertToolUsesAnswered(transcript);
     const nudges = transcript.filter((message) => message.content === NUDGE_TEXT);
     expect(nudges).toHaveLength(1);
@@ -63,7 +64,7 @@ describe('the reply contract, through the real pool and the real SDK', () => {
     expect(result.text).toBe('THE REPORT\nline two');
     expect(readFileSync(marker, 'utf8')).toBe('cleaned');
     expect(rig.model.stats.requests - before).toBe(1);
-    const transcript = readTranscript(result.logDir);
+    const transcript = readTranscript(result);
     assertToolUsesAnswered(transcript);
     const last = transcript.at(-1)!;
     expect(Array.isArray(last.content) && last.content.map((block) => block.type)).toEqual([
@@ -86,16 +87,25 @@ describe('the reply contract, through the real pool and the real SDK', () => {
   it('keeps real newlines of a string payload and pretty-prints an object payload', async () => {
     const text = await rig.engine.run({ prompt: scripted([{ reply: '# Title\n\n- a\n- b' }]) });
     expect(text.text).toBe('# Title\n\n- a\n- b');
-    expect(path.basename(text.replyFile!)).toBe('reply.md');
+    // Within the reply cap the text is the whole reply: no file is written for it.
+    expect(text.replyFile).toBeUndefined();
     const object = await rig.engine.run({
       prompt: scripted([{ reply: { files: ['a', 'b'], ok: true } }]),
     });
     expect(object.text).toBe('{\n  "files": [\n    "a",\n    "b"\n  ],\n  "ok": true\n}');
-    expect(path.basename(object.replyFile!)).toBe('reply.json');
-    expect(JSON.parse(readFileSync(object.replyFile!, 'utf8'))).toEqual({
-      files: ['a', 'b'],
-      ok: true,
-    });
+  });
+
+  it('spills a reply past the cap whole: markdown as .md, one object as .json', async () => {
+    const long = `# Title\n\n${'- item\n'.repeat(400)}`;
+    const text = await rig.engine.run({ prompt: scripted([{ reply: long }]) });
+    expect(text.truncated).toBe(true);
+    expect(path.basename(text.replyFile!)).toBe(`${text.id}.md`);
+    expect(readFileSync(text.replyFile!, 'utf8')).toBe(long);
+    const files = Array.from({ length: 300 }, (_, index) => `file-${index}`);
+    const object = await rig.engine.run({ prompt: scripted([{ reply: { files, ok: true } }]) });
+    expect(object.truncated).toBe(true);
+    expect(path.basename(object.replyFile!)).toBe(`${object.id}.json`);
+    expect(JSON.parse(readFileSync(object.replyFile!, 'utf8'))).toEqual({ files, ok: true });
   });
 
   it('a whitespace-only text block before a tool call never goes back to the provider', async () => {
@@ -157,7 +167,7 @@ describe('the reply contract, through the real pool and the real SDK', () => {
     });
     expect(result).toMatchObject({ outcome: 'capped', text: '' });
     expect(result.usage.steps).toBe(3);
-    assertToolUsesAnswered(readTranscript(result.logDir));
+    assertToolUsesAnswered(readTranscript(result));
   });
 
   // A 500 counts against the retries; 429s and 529s are the governor's (governor.test.ts).
@@ -209,18 +219,26 @@ describe('the reply contract, through the real pool and the real SDK', () => {
     expect(requestIds).toEqual([expect.stringMatching(/^req_/)]);
   });
 
-  it('writes meta.json, transcript.jsonl, the spill and result.json to the log folder', async () => {
+  it('journals its start, its steps and its result in the run folder, and writes no file of its own', async () => {
     const result = await rig.engine.run({
       title: '../../evil title',
-      prompt: scripted([{ reply: 'x' }]),
+      prompt: scripted([{ calls: [{ name: 'echo', input: { value: 'hi' } }] }, { reply: 'x' }]),
     });
-    const logDir = result.logDir!;
-    expect(path.dirname(logDir)).toBe(rig.logDir);
-    expect(path.basename(logDir)).toBe(result.id);
-    for (const file of ['meta.json', 'transcript.jsonl', 'reply.md', 'result.json']) {
-      expect(existsSync(path.join(logDir, file))).toBe(true);
+    expect(result.logDir).toBe(rig.logDir);
+    const history = readHistory(result);
+    expect(history.meta).toMatchObject({ id: result.id, title: '../../evil title', depth: 1 });
+    // The prompt, then two steps of two messages each.
+    expect(history.messages).toHaveLength(5);
+    expect(history.steps).toBe(2);
+    expect(history.result).toEqual(result);
+    // Nothing in the run folder is named by the agent: the threads' journal segments, and the
+    // spills of the replies past the cap (not this one's).
+    for (const name of readdirSync(rig.logDir)) {
+      expect(name).toMatch(/^(journal-\d+-(main|t\d+)\.jsonl|replies)$/);
     }
-    expect(JSON.parse(readFileSync(path.join(logDir, 'result.json'), 'utf8'))).toEqual(result);
+    const replies = path.join(rig.logDir, 'replies');
+    const spilled = existsSync(replies) ? readdirSync(replies) : [];
+    expect(spilled.some((name) => name.startsWith(result.id))).toBe(false);
   });
 
   it('advertises reply and the allowed tools to a child, never the spawn family at maxDepth 1', async () => {
@@ -269,7 +287,7 @@ describe('the reply contract, through the real pool and the real SDK', () => {
       ]),
     });
     expect(result.text).toBe('went on');
-    const transcript = readTranscript(result.logDir);
+    const transcript = readTranscript(result);
     const answers = transcript[2]!.content as { is_error?: boolean; content: string }[];
     expect(answers.map((answer) => answer.is_error)).toEqual([true, true]);
     expect(answers[0]!.content).toMatch(/Unknown tool `read_file`/);

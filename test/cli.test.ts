@@ -1,11 +1,9 @@
-import { readdirSync, readFileSync } from 'node:fs';
-import path from 'node:path';
 import Anthropic from '@anthropic-ai/sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SessionEvent } from '../src/main/session.js';
 import { type ScriptedModel, startScriptedModel } from '../src/testing/index.js';
 import { runCli } from './cli-helpers.js';
-import { makeWorkspace, scripted, tempDir } from './helpers.js';
+import { makeWorkspace, readJournal, scripted, tempDir } from './helpers.js';
 
 let model: ScriptedModel;
 
@@ -53,7 +51,6 @@ describe('cohort agent', () => {
         'id',
         'logDir',
         'outcome',
-        'replyFile',
         'text',
         'title',
         'truncated',
@@ -252,11 +249,9 @@ describe('cohort demo', () => {
     expect(out).toMatch(/async agent started: beta\.md/);
     expect(out).toMatch(/# Report/);
     expect(out).toMatch(/done: root ready; 2 agent\(s\): 2 complete/);
-    // Each child's log folder holds its result.
+    // The run's journal holds each child's result.
     const logs = /logs: (.*)\n/.exec(out)![1]!.trim();
-    const results = readdirSync(logs).map((id) =>
-      JSON.parse(readFileSync(path.join(logs, id, 'result.json'), 'utf8')),
-    );
-    expect(results.map((result) => result.outcome)).toEqual(['complete', 'complete']);
+    const results = [...readJournal(logs).values()].map((agent) => agent.result);
+    expect(results.map((result) => result?.outcome)).toEqual(['complete', 'complete']);
   });
 });

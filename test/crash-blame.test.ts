@@ -63,7 +63,7 @@ describe('crash blame: only an agent running a tool in the dying worker is blame
       const result = await parent.result;
       expect(result).toMatchObject({ outcome: 'complete', text: 'parent done' });
       expect(log.resumed()).toContain(parent.id);
-      assertToolUsesAnswered(readTranscript(result.logDir));
+      assertToolUsesAnswered(readTranscript(result));
       const stats = rig.engine.stats;
       expect(stats.crashRecords).toBe(0);
       expectResultsExactlyOnce(rig.engine);
@@ -91,7 +91,7 @@ describe('crash blame: only an agent running a tool in the dying worker is blame
     expect(log.resumed()).toEqual([waiter.id]);
     // It redid its step from the last commit: the host call was made again.
     expect(hold.calls).toBe(2);
-    assertToolUsesAnswered(readTranscript(result.logDir));
+    assertToolUsesAnswered(readTranscript(result));
     expect(rig.engine.stats.crashRecords).toBe(0);
     expectResultsExactlyOnce(rig.engine);
   });

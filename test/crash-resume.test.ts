@@ -41,7 +41,7 @@ describe('a crashed worker loses no agent', () => {
         // Its first step counts as committed once the write of its lines has completed (the
         // writes run off the worker's event loop): prompt, assistant message, tool result.
         await vi.waitFor(
-          () => expect(readTranscript(path.join(rig.logDir, sibling.id))).toHaveLength(3),
+          () => expect(readTranscript({ id: sibling.id, logDir: rig.logDir })).toHaveLength(3),
           { timeout: 10_000 },
         );
         const culprit = rig.engine.spawn({
@@ -59,7 +59,7 @@ describe('a crashed worker loses no agent', () => {
         expect(
           events.some((event) => event.type === 'agent-resume' && event.agentId === sibling.id),
         ).toBe(true);
-        assertToolUsesAnswered(readTranscript(siblingResult.logDir));
+        assertToolUsesAnswered(readTranscript(siblingResult));
         const settles = events.filter((event) => event.type === 'agent-settle');
         expect(settles.map((event) => event.agentId).sort()).toEqual(
           [culprit.id, sibling.id].sort(),

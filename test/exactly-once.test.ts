@@ -109,7 +109,7 @@ describe('exactly one result per child', () => {
     });
     // Every transcript the workers wrote is protocol-valid.
     for (const result of results.filter((r) => r.outcome !== 'cancelled').slice(0, 200)) {
-      assertToolUsesAnswered(readTranscript(result.logDir));
+      assertToolUsesAnswered(readTranscript(result));
     }
 
     // Counted at the ports, apart from the settle guard: every result message a worker sent and

@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
@@ -8,6 +8,8 @@ import Anthropic, { type APIError } from '@anthropic-ai/sdk';
 import { expect } from 'vitest';
 import { Engine, type EngineOptions } from '../src/main/engine.js';
 import type { AgentEvent } from '../src/shared/events.js';
+import { isSegmentName } from '../src/shared/journal/format.js';
+import { type AgentHistory, histories, parseSegment } from '../src/shared/journal/reader.js';
 import type { ContentBlockParam, MessageParam } from '../src/shared/provider/types.js';
 import type { AgentResult } from '../src/shared/result.js';
 import type { AnyTool, ToolContext } from '../src/shared/tools/types.js';
@@ -77,13 +79,29 @@ export async function startRig(
   };
 }
 
-/** An agent's transcript; `logDir` is a result's, absent when the `logs` policy dropped it. */
-export function readTranscript(logDir: string | undefined): MessageParam[] {
-  if (logDir === undefined) throw new Error('Expected a log folder, got none (not kept)');
-  return readFileSync(path.join(logDir, 'transcript.jsonl'), 'utf8')
-    .trim()
-    .split('\n')
-    .map((line) => JSON.parse(line) as MessageParam);
+/** Every agent the journal in run folder `dir` holds (read synchronously, for assertions). */
+export function readJournal(dir: string): Map<string, AgentHistory> {
+  const files = readdirSync(dir)
+    .filter(isSegmentName)
+    .sort()
+    .map((name) => path.join(dir, name));
+  return histories(files.map((file) => parseSegment(file, readFileSync(file, 'utf8'))));
+}
+
+/** One agent's history in the journal; throws when its records are not there. */
+export function readHistory(agent: { id: string; logDir?: string | undefined }): AgentHistory {
+  if (agent.logDir === undefined) throw new Error('Expected a log folder, got none (not kept)');
+  const history = readJournal(agent.logDir).get(agent.id);
+  if (!history) throw new Error(`Expected ${agent.id} in the journal of ${agent.logDir}`);
+  return history;
+}
+
+/**
+ * An agent's committed transcript, from the journal: `agent` is a result, or an agent_list
+ * entry (its `logDir` is the run folder; absent when the `logs` policy dropped its records).
+ */
+export function readTranscript(agent: { id: string; logDir?: string | undefined }): MessageParam[] {
+  return readHistory(agent).messages;
 }
 
 /** Every tool_use in a transcript is answered by exactly one tool_result in the next message. */
@@ -266,9 +284,11 @@ export function expectResultsExactlyOnce(
   if (options.allFromWorkers) expect(stats.mainResults).toBe(0);
 }
 
-/** The AgentResult an agent's log folder records (`result.json`). */
-export function readResult(logDir: string): AgentResult {
-  return JSON.parse(readFileSync(path.join(logDir, 'result.json'), 'utf8')) as AgentResult;
+/** The AgentResult the journal of run folder `dir` records for agent `id`. */
+export function readResult(dir: string, id: string): AgentResult {
+  const result = readJournal(dir).get(id)?.result;
+  if (!result) throw new Error(`Expected a result of ${id} in the journal of ${dir}`);
+  return result;
 }
 
 /** An `agent` tool call whose prompt carries a script for the child it starts. */

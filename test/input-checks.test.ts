@@ -382,7 +382,7 @@ describe('unknown tools with a real engine and the scripted model', () => {
       ]),
     });
     expect(result.text).toBe('went on');
-    const answer = contentBlocks(readTranscript(result.logDir)[2]!)[0] as ToolResultBlock;
+    const answer = contentBlocks(readTranscript(result)[2]!)[0] as ToolResultBlock;
     expect(answer.is_error).toBe(true);
     // The grandchild (depth 2) may not spawn: the spawn family is not among its known tools.
     expect(answer.content).toMatch(/^`agent` failed: Expected `tools` to name known tools/);

@@ -13,7 +13,7 @@ import {
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { runCli } from './cli-helpers.js';
-import { agentCall, scripted, tempDir } from './helpers.js';
+import { agentCall, readHistory, readJournal, readResult, scripted, tempDir } from './helpers.js';
 
 interface ResultLine {
   taskId: string;
@@ -76,20 +76,24 @@ async function batch(flags: string[]): Promise<{ lines: ResultLine[]; logDir: st
   return { lines, logDir };
 }
 
-function folders(dir: string): string[] {
-  return existsSync(dir) ? readdirSync(dir).sort() : [];
+/** The agents whose records the journal in `dir` holds; none when the folder is gone. */
+function journaled(dir: string): string[] {
+  return existsSync(dir) ? [...readJournal(dir).keys()].sort() : [];
 }
 
 describe('--logs all|failed|none', () => {
-  it('failed: keeps only the failed agents folders, and only their lines name one', async () => {
+  it('failed: the journal keeps only the failed agents, and only their lines name it', async () => {
     const { lines, logDir } = await batch(['--logs', 'failed']);
     const failed = lines.filter((line) => line.outcome === 'failed');
-    expect(folders(logDir)).toEqual(failed.map((line) => line.id).sort());
+    expect(journaled(logDir)).toEqual(failed.map((line) => line.id).sort());
     for (const line of lines) {
       if (line.outcome === 'failed') {
-        expect(line.logDir).toBe(path.join(logDir, line.id));
-        const kept = JSON.parse(readFileSync(path.join(line.logDir!, 'result.json'), 'utf8'));
-        expect(kept).toMatchObject({ id: line.id, outcome: 'failed', code: 'bad_request' });
+        expect(line.logDir).toBe(logDir);
+        expect(readResult(logDir, line.id)).toMatchObject({
+          id: line.id,
+          outcome: 'failed',
+          code: 'bad_request',
+        });
       } else {
         expect(line).not.toHaveProperty('logDir');
         expect(line).not.toHaveProperty('replyFile');
@@ -97,7 +101,7 @@ describe('--logs all|failed|none', () => {
     }
   });
 
-  it('none: keeps no folder, not even the run folder, and no line names one', async () => {
+  it('none: keeps no record, not even the run folder, and no line names one', async () => {
     const { lines, logDir } = await batch(['--logs', 'none']);
     expect(existsSync(logDir)).toBe(false);
     for (const line of lines) {
@@ -106,13 +110,16 @@ describe('--logs all|failed|none', () => {
     }
   });
 
-  it('all (the default): keeps every folder, and every line names its own', async () => {
+  it('all (the default): the journal keeps every agent, in a few files, and every line names it', async () => {
     const { lines, logDir } = await batch([]);
-    expect(folders(logDir)).toEqual(lines.map((line) => line.id).sort());
+    expect(journaled(logDir)).toEqual(lines.map((line) => line.id).sort());
+    // One segment for main and one for the one worker thread: no file per agent.
+    expect(readdirSync(logDir).length).toBeLessThanOrEqual(2);
     for (const line of lines) {
-      expect(line.logDir).toBe(path.join(logDir, line.id));
-      expect(existsSync(path.join(line.logDir!, 'transcript.jsonl'))).toBe(true);
-      if (line.outcome === 'complete') expect(existsSync(line.replyFile!)).toBe(true);
+      expect(line.logDir).toBe(logDir);
+      expect(readHistory(line).messages.length).toBeGreaterThan(0);
+      // Short replies are whole in the line: nothing spills.
+      expect(line).not.toHaveProperty('replyFile');
     }
   });
 
@@ -172,8 +179,8 @@ describe('--logs all|failed|none', () => {
       ['fine', 'complete'],
     ]);
     const broken = settled.find((result) => result.title === 'broken')!;
-    expect(folders(logDir)).toEqual([broken.id]);
-    expect(broken.logDir).toBe(path.join(logDir, broken.id));
+    expect(journaled(logDir)).toEqual([broken.id]);
+    expect(broken.logDir).toBe(logDir);
     expect(settled.find((result) => result.title === 'fine')).not.toHaveProperty('logDir');
     expect(events.at(-1)).toMatchObject({ type: 'final', outcome: 'ready', logDir });
   });

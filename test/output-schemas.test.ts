@@ -159,7 +159,7 @@ describe('`$ref`s in an output schema', () => {
       outputSchema: WITH_DEFS,
     });
     expect(result).toMatchObject({ outcome: 'complete', value: { items: ['risk', 'another'] } });
-    expect(JSON.stringify(readTranscript(result.logDir)[2])).toContain(
+    expect(JSON.stringify(readTranscript(result)[2])).toContain(
       '/items/1 must NOT have fewer than 1 characters',
     );
     const schemas = replySchemas('Defs schema.');

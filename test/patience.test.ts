@@ -140,7 +140,7 @@ describe('patience at the engine’s default (15 minutes)', () => {
       ),
     });
     expect(parent).toMatchObject({ outcome: 'complete', text: 'children done' });
-    const [heir, own] = toolResults(readTranscript(parent.logDir));
+    const [heir, own] = toolResults(readTranscript(parent));
     expect(heir).toContain("agent 'heir' failed");
     expect(heir).toContain('of paced retries');
     expect(own).toContain('own file waited');

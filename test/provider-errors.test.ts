@@ -1,7 +1,5 @@
-import { readFileSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { join } from 'node:path';
 import { APIConnectionError } from '@anthropic-ai/sdk';
 import { afterEach, describe, expect, it } from 'vitest';
 import { classify } from '../src/shared/provider/classify.js';
@@ -10,7 +8,7 @@ import { ATTEMPT_HEADER, Provider } from '../src/shared/provider/provider.js';
 import type { ProviderRequest, RetryInfo } from '../src/shared/provider/types.js';
 import { scriptBlock } from '../src/testing/index.js';
 import { runCli } from './cli-helpers.js';
-import { closedPort } from './helpers.js';
+import { closedPort, readTranscript } from './helpers.js';
 
 /** A real HTTP server whose every request is answered by `handler`; it counts the requests. */
 interface FakeServer {
@@ -475,7 +473,7 @@ describe('the CLI says what the provider did', () => {
     expect((await run.exit).code).toBe(0);
     const result = JSON.parse(run.stdout());
     expect(result).toMatchObject({ outcome: 'complete', text: 'short' });
-    const transcript = readFileSync(join(result.logDir, 'transcript.jsonl'), 'utf8');
+    const transcript = JSON.stringify(readTranscript(result));
     expect(transcript).toContain('reached max_tokens before its arguments were complete');
   });
 });

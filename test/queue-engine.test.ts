@@ -187,9 +187,9 @@ describe.skipIf(redisMissing)(
         });
         expect(result.worker).toMatch(/^[^/]+\/\d+$/);
         expect(fleet.names).toContain(result.worker);
-        // Its folder is the worker's, under the worker's --log-dir; here the same machine.
-        expect(result.logDir).toBe(path.join(workerLogs, result.id));
-        expect(readTranscript(result.logDir).length).toBeGreaterThanOrEqual(4);
+        // Its journal is the worker's, in the worker's --log-dir; here the same machine.
+        expect(result.logDir).toBe(workerLogs);
+        expect(readTranscript(result).length).toBeGreaterThanOrEqual(4);
       });
       expect([...settles.counts.values()]).toEqual([1, 1, 1, 1, 1, 1]);
       expect([...settles.counts.keys()].sort()).toEqual(handles.map((h) => h.id).sort());

@@ -1,5 +1,3 @@
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
-import path from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { Session, type SessionEvent } from '../src/main/session.js';
 import type { MessageParam } from '../src/shared/provider/types.js';
@@ -11,6 +9,8 @@ import {
   contentBlocks,
   nextEvent,
   type Rig,
+  readHistory,
+  readJournal,
   readTranscript,
   scripted,
   startRig,
@@ -196,7 +196,7 @@ function resultHeaders(transcript: MessageParam[]): { id: string; outcome: strin
 
 describe('a session with async agents', () => {
   it('returns receipts at once, delivers every result exactly once at the next boundary, coalesced', async () => {
-    const { session } = await open();
+    const { session, rig } = await open();
     const gated = [{ calls: [{ name: 'gate', input: {} }] }, { reply: 'gated work done' }];
     const first = await session.send(
       scripted([
@@ -212,9 +212,9 @@ describe('a session with async agents', () => {
     expect(session.pending).toEqual([]);
     const live = session.list();
     expect(live.map((agent) => agent.title).sort()).toEqual(['one', 'two']);
-    expect(
-      live.every((agent) => agent.status === 'running' && agent.logDir.endsWith(agent.id)),
-    ).toBe(true);
+    expect(live.every((agent) => agent.status === 'running' && agent.logDir === rig.logDir)).toBe(
+      true,
+    );
     // One receipt per call, in call order, naming the agent that is now live.
     const receipts = contentBlocks(session.transcript[2]!).map((block) =>
       block.type === 'tool_result' ? JSON.parse(String(block.content)) : block,
@@ -233,7 +233,7 @@ describe('a session with async agents', () => {
     expect(gate.isOpen).toBe(false);
     // A running child's log is written off its thread's event loop: wait for the prompt's line.
     for (const agent of live) {
-      await vi.waitFor(() => expect(readTranscript(agent.logDir)).toHaveLength(1), {
+      await vi.waitFor(() => expect(readTranscript(agent)).toHaveLength(1), {
         timeout: 10_000,
       });
     }
@@ -412,7 +412,7 @@ describe('sync agents, the root tool set, host tools and depth', () => {
       ]),
     });
     expect(result.outcome).toBe('complete');
-    const answer = contentBlocks(readTranscript(result.logDir)[2]!)[0]!;
+    const answer = contentBlocks(readTranscript(result)[2]!)[0]!;
     expect(answer.type === 'tool_result' && JSON.parse(String(answer.content))).toEqual({
       fromMainThread: true,
       value: 'ping',
@@ -447,8 +447,7 @@ describe('sync agents, the root tool set, host tools and depth', () => {
     expect(result.text).toBe('root done');
     const childAnswer = contentBlocks(session.transcript[2]!)[0]!;
     expect(childAnswer.type === 'tool_result' && childAnswer.content).toBe('child done');
-    const childDir = readdirChild(rig.logDir, 'child');
-    const childTranscript = readTranscript(childDir);
+    const childTranscript = readTranscript(journaledAgent(rig.logDir, 'child'));
     assertToolUsesAnswered(childTranscript);
     const firstAnswers = contentBlocks(childTranscript[2]!);
     expect(firstAnswers[0]).toMatchObject({
@@ -502,23 +501,23 @@ describe('sync agents, the root tool set, host tools and depth', () => {
     const after = await rig.engine.run({ prompt: scripted([{ reply: 'y' }]) });
     expect(session.list()).toMatchObject([{ id: before.id, status: 'running' }]);
     expect(session.pending).toEqual([]);
-    const meta = (dir: string) =>
-      JSON.parse(readFileSync(path.join(dir, 'meta.json'), 'utf8')) as { model: string };
-    // `before` is still running: its folder's writes may still be in flight.
+    const meta = (agent: { id: string; logDir?: string }) =>
+      readHistory(agent).meta as { model: string };
+    // `before` is still running: its journal's writes may still be in flight.
     await vi.waitFor(
       () => {
-        expect(readTranscript(before.logDir)).toHaveLength(1);
-        expect(meta(before.logDir).model).toBe('cohort-scripted');
+        expect(readTranscript(before)).toHaveLength(1);
+        expect(meta(before).model).toBe('cohort-scripted');
       },
       { timeout: 10_000 },
     );
-    expect(meta(after.logDir!).model).toBe('model-b');
+    expect(meta(after).model).toBe('model-b');
     gate.open();
     await session.waitIdle();
     expect(session.pending).toMatchObject([{ id: before.id, outcome: 'complete', text: 'x' }]);
     // It went on past the gate to its reply, still under its own model.
-    expect(readTranscript(before.logDir).length).toBeGreaterThan(1);
-    expect(meta(before.logDir).model).toBe('cohort-scripted');
+    expect(readTranscript(before).length).toBeGreaterThan(1);
+    expect(meta(before).model).toBe('cohort-scripted');
   });
 
   it('at maxDepth 1 a child is not given the spawn family', async () => {
@@ -535,11 +534,10 @@ describe('sync agents, the root tool set, host tools and depth', () => {
   });
 });
 
-function readdirChild(logDir: string, title: string): string {
-  for (const id of readdirSync(logDir)) {
-    const meta = path.join(logDir, id, 'meta.json');
-    if (existsSync(meta) && JSON.parse(readFileSync(meta, 'utf8')).title === title)
-      return path.join(logDir, id);
+/** The agent titled `title` in the journal of run folder `logDir`, as a result names it. */
+function journaledAgent(logDir: string, title: string): { id: string; logDir: string } {
+  for (const [id, history] of readJournal(logDir)) {
+    if (history.meta?.title === title) return { id, logDir };
   }
-  throw new Error(`no log folder for ${title}`);
+  throw new Error(`no agent titled ${title} in the journal of ${logDir}`);
 }

@@ -236,10 +236,10 @@ describe('a traced session', () => {
       expect(root.parentSpanContext).toBeUndefined();
 
       const rootCalls = agentCalls(rootTranscript[1]);
-      const midCalls = agentCalls(readTranscript(mid.logDir)[1]);
-      const [midReply] = toolUseIds(readTranscript(mid.logDir)).slice(-1);
-      const [leafReply] = toolUseIds(readTranscript(leaf.logDir));
-      const [bgReply] = toolUseIds(readTranscript(bg.logDir));
+      const midCalls = agentCalls(readTranscript(mid)[1]);
+      const [midReply] = toolUseIds(readTranscript(mid)).slice(-1);
+      const [leafReply] = toolUseIds(readTranscript(leaf));
+      const [bgReply] = toolUseIds(readTranscript(bg));
       const chat = `chat ${MODEL}`;
       expect(outline(spans, root)).toEqual([
         'invoke_agent root',
@@ -355,7 +355,7 @@ describe('an agent spawned by the user’s code', () => {
       expect(outline(spans, insideSpan)).toEqual([
         'invoke_agent inside',
         `  chat ${MODEL}`,
-        `  execute_tool reply #${toolUseIds(readTranscript(insideResult.logDir))[0]}`,
+        `  execute_tool reply #${toolUseIds(readTranscript(insideResult))[0]}`,
       ]);
       const outsideSpan = agentSpan(spans, outsideResult.id);
       expect(outsideSpan.parentSpanContext).toBeUndefined();
@@ -473,7 +473,7 @@ describe('a worker that dies mid-run', () => {
       // The resumed run runs its first step again: fresh spans under the same invoke_agent.
       const siblingSpan = agentSpan(spans, siblingResult.id);
       expect(siblingSpan.status.code).toBe(SpanStatusCode.UNSET);
-      const calls = toolUseIds(readTranscript(siblingResult.logDir));
+      const calls = toolUseIds(readTranscript(siblingResult));
       expect(outline(spans, siblingSpan)).toEqual([
         'invoke_agent sibling',
         `  chat ${MODEL}`,

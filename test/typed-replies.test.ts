@@ -84,7 +84,7 @@ describe('typed replies through the engine', () => {
     });
     expect(result).toMatchObject({ outcome: 'complete', value: fixed });
     expect(result.usage.steps).toBe(2);
-    const transcript = readTranscript(result.logDir);
+    const transcript = readTranscript(result);
     assertToolUsesAnswered(transcript);
     const refused = contentBlocks(transcript[2]!)[0] as ToolResultBlock;
     expect(refused.is_error).toBe(true);
@@ -124,7 +124,7 @@ describe('typed replies through the engine', () => {
     });
     expect(result).toMatchObject({ outcome: 'complete', value: first });
     expect(result.text).toBe(JSON.stringify(first, null, 2));
-    const transcript = readTranscript(result.logDir);
+    const transcript = readTranscript(result);
     assertToolUsesAnswered(transcript);
     const [accepted, extra] = contentBlocks(transcript[2]!) as ToolResultBlock[];
     expect(accepted?.is_error).toBeUndefined();
@@ -235,7 +235,8 @@ describe('a crash resume keeps the count of refused replies', () => {
       });
       await gate.entered(1);
       await vi.waitFor(
-        () => expect(readTranscript(path.join(crashEngine.logDir, subject.id))).toHaveLength(5),
+        () =>
+          expect(readTranscript({ id: subject.id, logDir: crashEngine.logDir })).toHaveLength(5),
         { timeout: 10_000 },
       );
       const culprit = crashEngine.spawn({ prompt: scripted([{ calls: [{ name: 'exit' }] }]) });

@@ -1,5 +1,4 @@
 import type { Context, TracerProvider } from '@opentelemetry/api';
-import { LOG_POLICY } from '../shared/agent-log.js';
 import type { Budget, PriceTable } from '../shared/budget.js';
 import { checkBudget } from '../shared/budget-meter.js';
 import { DEFAULT_MAX_DEPTH, DEFAULT_MAX_STEPS } from '../shared/child-spec.js';
@@ -10,6 +9,7 @@ import {
   type GovernorOptions,
   PATIENCE_MS,
 } from '../shared/governor/options.js';
+import { LOG_POLICY } from '../shared/journal/policy.js';
 import {
   anyString,
   boolean,
@@ -213,17 +213,17 @@ export const ENGINE_FIELDS = {
     arg: 'DURATION',
     help: `lifetime of an async agent (default ${formatDuration(DEFAULT_CEILING_MS)})`,
   }),
-  /** Root folder of agents' log folders; default: a fresh folder under the OS temp dir. */
+  /** The run's folder: its journal and its reply spills; default: a fresh folder under the OS temp dir. */
   logDir: nonEmptyString({
     flag: '--log-dir',
     arg: 'DIR',
-    help: "root of the agents' log folders (default: a new folder under the\nOS temp dir, cohort/<time>-<pid>)",
+    help: "the run's folder: its journal and long replies (default: a new\nfolder under the OS temp dir, cohort/<time>-<pid>)",
   }),
   /**
-   * Which agents' folders outlive them (default `all`): `failed` keeps only failed agents',
-   * `none` keeps none. A result names its folder only when the folder is kept.
+   * Which agents' journal records outlive the run (default `all`): `failed` keeps only failed
+   * agents', `none` keeps none; applied at close. A result names `logDir` only when kept.
    */
-  logs: { ...LOG_POLICY, help: "which agents' log folders to keep" },
+  logs: { ...LOG_POLICY, help: "which agents' journal records to keep at close" },
   /** Read-only folder the workspace tools read from. */
   workspace: nonEmptyString({
     flag: '--workspace',
@@ -317,8 +317,11 @@ export const ENGINE_FIELDS = {
 
 /** Something an engine could not do and went on without, for `onWarning`. */
 export interface EngineWarning {
-  /** `governor_state`: the governor's state file (`governor.state`). */
-  code: 'governor_state';
+  /**
+   * `governor_state`: the governor's state file (`governor.state`). `journal`: the `logs` policy
+   * could not be applied to the run's journal at close (its records stay).
+   */
+  code: 'governor_state' | 'journal';
   /** What was expected, what was found, and what the engine does instead. Never an API key. */
   message: string;
 }

@@ -8,7 +8,8 @@ import { expected } from '../shared/errors.js';
 import type { AgentEvent } from '../shared/events.js';
 import { Governor } from '../shared/governor/governor.js';
 import { newAgentId } from '../shared/ids.js';
-import { logWritesIdle } from '../shared/log-writer.js';
+import { compactJournal } from '../shared/journal/retention.js';
+import { closeJournals } from '../shared/journal/writer.js';
 import { checkOption, defined, durationMs } from '../shared/option-schema.js';
 import { DEFAULT_PROVIDER_CONFIG, type ProviderConfig } from '../shared/provider/config.js';
 import { redactSecrets } from '../shared/redact.js';
@@ -248,7 +249,7 @@ export class Engine {
       provider: agent.model === undefined ? provider : { ...provider, model: agent.model },
       maxSteps: agent.maxSteps ?? this.#options.maxSteps ?? DEFAULT_MAX_STEPS,
       replyCap: this.#options.replyCap ?? DEFAULT_REPLY_CAP,
-      logDir: path.join(this.logDir, id),
+      logDir: this.logDir,
       logs: this.#options.logs,
       toolModules: this.toolModules,
       // Text is streamed only to a listener that wants it: each delta crosses a thread.
@@ -328,7 +329,7 @@ export class Engine {
             ownerDepth: spec.depth,
             generation: spec.generation,
             ceilingMs: this.ceilingMs ?? DEFAULT_CEILING_MS,
-            logDirOf: (id) => path.join(this.logDir, id),
+            logDirOf: () => this.logDir,
             provider: spec.provider,
             patienceMs: spec.patienceMs,
             // The child's own agents report into its parent's events when someone listens.
@@ -360,10 +361,26 @@ export class Engine {
     // file is written last: the children's final responses may still teach the governor.
     this.#closing ??= this.#pool
       .close('shutdown')
-      .then(() => logWritesIdle())
+      .then(() => closeJournals())
+      .then(() => this.#applyLogPolicy())
       .then(() => this.#governorState?.close())
       .then(() => this.#dropEmptyLogDir());
     return this.#closing;
+  }
+
+  /** Takes out of the journal the records the `logs` policy does not keep. */
+  async #applyLogPolicy(): Promise<void> {
+    if ((this.#options.logs ?? 'all') === 'all') return;
+    try {
+      await compactJournal(this.logDir);
+    } catch (error) {
+      warner(
+        this.#options.onWarning,
+        'journal',
+      )(
+        `could not apply logs: ${this.#options.logs} to the journal in ${this.logDir}: ${error instanceof Error ? error.message : String(error)}; its records stay`,
+      );
+    }
   }
 
   /** A run that kept no folder (`logs: none`, or nothing failed) leaves no empty folder behind. */

@@ -1,4 +1,3 @@
-import path from 'node:path';
 import { context as otelContext } from '@opentelemetry/api';
 import { DEFAULT_MAX_STEPS } from '../shared/child-spec.js';
 import { UsageError } from '../shared/errors.js';
@@ -115,7 +114,7 @@ export class Session {
       ownerDepth: 0,
       generation: 0,
       ceilingMs: options.ceilingMs ?? engine.ceilingMs ?? DEFAULT_CEILING_MS,
-      logDirOf: (id) => path.join(engine.logDir, id),
+      logDirOf: () => engine.logDir,
       patienceMs: options.patienceMs,
       emit: (event) => this.#emit(event),
       onSettle: (_result, delivered) => this.#onAsyncSettle(delivered),

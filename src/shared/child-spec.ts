@@ -1,5 +1,5 @@
-import type { LogPolicy } from './agent-log.js';
 import type { Budget, PriceTable } from './budget.js';
+import type { LogPolicy } from './journal/policy.js';
 import type { ProviderConfig } from './provider/config.js';
 
 /**
@@ -19,11 +19,11 @@ export interface ChildSpec {
   provider: ProviderConfig;
   maxSteps: number;
   replyCap: number;
-  /** The agent's own log folder, written while it runs (docs/LOGS.md). */
+  /** The run folder whose journal it writes to, on the thread's segment (docs/LOGS.md). */
   logDir: string;
   /**
-   * Whether the folder outlives the agent (default `all`). When it does not, the worker removes
-   * it once the agent settles, before the result goes out, and the result names no folder.
+   * Whether its journal records outlive the run (default `all`). When they do not, they go when
+   * the engine closes, and the result names no folder.
    */
   logs?: LogPolicy;
   workspace?: string;
@@ -54,8 +54,13 @@ export interface ChildSpec {
    * governor that admits it decides (`governed.patienceMs`; in queue mode, the worker's).
    */
   patienceMs?: number;
-  /** Resume from the transcript in `logDir` (after the worker it ran on died). */
-  resume?: boolean;
+  /**
+   * Resume after the worker it ran on died: from its records in these journal segments (the
+   * threads it ran on), or from these transcript lines (a queue job's checkpoint).
+   */
+  resume?: { segments: string[] } | { lines: string };
+  /** Its run: 0 for the first, one more for each resume (journal records carry it). */
+  inc?: number;
   /** Names of host tools registered on the main thread, reached through the host bridge. */
   hostTools?: HostToolInfo[];
   /** The agent file it was made from (`agent: NAME`), for its meta and its trace. */

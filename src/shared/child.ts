@@ -1,9 +1,11 @@
-import { AgentLog, keepsLog } from './agent-log.js';
 import type { BudgetGuard } from './budget.js';
 import { type ChildSpec, MAX_BAD_REPLIES } from './child-spec.js';
 import type { AgentEvent } from './events.js';
 import { internalFailure } from './failure.js';
 import type { Gate } from './governor/types.js';
+import { AgentJournal } from './journal/agent-journal.js';
+import { keepsLog } from './journal/policy.js';
+import { historyFrom, transcriptText } from './journal/reader.js';
 import {
   type ChildInbox,
   type LoopOutcome,
@@ -80,7 +82,7 @@ export function childSystemPrompt(system: string | undefined): string {
 export async function runChild(spec: ChildSpec, deps: ChildRunDeps): Promise<AgentResult> {
   const run: ChildRun = {
     spec,
-    log: new AgentLog(spec.logDir),
+    log: new AgentJournal(spec.logDir, spec.id, spec.inc ?? 0),
     usage: emptyUsage(),
     started: performance.now(),
   };
@@ -94,18 +96,15 @@ export async function runChild(spec: ChildSpec, deps: ChildRunDeps): Promise<Age
       failure: { code: 'internal', message: redactSecrets(message) },
     });
   }
-  // The folder goes here, in the worker, so main does no file work per agent. `finish` waits
-  // for every write of this child, so `result.json` and the reply file exist before the result
-  // is posted. Should the worker die between the removal and the result's delivery, the resumed
-  // child finds no transcript and starts over from its prompt: its result is still delivered
-  // exactly once.
+  // The result's record and the reply file are written before the result is posted, so a
+  // `replyFile` can be read at once. Records the `logs` policy does not keep go at close.
   return run.log.finish(result, keepsLog(spec.logs, result.outcome));
 }
 
 /** One child's run: what its result is made from. */
 interface ChildRun {
   spec: ChildSpec;
-  log: AgentLog;
+  log: AgentJournal;
   usage: AgentUsage;
   started: number;
 }
@@ -113,7 +112,7 @@ interface ChildRun {
 async function runLoop(run: ChildRun, deps: ChildRunDeps): Promise<AgentResult> {
   const { spec, log, usage } = run;
   const tools = await childTools(spec, deps.extraTools);
-  const restored = spec.resume ? restoreTranscript((await log.readTranscript()) ?? '') : undefined;
+  const restored = spec.resume ? restoreTranscript(await resumedText(spec)) : undefined;
   if (restored) {
     usage.steps = restored.steps;
     if (restored.ended) return settle(run, restored.ended);
@@ -121,22 +120,24 @@ async function runLoop(run: ChildRun, deps: ChildRunDeps): Promise<AgentResult> 
   }
   const price = priceOf(spec.provider.model, priceTable(spec.prices));
   const messages: MessageParam[] = restored?.messages ?? [{ role: 'user', content: spec.prompt }];
-  // A resumed child replaces its transcript even when it starts over: a torn tail goes, and a
-  // write of the dead worker still in flight lands in the replaced file, not in this one.
-  if (spec.resume) writeTranscript(log, deps, messages, true);
-  log.writeMeta({
-    id: spec.id,
-    title: spec.title,
-    depth: spec.depth,
-    generation: spec.generation,
-    model: spec.provider.model,
-    baseURL: spec.provider.baseURL ?? null,
-    maxSteps: spec.maxSteps,
-    tools: [...tools.keys()],
-    ...defined({ agent: spec.agentName, budget: spec.budget, outputSchema: spec.outputSchema }),
-    ...(restored ? { resumedAtStep: restored.steps } : {}),
-  });
-  if (!spec.resume) writeTranscript(log, deps, messages, false);
+  // Its run's start record holds the whole transcript it goes on from: a resumed child's
+  // supersedes what its dead worker wrote, including a write of that worker that lands late.
+  log.start(
+    {
+      id: spec.id,
+      title: spec.title,
+      depth: spec.depth,
+      generation: spec.generation,
+      model: spec.provider.model,
+      baseURL: spec.provider.baseURL ?? null,
+      maxSteps: spec.maxSteps,
+      tools: [...tools.keys()],
+      ...defined({ agent: spec.agentName, budget: spec.budget, outputSchema: spec.outputSchema }),
+      ...(restored ? { resumedAtStep: restored.steps } : {}),
+    },
+    messages,
+  );
+  checkpoint(deps, messages, spec.resume !== undefined);
   // Tools from the host side run on main: only the others can take this worker down.
   const remote = new Set((deps.extraTools ?? []).map((tool) => tool.name));
   const outcome = await runAgentLoop({
@@ -166,24 +167,36 @@ async function runLoop(run: ChildRun, deps: ChildRunDeps): Promise<AgentResult> 
   return settle(run, outcome);
 }
 
-/** Queues a transcript write (an append, or with `replace` a rewrite) and its checkpoint. */
-function writeTranscript(
-  log: AgentLog,
-  deps: ChildRunDeps,
-  messages: readonly MessageParam[],
-  replace: boolean,
-): void {
-  // The lines written are the lines copied: made (and redacted) once.
-  const lines = replace ? log.rewriteTranscript(messages) : log.appendTranscript(messages);
+/**
+ * The transcript lines a resumed child goes on from: its queue job's checkpoint, or its records in
+ * the journal segments of the threads it ran on ('' when none holds a start of it: it starts over).
+ */
+async function resumedText(spec: ChildSpec): Promise<string> {
+  const from = spec.resume;
+  if (!from) return '';
+  if ('lines' in from) return from.lines;
+  const history = await historyFrom(from.segments, spec.id);
+  return history ? transcriptText(history.messages) : '';
+}
+
+/** Copies committed messages to the checkpoint, when there is one (queue mode). */
+function checkpoint(deps: ChildRunDeps, messages: readonly MessageParam[], replace: boolean): void {
   // An empty append writes nothing, so there is nothing to copy either.
   if (!deps.checkpoint || (!replace && messages.length === 0)) return;
-  deps.checkpoint({ replace, lines });
+  deps.checkpoint({ replace, lines: transcriptLines(messages) });
+}
+
+/** Messages as a checkpoint holds them: one redacted JSON line each. */
+function transcriptLines(messages: readonly MessageParam[]): string {
+  let lines = '';
+  for (const message of messages) lines += `${redactSecrets(JSON.stringify(message))}\n`;
+  return lines;
 }
 
 /** Where a child's loop reports: its log, its events (none without a listener but text). */
 function childSink(
   spec: ChildSpec,
-  log: AgentLog,
+  log: AgentJournal,
   deps: ChildRunDeps,
   remote: ReadonlySet<string>,
 ): LoopSink {
@@ -194,7 +207,10 @@ function childSink(
   const onLocalTool = deps.onLocalTool;
   const { textDelta, ...rest } = events;
   return {
-    commit: (added) => writeTranscript(log, deps, added, false),
+    commit: (added) => {
+      log.step(added);
+      checkpoint(deps, added, false);
+    },
     ...(spec.streamText ? { textDelta } : {}),
     ...(spec.liveEvents !== false ? rest : {}),
     ...(onLocalTool
@@ -237,11 +253,13 @@ function settle(run: ChildRun, outcome: LoopOutcome): AgentResult {
       }
       const only = outcome.replies.length === 1 ? outcome.replies[0] : undefined;
       const structured = typeof only === 'object' && only !== null;
-      // No spill when a complete agent's folder is not kept: it would be removed at once.
-      const replyFile = keepsLog(spec.logs, 'complete')
-        ? run.log.spillReply(full, structured)
-        : undefined;
       const clipped = clip(full, spec.replyCap);
+      // Only a reply longer than the cap spills, whole, to its own file; none when a complete
+      // agent's records are not kept.
+      const replyFile =
+        clipped.truncated && keepsLog(spec.logs, 'complete')
+          ? run.log.spillReply(full, structured)
+          : undefined;
       return {
         ...common,
         outcome: 'complete',

@@ -2,6 +2,7 @@ import { threadId } from 'node:worker_threads';
 import { BudgetMeter } from '../shared/budget-meter.js';
 import { runChild } from '../shared/child.js';
 import { RemoteGate } from '../shared/governor/remote-gate.js';
+import { closeJournals } from '../shared/journal/writer.js';
 import type { ChildTask, WorkerMessage } from '../shared/protocol.js';
 import type { ProviderConfig } from '../shared/provider/config.js';
 import { Provider } from '../shared/provider/provider.js';
@@ -9,6 +10,9 @@ import type { CancelReason } from '../shared/result.js';
 import { TraceRecorder } from '../shared/trace/recorder.js';
 import { connectBridge } from './bridge-client.js';
 import { threadUplink } from './uplink.js';
+
+/** Children running on this thread now. */
+let live = 0;
 
 // One client per provider config per thread: connections are pooled across the thread's children.
 const providers = new Map<string, Provider>();
@@ -51,6 +55,7 @@ export default async function runChildTask(task: ChildTask): Promise<'settled'> 
     else if (!controller.signal.aborted) controller.abort(message.reason satisfies CancelReason);
   });
   send({ type: 'started', threadId });
+  live++;
   try {
     const result = await runChild(spec, {
       provider: providerFor(spec.provider),
@@ -77,6 +82,9 @@ export default async function runChildTask(task: ChildTask): Promise<'settled'> 
     gate?.close();
     budget?.close();
     bridge?.release();
+    // The thread's last child: its journal descriptors close before the task ends, so a thread
+    // that piscina stops next holds none.
+    if (--live === 0) await closeJournals();
   }
   return 'settled';
 }

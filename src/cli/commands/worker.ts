@@ -11,10 +11,10 @@ import {
   QUEUE_WORKER_FIELDS as WORKER,
 } from '../../main/runners/queue/options.js';
 import { DEFAULT_MAX_DELIVERIES, QueueWorker } from '../../main/runners/queue/worker.js';
-import { checkLogPolicy } from '../../shared/agent-log.js';
 import { formatDuration } from '../../shared/duration.js';
 import { UsageError } from '../../shared/errors.js';
 import { GOVERNOR_FIELDS } from '../../shared/governor/options.js';
+import { checkLogPolicy } from '../../shared/journal/policy.js';
 import { defined, oneOf } from '../../shared/option-schema.js';
 import {
   type CliFlag,

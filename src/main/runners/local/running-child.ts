@@ -1,5 +1,6 @@
-import { AgentLog, keepsLog, withoutLog } from '../../../shared/agent-log.js';
 import type { ChildSpec } from '../../../shared/child-spec.js';
+import { keepsLog, withoutLog } from '../../../shared/journal/policy.js';
+import { journalFor, segmentPath } from '../../../shared/journal/writer.js';
 import type { MainMessage, WorkerMessage } from '../../../shared/protocol.js';
 import type { AgentResult, CancelReason } from '../../../shared/result.js';
 import { receive, resumed, runEnds, runStarts } from '../capabilities.js';
@@ -71,8 +72,20 @@ export class RunningChild extends SpawnedChild {
 
   /** Its worker died and it starts again on another (`startRun` follows). */
   resume(): void {
-    this.spec = { ...this.spec, resume: true };
+    // It goes on from its records on the threads it ran on: the segment of the one that died,
+    // and those it was resumed from before (its start there may not have been written).
+    const before =
+      this.spec.resume && 'segments' in this.spec.resume ? this.spec.resume.segments : [];
+    const died =
+      this.threadId === undefined
+        ? []
+        : [segmentPath(this.spec.logDir, process.pid, `t${this.threadId}`)];
     this.resumes++;
+    this.spec = {
+      ...this.spec,
+      resume: { segments: [...before, ...died] },
+      inc: this.resumes,
+    };
     resumed(this.served);
   }
 
@@ -159,9 +172,14 @@ export class RunningChild extends SpawnedChild {
   }
 
   protected override deliveredFromMain(result: AgentResult): void {
-    // The worker never wrote this result: record it so the folder is complete, or remove the
-    // folder the `logs` policy does not keep. Queued off main's event loop, not awaited (10,000
-    // children cancelled at once are 10,000 writes); `finish` never rejects.
-    void new AgentLog(this.spec.logDir).finish(result, keepsLog(this.spec.logs, result.outcome));
+    // The worker never journaled this result: main's segment does, off main's event loop and
+    // not awaited (10,000 children cancelled at once are one group-committed write).
+    journalFor(this.spec.logDir).append({
+      k: 'result',
+      a: this.id,
+      at: Date.now(),
+      keep: keepsLog(this.spec.logs, result.outcome),
+      r: result,
+    });
   }
 }

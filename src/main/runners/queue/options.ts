@@ -1,8 +1,8 @@
-import { LOG_POLICY } from '../../../shared/agent-log.js';
 import { DEFAULT_MAX_DEPTH } from '../../../shared/child-spec.js';
 import { formatDuration } from '../../../shared/duration.js';
 import { UsageError } from '../../../shared/errors.js';
 import { checkGovernorOptions, type GovernorOptions } from '../../../shared/governor/options.js';
+import { LOG_POLICY } from '../../../shared/journal/policy.js';
 import {
   boolean,
   checkedBy,
@@ -159,7 +159,7 @@ export const QUEUE_WORKER_FIELDS = {
    */
   sharedLimits: boolean(),
   /** Which log folders are kept here, over each job's own policy. */
-  logs: { ...LOG_POLICY, help: "overrides each job's own policy for the folders kept here" },
+  logs: { ...LOG_POLICY, help: "overrides each job's own policy for the records kept here" },
   /** How long `start` waits to reach Redis, in ms. */
   connectTimeoutMs: {
     ...QUEUE_FIELDS.connectTimeoutMs,

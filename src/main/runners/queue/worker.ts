@@ -1,6 +1,4 @@
-import { mkdir, writeFile } from 'node:fs/promises';
 import os from 'node:os';
-import path from 'node:path';
 import {
   type ConnectionOptions,
   DelayedError,
@@ -263,7 +261,7 @@ export class QueueWorker {
       );
       const spec = {
         ...data.spec,
-        logDir: path.join(this.#options.logDir, data.spec.id),
+        logDir: this.#options.logDir,
         ...(this.#options.logs === undefined ? {} : { logs: this.#options.logs }),
       };
       if (cancelled !== null || run.cancel !== undefined) {
@@ -273,11 +271,7 @@ export class QueueWorker {
       // A drain began while its state was read: it goes back before it starts.
       if (run.handingBack || this.#draining) return this.#handBack(job, token);
       // Steps another worker committed before it died: this one resumes after them.
-      const resume = checkpoint.length > 0;
-      if (resume) {
-        await mkdir(spec.logDir, { recursive: true });
-        await writeFile(path.join(spec.logDir, 'transcript.jsonl'), checkpoint.join(''));
-      }
+      const resume = checkpoint.length > 0 ? { lines: checkpoint.join('') } : undefined;
       const capabilities: ChildCapabilities = {
         checkpoint: (write) => {
           // Once handed back or lost, what the stopped child commits (its cut-short step)
@@ -290,7 +284,7 @@ export class QueueWorker {
       // own setting: the producer has none in queue mode.
       if (this.#governor) capabilities.governor = this.#governor;
       const handle = this.#pool.spawn(
-        { ...spec, resume, ...capabilityFlags(capabilities) },
+        { ...spec, ...(resume ? { resume } : {}), ...capabilityFlags(capabilities) },
         { capabilities },
       );
       run.handle = handle;
