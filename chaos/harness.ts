@@ -109,7 +109,10 @@ export interface ChaosReport {
   misdelivered: number;
   /** Transcripts with a tool_use not answered by a tool_result in the next message. */
   invalidTranscripts: number;
-  journal: Omit<JournalAudit, 'deliveries' | 'staleByDepth' | 'invalidTranscripts' | 'misdelivered'>;
+  journal: Omit<
+    JournalAudit,
+    'deliveries' | 'staleByDepth' | 'invalidTranscripts' | 'misdelivered'
+  >;
   sessions: SessionFigures;
   /** Times a child was resumed on a fresh worker (as its listeners saw). */
   resumed: number;
