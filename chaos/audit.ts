@@ -40,13 +40,19 @@ function readJournal(dir: string): Map<string, AgentHistory> {
   );
 }
 
+/**
+ * Every tool_use is answered, in order, by the next message. The last message may be a response
+ * whose calls were never answered: it was committed before they ran, and its agent ended there
+ * (its worker died for good mid-batch).
+ */
 export function transcriptValid(messages: readonly MessageParam[]): boolean {
   return messages.every((message, index) => {
     if (message.role !== 'assistant' || typeof message.content === 'string') return true;
     const uses = message.content.flatMap((block) => (block.type === 'tool_use' ? [block.id] : []));
     if (uses.length === 0) return true;
     const next = messages[index + 1];
-    if (!next || typeof next.content === 'string') return false;
+    if (!next) return true;
+    if (typeof next.content === 'string') return false;
     const answered = next.content.flatMap((block) =>
       block.type === 'tool_result' ? [block.tool_use_id] : [],
     );

@@ -203,13 +203,14 @@ describe('a crash resume keeps the steps budget', () => {
         onEvent: (event) => events.push(event),
       });
       await gate.entered(1);
+      // The prompt, two steps, and the held step's response (committed before its tool runs).
       await vi.waitFor(
-        () => expect(readTranscript({ id: subject.id, logDir: engine.logDir })).toHaveLength(5),
+        () => expect(readTranscript({ id: subject.id, logDir: engine.logDir })).toHaveLength(6),
         { timeout: 10_000 },
       );
       const culprit = engine.spawn({ prompt: scripted([{ calls: [{ name: 'exit' }] }]) });
       expect((await culprit.result).code).toBe('worker_crashed');
-      // The resumed subject runs its held step again: let it through.
+      // The resumed subject runs its held step's tool again (not its request): let it through.
       gate.open();
       const result = await subject.result;
       expect(

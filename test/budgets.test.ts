@@ -560,15 +560,17 @@ describe('restoreTranscript keeps the last-turn state of a resumed child', () =>
     expect(state?.ended).toBeUndefined();
   });
 
-  it('a last turn cut off before its batch was answered is taken again', () => {
+  it('a last turn cut off before its batch was answered runs that batch again, still the last turn', () => {
     const state = restore([
       user('go'),
       use('t1', 'echo', {}),
       answer('t1', { notice: 'steps' }),
       use('t2', 'reply', { result: 'lost' }),
     ]);
-    expect(state).toMatchObject({ finalTurn: 'steps', steps: 1 });
-    expect(state?.messages).toHaveLength(3);
+    // Its response was committed: its calls run again, within the last turn's rules.
+    expect(state).toMatchObject({ finalTurn: 'steps', steps: 2 });
+    expect(state?.pending).toEqual([{ id: 't2', name: 'reply', input: { result: 'lost' } }]);
+    expect(state?.messages).toHaveLength(4);
     expect(state?.ended).toBeUndefined();
   });
 

@@ -108,9 +108,10 @@ describe('step checkpoints over the uplink', () => {
     expect(made).toBe(3);
     const onDisk = journaled(result);
     expect(applyWrites(writes)).toBe(onDisk);
-    // The prompt, then each step with its results: whole JSON lines, appended, never replaced.
-    expect(writes.map((write) => write.replace)).toEqual([false, false, false, false]);
-    expect(writes.map((write) => parseLines(write.lines).length)).toEqual([1, 2, 2, 2]);
+    // The prompt, then each step's response (before its tools run) and its results: whole JSON
+    // lines, appended, never replaced.
+    expect(writes.map((write) => write.replace)).toEqual(Array(7).fill(false));
+    expect(writes.map((write) => parseLines(write.lines).length)).toEqual(Array(7).fill(1));
     for (const write of writes) {
       expect(write.lines.endsWith('\n')).toBe(true);
       for (const line of write.lines.slice(0, -1).split('\n')) {
@@ -129,8 +130,8 @@ describe('step checkpoints over the uplink', () => {
   it('a child resumed in a fresh run from the writes of its first two steps takes only the third', async () => {
     const first = await run(specFor(THREE_STEPS, { checkpoint: true }));
     expect(first.result.outcome).toBe('complete');
-    // The prompt's write and the two tool steps': the copy as it stood after the 2nd step.
-    const held = applyWrites(first.writes.slice(0, 3));
+    // The prompt's write and the two tool steps' (two each): the copy after the 2nd step.
+    const held = applyWrites(first.writes.slice(0, 5));
     expect(parseLines(held).filter((message) => message.role === 'assistant')).toHaveLength(2);
 
     const resumed = await run(specFor(THREE_STEPS, { checkpoint: true, resume: { lines: held } }));
@@ -141,7 +142,7 @@ describe('step checkpoints over the uplink', () => {
     expect(resumed.requests).toBe(1);
     // Its first write replaces the copy with what it restored; then the third step is appended.
     expect(resumed.writes[0]).toEqual({ replace: true, lines: held });
-    expect(resumed.writes.slice(1).map((write) => write.replace)).toEqual([false]);
+    expect(resumed.writes.slice(1).map((write) => write.replace)).toEqual([false, false]);
     const onDisk = journaled(resumed.result);
     expect(applyWrites(resumed.writes)).toBe(onDisk);
     // The same conversation as the run that was never interrupted.

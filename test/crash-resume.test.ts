@@ -5,7 +5,9 @@ import type { AgentEvent } from '../src/shared/events.js';
 import { restoreTranscript } from '../src/shared/restore.js';
 import { NUDGE_TEXT } from '../src/shared/tools/reply.js';
 import {
+  agentCall,
   assertToolUsesAnswered,
+  hostGate,
   nextEvent,
   readTranscript,
   scripted,
@@ -109,7 +111,7 @@ describe('restoreTranscript', () => {
     expect(state?.steps).toBe(1);
   });
 
-  it('drops a torn last line and an unanswered tool_use, so that step runs again', () => {
+  it('drops a torn last line; an unanswered tool_use is pending: its tools run again, not its request', () => {
     const state = restoreTranscript(
       [
         user('go'),
@@ -119,9 +121,16 @@ describe('restoreTranscript', () => {
         '{"role":"user","cont',
       ].join('\n'),
     );
-    expect(state?.messages).toHaveLength(3);
-    expect(state?.steps).toBe(1);
-    expect(state?.counted).toBe(1);
+    expect(state?.messages).toHaveLength(4);
+    expect(state?.steps).toBe(2);
+    expect(state?.counted).toBe(2);
+    expect(state?.pending).toEqual([{ id: 't2', name: 'echo', input: {} }]);
+    // A text-only response with nothing after it was not a terminal commit: that step runs again.
+    const prose = restoreTranscript(
+      [user('go'), use('t1', 'echo', {}), answer('t1'), text('thinking aloud')].join('\n'),
+    );
+    expect(prose?.messages).toHaveLength(3);
+    expect(prose?.pending).toBeUndefined();
   });
 
   it('keeps the nudge latch; the step after the nudge is free; a text after the nudge is the end', () => {
@@ -135,4 +144,77 @@ describe('restoreTranscript', () => {
     expect(restoreTranscript('')).toBeUndefined();
     expect(restoreTranscript('not json')).toBeUndefined();
   });
+});
+
+describe('a parent resumed after its worker died finds the agents it started', () => {
+  it.each(['sync', 'async'] as const)(
+    '%s: its step’s spawn is not started again, and the child’s one result reaches it',
+    async (mode) => {
+      const gate = hostGate('gate');
+      const rig = await startRig({
+        threads: 1,
+        maxDepth: 2,
+        maxCrashes: 1,
+        hostTools: [gate.tool],
+      });
+      try {
+        const events: AgentEvent[] = [];
+        const held = [{ calls: [{ name: 'gate', input: {} }] }, { reply: 'child done' }];
+        // Sync: the parent waits on its child, which waits at the gate. Async: the parent's
+        // step starts the child and waits at the gate itself, in the same batch.
+        const parent = rig.engine.spawn({
+          title: 'parent',
+          prompt: scripted(
+            mode === 'sync'
+              ? [{ calls: [agentCall('child', held)] }, { reply: 'parent done' }]
+              : [
+                  {
+                    calls: [
+                      agentCall('child', [{ reply: 'child done' }], 'async'),
+                      { name: 'gate', input: {} },
+                    ],
+                  },
+                  { text: 'Waiting for my agent.' },
+                  { reply: 'parent done' },
+                ],
+          ),
+          onEvent: (event) => events.push(event),
+        });
+        await gate.entered(1);
+        // Its step's response is committed before its tools run: the resume finds it.
+        await vi.waitFor(
+          () => expect(readTranscript({ id: parent.id, logDir: rig.logDir })).toHaveLength(2),
+          { timeout: 10_000 },
+        );
+        const culprit = rig.engine.spawn({ prompt: scripted([{ calls: [{ name: 'exit' }] }]) });
+        expect((await culprit.result).code).toBe('worker_crashed');
+        gate.open();
+        const result = await parent.result;
+        expect(result).toMatchObject({ outcome: 'complete', text: 'parent done' });
+        expect(
+          events.some((event) => event.type === 'agent-resume' && event.agentId === parent.id),
+        ).toBe(true);
+        // One child, started once, whose result came back once.
+        const starts = events.filter(
+          (event) => event.type === 'agent-start' && event.title === 'child',
+        );
+        expect(starts).toHaveLength(1);
+        const transcript = readTranscript(result);
+        assertToolUsesAnswered(transcript);
+        const blocks = transcript.flatMap((message) =>
+          message.role === 'user' && Array.isArray(message.content) ? message.content : [],
+        );
+        const delivered = blocks.filter((block) =>
+          mode === 'sync'
+            ? block.type === 'tool_result' && block.content === 'child done'
+            : block.type === 'text' &&
+              block.text.startsWith('{"kind":"agent_result"') &&
+              block.text.includes(starts[0]!.agentId),
+        );
+        expect(delivered).toHaveLength(1);
+      } finally {
+        await rig.close();
+      }
+    },
+  );
 });

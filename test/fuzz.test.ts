@@ -92,7 +92,11 @@ describe('decoders of outside data never throw, and accept what they should (fas
         const state = restoreTranscript(lines.join('\n'));
         if (!state) return;
         expect(state.messages[0]!.role).toBe('user');
-        if (!state.ended) expect(state.messages.at(-1)!.role).toBe('user');
+        // A response whose calls were not answered is pending: its calls run again.
+        if (state.pending) {
+          expect(state.messages.at(-1)!.role).toBe('assistant');
+          expect(state.pending.length).toBeGreaterThan(0);
+        } else if (!state.ended) expect(state.messages.at(-1)!.role).toBe('user');
         expect(state.counted).toBeLessThanOrEqual(state.steps);
       }),
     );

@@ -237,7 +237,7 @@ describe('reading a journal back', () => {
 });
 
 describe('restoreTranscript at every point a worker may die', () => {
-  it('a transcript cut at any whole line (or torn in the next) resumes from its last committed step', () => {
+  it('a transcript cut at any whole line (or torn in the next) resumes from what was committed', () => {
     // A transcript as a child writes it: the prompt, then per step an assistant message with its
     // tool calls and one user message answering them all (the last step may be a reply).
     const transcript = fc
@@ -273,13 +273,20 @@ describe('restoreTranscript at every point a worker may die', () => {
           expect(state).toBeUndefined();
           return;
         }
-        // An assistant message without its answers is a step not committed: it runs again.
-        const committed = cut % 2 === 1 ? cut : cut - 1;
+        // Every whole line is kept. An assistant message without its answers was committed
+        // before its tools ran: its calls are pending (they run again, its request does not).
         expect(state?.messages.map((message) => JSON.stringify(message))).toEqual(
-          lines.slice(0, committed),
+          lines.slice(0, cut),
         );
-        expect(state?.steps).toBe((committed - 1) / 2);
+        expect(state?.steps).toBe(Math.floor(cut / 2));
         expect(state?.ended).toBeUndefined();
+        if (cut % 2 === 1) expect(state?.pending).toBeUndefined();
+        else {
+          const last = JSON.parse(lines[cut - 1]!) as { content: { id: string }[] };
+          expect(state?.pending?.map((call) => call.id)).toEqual(
+            last.content.map((block) => block.id),
+          );
+        }
       }),
       { numRuns: 300 },
     );
@@ -403,9 +410,10 @@ describe('the journal through the real pool, when a write fails or a worker dies
     }
   });
 
-  it('a worker dies after a step has answered but before its write: the child redoes that step from the one before', async () => {
+  it('a worker dies after a step’s tools answered but before that answer’s write: its tools run again, not its request', async () => {
     const rig = await startRig({ threads: 1, toolModules: [TEST_TOOLS, LOG_TOOLS] });
     try {
+      const requestsBefore = rig.model.stats.requests;
       const files = tempDir();
       const first = path.join(files, 'first.txt');
       const second = path.join(files, 'second.txt');
@@ -417,8 +425,9 @@ describe('the journal through the real pool, when a write fails or a worker dies
             calls: [
               {
                 name: 'count_then_crash',
-                // The prompt and the first step's two messages are committed before it runs.
-                input: { file: second, logDir: rig.logDir, committed: 3 },
+                // The prompt, the first step's two messages and this step's response are
+                // committed before it runs; its answer is not.
+                input: { file: second, logDir: rig.logDir, committed: 4 },
               },
             ],
           },
@@ -429,9 +438,11 @@ describe('the journal through the real pool, when a write fails or a worker dies
       const result = await handle.result;
       expect(result).toMatchObject({ outcome: 'complete', text: 'survived' });
       expect(events.resumed()).toEqual([handle.id]);
-      // The first step was committed and did not run again; the second ran twice.
+      // The first step was committed and did not run again; the second's tool ran twice, and
+      // its request once: three requests in all.
       expect(readFileSync(first, 'utf8')).toBe('ran\n');
       expect(readFileSync(second, 'utf8')).toBe('ran\nran\n');
+      expect(rig.model.stats.requests - requestsBefore).toBe(3);
       const transcript = readTranscript(result);
       expect(transcript).toHaveLength(7);
       assertToolUsesAnswered(transcript);

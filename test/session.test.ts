@@ -231,9 +231,10 @@ describe('a session with async agents', () => {
 
     // Nothing got past the gate before it opened.
     expect(gate.isOpen).toBe(false);
-    // A running child's log is written off its thread's event loop: wait for the prompt's line.
+    // A running child's journal is written off its thread's event loop: wait for its prompt and
+    // the response whose gate call it waits in (committed before the call ran).
     for (const agent of live) {
-      await vi.waitFor(() => expect(readTranscript(agent)).toHaveLength(1), {
+      await vi.waitFor(() => expect(readTranscript(agent)).toHaveLength(2), {
         timeout: 10_000,
       });
     }
@@ -506,7 +507,7 @@ describe('sync agents, the root tool set, host tools and depth', () => {
     // `before` is still running: its journal's writes may still be in flight.
     await vi.waitFor(
       () => {
-        expect(readTranscript(before)).toHaveLength(1);
+        expect(readTranscript(before)).toHaveLength(2);
         expect(meta(before).model).toBe('cohort-scripted');
       },
       { timeout: 10_000 },
@@ -516,7 +517,7 @@ describe('sync agents, the root tool set, host tools and depth', () => {
     await session.waitIdle();
     expect(session.pending).toMatchObject([{ id: before.id, outcome: 'complete', text: 'x' }]);
     // It went on past the gate to its reply, still under its own model.
-    expect(readTranscript(before).length).toBeGreaterThan(1);
+    expect(readTranscript(before).length).toBeGreaterThan(2);
     expect(meta(before).model).toBe('cohort-scripted');
   });
 

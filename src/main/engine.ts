@@ -276,17 +276,25 @@ export class Engine {
       ...capabilityFlags(capabilities),
     });
     // A fresh bridge at each start: a resumed child gets a new one, the old one died with its
-    // worker (and took the child's own agents with it). The bridge lives until the child has
-    // settled, so a cancelled child can still finish its calls' aborts over it.
+    // worker. Its scope (its own agents) lives as long as the child, not its run: the resumed
+    // child runs its last step's tools again and finds the agents it started. The bridge lives
+    // until the child has settled, so a cancelled child can still finish its calls' aborts.
     const needsBridge = this.#hostTools.size > 0 || spec.depth < spec.maxDepth;
     let bridge: HostBridge | undefined;
+    let scope: AgentScope | undefined;
     const handle = this.#pool.spawn(spec, {
       onEvent: agent.onEvent,
       jobId: context.jobId,
       makeBridge: needsBridge
         ? () => {
-            void bridge?.shutdown();
-            bridge = this.#bridgeFor(spec, agent.onEvent, { trace, tree });
+            bridge?.detach();
+            scope ??= this.#scopeFor(spec, agent.onEvent, { trace, tree });
+            bridge = new HostBridge({
+              hostTools: this.#hostTools,
+              agentId: spec.id,
+              depth: spec.depth,
+              ...(scope ? { scope } : {}),
+            });
             return bridge.workerPort;
           }
         : undefined,
@@ -316,33 +324,25 @@ export class Engine {
     );
   }
 
-  /** A host bridge for a child that has host tools or may spawn agents of its own. */
-  #bridgeFor(
+  /** The scope of a child that may spawn agents of its own, else undefined. */
+  #scopeFor(
     spec: ChildSpec,
     onEvent: ((event: AgentEvent) => void) | undefined,
     { trace, tree }: { trace: ChildTrace | undefined; tree: TreeLedger | undefined },
-  ): HostBridge {
-    const scope =
-      spec.depth < spec.maxDepth
-        ? new AgentScope({
-            spawn: (options, context) => this.spawn(options, context),
-            ownerDepth: spec.depth,
-            generation: spec.generation,
-            ceilingMs: this.ceilingMs ?? DEFAULT_CEILING_MS,
-            logDirOf: () => this.logDir,
-            provider: spec.provider,
-            patienceMs: spec.patienceMs,
-            // The child's own agents report into its parent's events when someone listens.
-            ...(onEvent ? { emit: onEvent } : {}),
-            ...(trace ? { traceContextOf: (span) => trace.contextOf(span) } : {}),
-            tree,
-          })
-        : undefined;
-    return new HostBridge({
-      hostTools: this.#hostTools,
-      agentId: spec.id,
-      depth: spec.depth,
-      ...(scope ? { scope } : {}),
+  ): AgentScope | undefined {
+    if (spec.depth >= spec.maxDepth) return undefined;
+    return new AgentScope({
+      spawn: (options, context) => this.spawn(options, context),
+      ownerDepth: spec.depth,
+      generation: spec.generation,
+      ceilingMs: this.ceilingMs ?? DEFAULT_CEILING_MS,
+      logDirOf: () => this.logDir,
+      provider: spec.provider,
+      patienceMs: spec.patienceMs,
+      // The child's own agents report into its parent's events when someone listens.
+      ...(onEvent ? { emit: onEvent } : {}),
+      ...(trace ? { traceContextOf: (span) => trace.contextOf(span) } : {}),
+      tree,
     });
   }
 

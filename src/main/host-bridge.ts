@@ -1,5 +1,6 @@
 import { MessageChannel, type MessagePort } from 'node:worker_threads';
 import { internalFailure } from '../shared/failure.js';
+import { defined } from '../shared/option-schema.js';
 import {
   type BridgeRequest,
   type BridgeResponse,
@@ -12,6 +13,9 @@ import { renderValue } from '../shared/render.js';
 import type { AnyTool, ToolContext } from '../shared/tools/types.js';
 import { renderInbox } from './inbox.js';
 import type { AgentScope } from './scope.js';
+
+/** The abort reason of a call whose bridge went with its worker: nothing of it is cancelled. */
+export const DETACHED = 'detached';
 
 type Handlers = {
   [M in HostMethod]: (
@@ -68,13 +72,10 @@ export class HostBridge {
           return { ok: false, error: redactSecrets(message) };
         }
       },
-      runSync: ({ input, span }, signal) =>
-        scope().runSync(input, span === undefined ? context(signal) : { ...context(signal), span }),
-      spawnAsync: ({ input, span }, signal) =>
-        scope().spawnAsync(
-          input,
-          span === undefined ? context(signal) : { ...context(signal), span },
-        ),
+      runSync: ({ input, span, callId }, signal) =>
+        scope().runSync(input, { ...context(signal), ...defined({ span, callId }) }),
+      spawnAsync: ({ input, span, callId }, signal) =>
+        scope().spawnAsync(input, { ...context(signal), ...defined({ span, callId }) }),
       list: () => scope().list(),
       cancel: ({ id }) => scope().cancel(id),
       takeInbox: () => {
@@ -86,8 +87,9 @@ export class HostBridge {
     port1.on('message', (message: unknown) => {
       if (isBridgeRequest(message)) this.#onRequest(message, handlers);
     });
-    // The worker died or closed its end: nothing may keep running on its behalf.
-    port1.once('close', () => this.shutdown());
+    // The worker died or closed its end: its calls in flight are aborted. The child's own
+    // agents live on: the child resumes elsewhere and finds them again (`detach`).
+    port1.once('close', () => this.detach());
   }
 
   #onRequest(request: BridgeRequest, handlers: Handlers): void {
@@ -120,14 +122,27 @@ export class HostBridge {
   }
 
   /**
-   * Ends the bridge. Calls in flight are aborted, the child's own agents are cancelled with reason
-   * `parent`; resolves when each of them has its result.
+   * Ends this bridge, for a child whose worker died: its calls in flight are aborted (with
+   * `DETACHED`: a sync agent it waited on is not cancelled), and its scope stays open for the
+   * bridge of its resumed run.
    */
-  async shutdown(): Promise<void> {
+  detach(): void {
     if (this.#closed) return;
     this.#closed = true;
-    for (const controller of this.#calls.values()) controller.abort('parent');
+    for (const controller of this.#calls.values()) controller.abort(DETACHED);
     this.#port.close();
+  }
+
+  /**
+   * Ends the bridge of a child that settled. Calls in flight are aborted, the child's own agents
+   * are cancelled with reason `parent`; resolves when each of them has its result.
+   */
+  async shutdown(): Promise<void> {
+    if (!this.#closed) {
+      this.#closed = true;
+      for (const controller of this.#calls.values()) controller.abort('parent');
+      this.#port.close();
+    }
     await this.#scope?.close('parent');
   }
 }

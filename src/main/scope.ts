@@ -11,6 +11,7 @@ import type {
 import type { ToolContext } from '../shared/tools/types.js';
 import type { TraceSpanId } from '../shared/trace/types.js';
 import type { AgentOptions, SpawnContext } from './engine.js';
+import { DETACHED } from './host-bridge.js';
 import { AgentRegistry } from './registry.js';
 import type { ChildHandle } from './runners/local/pool.js';
 import type { TreeLedger } from './tree-budget.js';
@@ -60,6 +61,12 @@ export class AgentScope implements AgentSpawner {
   /** Sync children, cancelled with the scope. */
   readonly #sync = new Set<ChildHandle>();
   readonly #inbox: AgentResult[] = [];
+  /**
+   * Its spawns by the tool_use id that made them: the same call run again (its owner resumed on
+   * a fresh worker runs its last step's tools again) finds the child it started. Only a child's
+   * scope keeps them; the root's owner never resumes on another worker.
+   */
+  readonly #byCall = new Map<string, { handle: ChildHandle; receipt?: AgentReceipt }>();
   #waiters: (() => void)[] = [];
   #generation: number;
   #closed = false;
@@ -89,10 +96,15 @@ export class AgentScope implements AgentSpawner {
 
   async runSync(input: AgentToolInput, context: ToolContext): Promise<string> {
     const emit = this.#options.emit;
-    const handle = this.#spawn(input, 'sync', emit, context.span);
+    const known = this.#known(context.callId);
+    const handle = known?.handle ?? this.#spawn(input, 'sync', emit, context.span);
+    if (!known) this.#remember(context.callId, { handle });
     this.#sync.add(handle);
-    // A sync child is bounded by its parent's turn (or its parent's cancelled call).
-    const onAbort = () => handle.cancel('parent');
+    // A sync child is bounded by its parent's turn (or its parent's cancelled call). A call
+    // whose bridge went with its worker is not a cancel: the parent comes back for the child.
+    const onAbort = () => {
+      if (context.signal.reason !== DETACHED) handle.cancel('parent');
+    };
     if (context.signal.aborted) onAbort();
     else context.signal.addEventListener('abort', onAbort, { once: true });
     try {
@@ -104,7 +116,9 @@ export class AgentScope implements AgentSpawner {
     }
   }
 
-  spawnAsync(input: AgentToolInput, context?: Pick<ToolContext, 'span'>): AgentReceipt {
+  spawnAsync(input: AgentToolInput, context?: Pick<ToolContext, 'span' | 'callId'>): AgentReceipt {
+    const known = this.#known(context?.callId)?.receipt;
+    if (known) return known;
     const generation = this.#generation;
     const handle = this.#spawn(input, 'async', undefined, context?.span);
     const logDir = this.#options.logDirOf(handle.id);
@@ -113,7 +127,20 @@ export class AgentScope implements AgentSpawner {
       ceilingMs: this.#options.ceilingMs,
       onSettle: (result) => this.#onAsyncSettle(result, generation),
     });
-    return { id: handle.id, title: handle.title, status: 'started', logDir };
+    const receipt: AgentReceipt = { id: handle.id, title: handle.title, status: 'started', logDir };
+    this.#remember(context?.callId, { handle, receipt });
+    return receipt;
+  }
+
+  #known(callId: string | undefined): { handle: ChildHandle; receipt?: AgentReceipt } | undefined {
+    return callId === undefined ? undefined : this.#byCall.get(callId);
+  }
+
+  #remember(
+    callId: string | undefined,
+    spawned: { handle: ChildHandle; receipt?: AgentReceipt },
+  ): void {
+    if (callId !== undefined && this.#options.ownerDepth > 0) this.#byCall.set(callId, spawned);
   }
 
   list(): AgentInfo[] {

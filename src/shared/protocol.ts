@@ -199,6 +199,8 @@ export interface SpawnRequest {
   input: AgentToolInput;
   /** The calling `execute_tool` span, in the child's trace sink (when it is traced). */
   span?: TraceSpanId;
+  /** The tool_use id of the calling `agent` call: the spawn's key in its parent's scope. */
+  callId?: string;
 }
 
 export const HOST_METHODS: readonly HostMethod[] = [

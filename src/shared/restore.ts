@@ -1,7 +1,7 @@
 import type { BudgetKind } from './budget.js';
 import { budgetNoticeKind } from './budget-meter.js';
 import { defined } from './option-schema.js';
-import type { ContentBlockParam, MessageParam } from './provider/types.js';
+import type { ContentBlockParam, MessageParam, ToolCall } from './provider/types.js';
 import { BAD_REPLY_PREFIX, NUDGE_TEXT } from './tools/reply.js';
 import { REPLY_TOOL } from './tools/types.js';
 
@@ -20,6 +20,12 @@ export interface RestoredState {
   badReplies: number;
   /** A budget's notice was committed and its last turn not yet taken: the next step is it. */
   finalTurn?: BudgetKind;
+  /**
+   * The last step's response was committed and its tool calls were not answered: they run again
+   * (tools are at-least-once), its provider request does not. A spawn among them finds the child
+   * it already started.
+   */
+  pending?: ToolCall[];
   /** The child had already finished when its worker died. */
   ended?:
     | { kind: 'replied'; replies: unknown[]; budgetExceeded?: BudgetKind }
@@ -88,12 +94,16 @@ export function restoreTranscript(text: string): RestoredState | undefined {
   const notice = noticeAt >= 0 ? noticeIn(messages[noticeAt]!) : undefined;
   const over = defined({ budgetExceeded: notice });
   let ended: RestoredState['ended'];
+  let pending: ToolCall[] | undefined;
   const last = messages.at(-1)!;
   if (last.role === 'assistant') {
-    const calls = blocks(last).filter((block) => block.type === 'tool_use');
+    const calls = blocks(last).flatMap((block) =>
+      block.type === 'tool_use' ? [{ id: block.id, name: block.name, input: block.input }] : [],
+    );
     // A lone assistant message without calls is a terminal commit: after the nudge, or in the
-    // last turn a budget gave, `empty`.
-    if (calls.length === 0 && (nudged || notice !== undefined)) ended = { kind: 'empty', ...over };
+    // last turn a budget gave, `empty`. One with calls was committed before they ran.
+    if (calls.length > 0) pending = calls;
+    else if (nudged || notice !== undefined) ended = { kind: 'empty', ...over };
     else messages.pop();
   } else if (messages.length >= 2) {
     const answered = messages.at(-2)!;
@@ -135,7 +145,11 @@ export function restoreTranscript(text: string): RestoredState | undefined {
     nextStepFree:
       nudged && !afterNudge && messages.at(-1) !== undefined && isNudge(messages.at(-1)!),
     badReplies,
-    ...(notice !== undefined && noticeAt === messages.length - 1 ? { finalTurn: notice } : {}),
+    // The notice is the last user message: the turn it gave is next, or is the pending step.
+    ...(notice !== undefined && noticeAt === messages.length - (pending ? 2 : 1)
+      ? { finalTurn: notice }
+      : {}),
     ...(ended ? { ended } : {}),
+    ...(pending ? { pending } : {}),
   };
 }

@@ -168,13 +168,17 @@ export function connectBridge(
   };
 }
 
-/** A spawn as it crosses the bridge: the input, and the calling tool's span to hang it under. */
+/**
+ * A spawn as it crosses the bridge: the input, the calling tool call's id (the spawn's key), and
+ * its span to hang the child under.
+ */
 function spawnRequest(
   input: AgentToolInput,
   context: ToolContext,
   flushUplink: () => void,
 ): SpawnRequest {
-  if (context.span === undefined) return { input };
+  const request: SpawnRequest = defined({ input, callId: context.callId });
+  if (context.span === undefined) return request;
   flushUplink();
-  return { input, span: context.span };
+  return { ...request, span: context.span };
 }

@@ -112,7 +112,10 @@ export class SegmentWriter {
         return;
       }
       this.#writing = false;
-      this.#next();
+      // What was appended meanwhile goes at the end of a turn too, never from this callback:
+      // the code that appended (a tool's, a step's) always runs first.
+      if (this.#pending.length > 0) this.#schedule();
+      else this.#next();
     });
   }
 

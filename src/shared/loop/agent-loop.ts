@@ -35,7 +35,10 @@ export type LoopOutcome =
 
 /** Where the loop reports what happens; every method is optional but `commit`. */
 export interface LoopSink {
-  /** New transcript messages, appended as a step commits (always a whole step). */
+  /**
+   * New transcript messages, appended as they commit: a step's response before its tools run,
+   * then the user message that answers them (or a step without calls with what follows it).
+   */
   commit(messages: MessageParam[]): void | Promise<void>;
   stepStart?(step: number): void;
   textDelta?(text: string): void;
@@ -120,6 +123,8 @@ export interface LoopResume {
   badReplies?: number;
   /** The budget notice was committed: the next step is the last turn. */
   finalTurn?: BudgetKind;
+  /** The last step's committed response, whose tool calls are to run (again). */
+  pending?: ToolCall[];
 }
 
 /** What carries from step to step. */
@@ -163,6 +168,14 @@ export async function runAgentLoop(options: LoopOptions): Promise<LoopOutcome> {
     const message = `${state.badReplies} replies did not match the output schema (read back from its transcript)`;
     return { kind: 'failed', failure: { code: 'bad_reply', message } };
   }
+  if (resume?.pending) {
+    // Its response is in the transcript already: its tools run again, its request does not,
+    // and a spawn among them finds the child it started before.
+    state.freeStep = false;
+    const end = await runBatch(options, state, resume.pending, true);
+    sink.stepEnd?.(resume.steps, { inputTokens: 0, outputTokens: 0 });
+    if (!end.next) return end.outcome;
+  }
   for (let step = (options.resumeFrom?.steps ?? 0) + 1; ; step++) {
     if (signal.aborted) return { kind: 'cancelled', reason: cancelReasonOf(signal) };
     if (!state.freeStep && state.counted >= options.maxSteps) return { kind: 'capped' };
@@ -186,7 +199,7 @@ export async function runAgentLoop(options: LoopOptions): Promise<LoopOutcome> {
     const end =
       turn.calls.length === 0
         ? await endWithoutCalls(options, state, turn.text)
-        : await runBatch(options, state, turn.calls);
+        : await runBatch(options, state, turn.calls, false);
     sink.stepEnd?.(step, turn.usage);
     if (!end.next) return end.outcome;
   }
@@ -244,13 +257,20 @@ async function endWithoutCalls(
   return NEXT;
 }
 
-/** Dispatches a step's tool calls and answers every one; a reply ends a child after the batch. */
+/**
+ * Dispatches a step's tool calls and answers every one; a reply ends a child after the batch.
+ * The response is committed before its tools run (unless `committed`: a resumed step's is), so a
+ * worker that dies mid-batch costs the tools again, never the request: a model asked again would
+ * answer with other calls, and the children this one started would be started twice.
+ */
 async function runBatch(
   options: LoopOptions,
   state: LoopState,
   calls: ToolCall[],
+  committed: boolean,
 ): Promise<StepEnd> {
   const { messages, signal, sink, inbox } = options;
+  if (!committed) await commit(sink, messages, 1);
   for (const call of calls) sink.toolCall?.(call);
   const batch = await dispatchBatch(calls, {
     // The last turn runs nothing but `reply`: any other call is answered as unknown.
@@ -281,7 +301,7 @@ async function runBatch(
     }
   }
   messages.push({ role: 'user', content: results });
-  await commit(sink, messages, 2);
+  await commit(sink, messages, 1);
   if (end === NEXT && signal.aborted) {
     return { next: false, outcome: { kind: 'cancelled', reason: cancelReasonOf(signal) } };
   }

@@ -134,11 +134,8 @@ async function dispatchOne(
     [GEN_AI.toolName]: call.name,
     [GEN_AI.toolCallId]: call.id,
   });
-  const result = await answer(
-    call,
-    span === undefined ? options : { ...options, context: { ...options.context, span } },
-    state,
-  );
+  const context = { ...options.context, callId: call.id, ...(span === undefined ? {} : { span }) };
+  const result = await answer(call, { ...options, context }, state);
   if (span !== undefined) trace?.close(span, {}, result.is_error ? 'tool_error' : undefined);
   options.onToolResult?.(call, result);
   return result;

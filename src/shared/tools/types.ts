@@ -19,6 +19,11 @@ export interface ToolContext {
   workspace?: string | undefined;
   /** This call's `execute_tool` span, when the agent is traced: a spawn hangs its child under it. */
   span?: TraceSpanId;
+  /**
+   * The tool_use id of this call. A spawn is keyed by it: the same call run again (a parent
+   * resumed after its worker died) finds the child it started instead of starting another.
+   */
+  callId?: string;
 }
 
 /**
