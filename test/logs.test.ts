@@ -341,8 +341,8 @@ describe('cohort logs prune', () => {
     expect(help.stdout()).toContain('cohort logs prune --older-than DURATION');
     expect(help.stdout()).toMatch(/Exit codes:[\s\S]*2 {2}a usage error/);
     const cases: [string[], RegExp][] = [
-      [['logs'], /Expected a subcommand \(prune\), got nothing/],
-      [['logs', 'tidy'], /Expected a subcommand \(prune\), got `tidy`/],
+      [['logs'], /Expected a subcommand \(list, show, tail, export, prune\), got nothing/],
+      [['logs', 'tidy'], /Expected a subcommand \(list, show, tail, export, prune\), got `tidy`/],
       [['logs', 'prune'], /Expected `--older-than DURATION`/],
       [['logs', 'prune', '--older-than', 'a week'], /Expected `--older-than` to be an age/],
     ];

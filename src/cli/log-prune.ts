@@ -113,7 +113,7 @@ function isRunContent(entry: Dirent): boolean {
 }
 
 /** Walks a folder without following links: its newest mtime, files and disk use. */
-function measure(dir: string): RunFolder {
+export function measure(dir: string): RunFolder {
   const folder: RunFolder = { path: dir, bytes: 0, files: 0, newestMs: 0 };
   const pending = [dir];
   while (pending.length > 0) {
