@@ -115,9 +115,9 @@ function pieceText(piece: Piece, calls: Map<string, CallOf>, role: string): stri
   }
 }
 
-/** Further lines of a block start under its first, past the arrow. */
+/** Further lines of a block start under its first, past the arrow (blank ones stay blank). */
 function indent(text: string): string {
-  return text.replace(/\n/g, '\n    ');
+  return text.replace(/\n(?!\n|$)/g, '\n    ');
 }
 
 function resultLines(history: AgentHistory): string[] {

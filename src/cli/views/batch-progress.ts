@@ -228,10 +228,10 @@ export class BatchProgress {
     note(
       `cohort batch: done — ${this.#tally.settled} ran${outcomes ? ` (${outcomes})` : ''}, ${skipped} skipped, ${badLines} bad line(s); results in ${safeLabel(out)}`,
     );
-    if (logDir !== undefined) note(`cohort batch: logs: ${safeLabel(logDir)}`);
     note(`cohort batch: spent ${describeSpend(this.#tally.spent, this.#tally.settled)}`);
     const workers = this.#tally.describeWorkers(false);
     if (workers !== '') note(`cohort batch: ${safeLabel(workers)}`);
+    if (logDir !== undefined) note(`cohort batch: logs: ${safeLabel(logDir)}`);
   }
 
   #payload(): {
