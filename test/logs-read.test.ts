@@ -428,8 +428,12 @@ function start(id: string, title: string, at: number) {
   };
 }
 
-function step(id: string, calls: string[]) {
-  return {
+/**
+ * A step as the journal has it: its response's record (the tool calls), then the record of the
+ * answers to them; the last call failed.
+ */
+function step(id: string, calls: string[]): [string, string] {
+  const response = {
     k: 'step',
     a: id,
     inc: 0,
@@ -443,16 +447,25 @@ function step(id: string, calls: string[]) {
           input: {},
         })),
       },
+    ],
+  };
+  const answers = {
+    k: 'step',
+    a: id,
+    inc: 0,
+    m: [
       {
         role: 'user',
         content: calls.map((_, index) => ({
           type: 'tool_result',
           tool_use_id: `t${index}`,
           content: 'ok',
+          ...(index === calls.length - 1 ? { is_error: true } : {}),
         })),
       },
     ],
   };
+  return [`${JSON.stringify(response)}\n`, `${JSON.stringify(answers)}\n`];
 }
 
 describe('cohort logs tail', () => {
@@ -475,6 +488,7 @@ describe('cohort logs tail', () => {
     expect(mine.map((line) => line.replace(/^.*\] /, '').replace(/ ·.*$/, ''))).toEqual([
       'started',
       'step 1 → reply',
+      'step 1 ← reply',
       'result complete',
     ]);
   });
@@ -500,10 +514,12 @@ describe('cohort logs tail', () => {
     await follow.waitFor(/ag_handhandhand \[by hand\] started\n/, 'stdout');
     // Appended after it started: a step written in two pieces (a line is taken only whole), then
     // a second segment, as another thread opens one.
-    const line = JSON.stringify(step('ag_handhandhand', ['echo', 'count']));
-    appendFileSync(hand.segment, line.slice(0, 20));
-    appendFileSync(hand.segment, `${line.slice(20)}\n`);
+    const [response, answers] = step('ag_handhandhand', ['echo', 'count']);
+    appendFileSync(hand.segment, response.slice(0, 20));
+    appendFileSync(hand.segment, response.slice(20));
     await follow.waitFor(/ag_handhandhand \[by hand\] step 1 → echo, count\n/, 'stdout');
+    appendFileSync(hand.segment, answers);
+    await follow.waitFor(/ag_handhandhand \[by hand\] step 1 ← echo, count ✗\n/, 'stdout');
     writeFileSync(
       path.join(hand.dir, 'journal-4242-t2.jsonl'),
       `${JSON.stringify(start('ag_secondsecond', 'second', Date.UTC(2026, 0, 2)))}\n`,
@@ -521,7 +537,7 @@ describe('cohort logs tail', () => {
         .stdout()
         .split('\n')
         .filter((text) => text.includes('step 1')),
-    ).toHaveLength(1);
+    ).toHaveLength(2);
   });
 
   it('--follow of a run that starts after it: each record of the run, as a line', async () => {
@@ -547,7 +563,7 @@ describe('cohort logs tail', () => {
     follow.child.kill('SIGINT');
     expect((await finished(follow)).code).toBe(0);
     expect(follow.stdout()).toMatch(
-      /\[watched one\] started\n.*\[watched one\] step 1 → echo\n.*\[watched one\] step 2 → reply\n.*\[watched one\] result complete/,
+      /\[watched one\] started\n.*\[watched one\] step 1 → echo\n.*\[watched one\] step 1 ← echo\n.*\[watched one\] step 2 → reply\n.*\[watched one\] step 2 ← reply\n.*\[watched one\] result complete/,
     );
   });
 
@@ -557,7 +573,7 @@ describe('cohort logs tail', () => {
     follow.child.stdout!.destroy();
     // Whatever it wrote before it noticed, the next record's line finds the pipe closed.
     const more = setInterval(() => {
-      appendFileSync(hand.segment, `${JSON.stringify(step('ag_handhandhand', ['echo']))}\n`);
+      appendFileSync(hand.segment, step('ag_handhandhand', ['echo']).join(''));
     }, 100);
     try {
       const { code, err } = await finished(follow);

@@ -34,7 +34,7 @@ Without --run, tail reads the newest run, and show and export the newest run tha
           line {"id","inc","meta","messages","steps","result","keep","corrupt","startedAt",
           "endedAt"}.
   tail    the run's records, a line each: the time, the agent and what happened (started,
-          step N and its tool calls, the result). --follow goes on printing what is appended,
+          a step's tool calls, then their answers, the result). --follow goes on printing what is appended,
           new segments included, until Ctrl-C or SIGTERM. --json prints the records themselves.
   export  writes DIR/ID/ for tools that read files: meta.json, transcript.jsonl (one
           Messages-API message per line), reply.md or reply.json (the whole reply) and

@@ -5,11 +5,11 @@
  */
 import { open } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { JournalRecord } from '../../shared/journal/format.js';
+import type { JournalRecord, StepRecord } from '../../shared/journal/format.js';
 import { parseSegment, segmentFiles } from '../../shared/journal/reader.js';
 import { redactSecrets } from '../../shared/redact.js';
 import { safeLabel } from '../output.js';
-import { clipLabel, toolCalls } from './blocks.js';
+import { clipLabel, pieces, toolCalls } from './blocks.js';
 import type { RunInfo } from './runs.js';
 
 /** How often `--follow` looks for what was appended: a journal is written in small bursts. */
@@ -78,6 +78,8 @@ class SegmentTail {
 export class RecordLines {
   readonly #titles = new Map<string, string>();
   readonly #steps = new Map<string, number>();
+  /** The names of the calls not answered yet, by agent and tool_use id. */
+  readonly #calls = new Map<string, string>();
 
   /** A record's line (without its newline), or undefined for a segment's header. */
   line(record: JournalRecord): string | undefined {
@@ -98,11 +100,7 @@ export class RecordLines {
       case 'step': {
         const steps = (this.#steps.get(record.a) ?? 0) + assistantCount(record.m);
         this.#steps.set(record.a, steps);
-        const calls = record.m
-          .filter((message) => message.role === 'assistant')
-          .flatMap((message) => toolCalls(message).map((call) => call.name));
-        const what = calls.length === 0 ? 'no tool call' : `→ ${calls.join(', ')}`;
-        return this.#format(undefined, record.a, `step ${steps} ${what}`);
+        return this.#format(undefined, record.a, `step ${steps} ${this.#stepParts(record)}`);
       }
       case 'result': {
         const result = record.r;
@@ -117,6 +115,36 @@ export class RecordLines {
         );
       }
     }
+  }
+
+  /**
+   * What a step's record holds: the response's tool calls (`→ read_file, echo`), and the answers
+   * to them (`← read_file, echo ✗`, a failed one marked), or a message such as the nudge. A step
+   * is journaled as its response, then the answers, each a record; an older journal has both in
+   * one.
+   */
+  #stepParts(record: StepRecord): string {
+    const parts: string[] = [];
+    for (const message of record.m) {
+      if (message.role === 'assistant') {
+        const calls = toolCalls(message);
+        for (const call of calls) this.#calls.set(`${record.a} ${call.id}`, call.name);
+        parts.push(
+          calls.length === 0 ? 'no tool call' : `→ ${calls.map((call) => call.name).join(', ')}`,
+        );
+        continue;
+      }
+      const answers = pieces(message).flatMap((piece) => {
+        if (piece.kind === 'text') return ['a user message'];
+        if (piece.kind !== 'result') return [];
+        const key = `${record.a} ${piece.toolUseId}`;
+        const name = this.#calls.get(key) ?? 'a call';
+        this.#calls.delete(key);
+        return [`${name}${piece.error ? ' ✗' : ''}`];
+      });
+      if (answers.length > 0) parts.push(`← ${answers.join(', ')}`);
+    }
+    return parts.join(' ');
   }
 
   #format(at: number | undefined, id: string, what: string): string {
