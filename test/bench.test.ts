@@ -477,12 +477,14 @@ describe('npm run bench governor --scenarios unreachable: cohort batch against a
 
   it('keeps the progress and summary lines out of the messages', () => {
     const text = [
+      'cohort: journal in /tmp/cohort/2026-01-31T09-15-02-123Z-4711 (cohort logs show ID --run 2026-01-31T09-15-02-123Z-4711)',
       'cohort batch: 5000 task(s), 5000 to run, concurrency 50',
       'cohort batch: task t1 failed [auth]: provider auth: the API key was refused',
       'cohort batch: 12/5000 done (12 failed (12 auth)), 5.3/s, ETA 2s',
       'cohort batch: task t22 failed [auth]: provider auth: the API key was refused',
       'cohort batch: done — 3 ran (3 failed (3 auth)), 0 skipped, 0 bad line(s); results in /x',
       'cohort batch: spent 0 input + 0 output tokens, 3 steps, $0.0000',
+      'cohort batch: logs: /tmp/cohort/2026-01-31T09-15-02-123Z-4711',
     ].join('\n');
     expect(distinctMessages(text)).toEqual([
       'cohort batch: task tN failed [auth]: provider auth: the API key was refused',

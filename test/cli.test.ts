@@ -1,3 +1,5 @@
+import { readdirSync } from 'node:fs';
+import path from 'node:path';
 import Anthropic from '@anthropic-ai/sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SessionEvent } from '../src/main/session.js';
@@ -77,11 +79,19 @@ describe('cohort agent', () => {
   });
 
   it('without a provider in the environment it starts the scripted model and says so on stderr', async () => {
-    const run = runCli(['agent', 'Say something.', '--log-dir', tempDir()]);
+    const root = tempDir();
+    const run = runCli(['agent', 'Say something.', '--log-dir', root]);
     expect((await run.exit).code).toBe(0);
-    expect(run.stderr()).toMatch(
-      /^cohort: no ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN or ANTHROPIC_BASE_URL set; using the built-in scripted model at http:\/\/127\.0\.0\.1:\d+\n$/,
+    const [first, ...rest] = run.stderr().split('\n');
+    expect(first).toMatch(
+      /^cohort: no ANTHROPIC_API_KEY, ANTHROPIC_AUTH_TOKEN or ANTHROPIC_BASE_URL set; using the built-in scripted model at http:\/\/127\.0\.0\.1:\d+$/,
     );
+    // Then where the run's journal is: its run folder under the root, and how to read it.
+    const [folder] = readdirSync(root);
+    expect(rest).toEqual([
+      `cohort: journal in ${path.join(root, folder!)} (cohort logs show ID --run ${folder} --log-dir ${root})`,
+      '',
+    ]);
     expect(run.stdout()).toMatch(/· complete/);
   });
 

@@ -47,8 +47,10 @@ function mixedTasks(): string {
 async function batch(flags: string[]): Promise<{ lines: ResultLine[]; logDir: string }> {
   const tasks = mixedTasks();
   const out = path.join(tempDir(), 'results.jsonl');
-  // A folder the run makes itself, so a run that keeps nothing can be seen to remove it.
-  const logDir = path.join(tempDir('cohort-logs-'), 'run');
+  // A run folder the run makes itself (`--log-dir` is the root that holds it), so a run that
+  // keeps nothing can be seen to remove it.
+  const root = tempDir('cohort-logs-');
+  const logDir = path.join(root, 'run');
   // One worker thread: the policy is the engine's, whatever the threads (and each costs a start).
   const run = runCli([
     'batch',
@@ -56,7 +58,9 @@ async function batch(flags: string[]): Promise<{ lines: ResultLine[]; logDir: st
     '--out',
     out,
     '--log-dir',
-    logDir,
+    root,
+    '--run',
+    'run',
     '--quiet',
     '--threads',
     '1',
@@ -124,7 +128,7 @@ describe('--logs all|failed|none', () => {
   });
 
   it('agent --logs none prints a result without a folder and leaves none', async () => {
-    const logDir = path.join(tempDir('cohort-logs-'), 'run');
+    const root = tempDir('cohort-logs-');
     const run = runCli([
       'agent',
       scripted([{ reply: 'hello' }]),
@@ -132,7 +136,7 @@ describe('--logs all|failed|none', () => {
       '--logs',
       'none',
       '--log-dir',
-      logDir,
+      root,
       '--threads',
       '1',
     ]);
@@ -140,11 +144,13 @@ describe('--logs all|failed|none', () => {
     const result = JSON.parse(run.stdout());
     expect(result).toMatchObject({ outcome: 'complete', text: 'hello' });
     expect(result).not.toHaveProperty('logDir');
-    expect(existsSync(logDir)).toBe(false);
+    // The run's own folder (<time>-<pid>) is gone: the root holds nothing.
+    expect(readdirSync(root)).toEqual([]);
   });
 
   it('run --logs failed: the root follows the policy, and the summary names the folder it kept', async () => {
-    const logDir = path.join(tempDir('cohort-logs-'), 'run');
+    const root = tempDir('cohort-logs-');
+    const logDir = path.join(root, 'kept');
     const prompt = scripted([
       {
         calls: [
@@ -161,7 +167,9 @@ describe('--logs all|failed|none', () => {
       '--logs',
       'failed',
       '--log-dir',
-      logDir,
+      root,
+      '--run',
+      'kept',
       '--threads',
       '1',
     ]);
@@ -315,11 +323,16 @@ describe('cohort logs prune', () => {
     // Nothing here is a month old: the oldest folders are ten days old.
     expect(JSON.parse(month.stdout())).toMatchObject({ removed: [] });
 
+    // One run's folder, of this cohort (a journal) or an older one (agent folders).
     const runFolder = tempDir();
-    mkdirSync(path.join(runFolder, 'ag_abc123'));
-    const wrong = runCli(['logs', 'prune', '--older-than', '1ms', '--log-dir', runFolder]);
-    expect((await wrong.exit).code).toBe(2);
-    expect(wrong.stderr()).toMatch(/holds agent folders \(ag_…\) of one run/);
+    writeFileSync(path.join(runFolder, 'journal-4711-main.jsonl'), '');
+    const oldRunFolder = tempDir();
+    mkdirSync(path.join(oldRunFolder, 'ag_abc123'));
+    for (const folder of [runFolder, oldRunFolder]) {
+      const wrong = runCli(['logs', 'prune', '--older-than', '1ms', '--log-dir', folder]);
+      expect((await wrong.exit).code).toBe(2);
+      expect(wrong.stderr()).toMatch(/which is the folder of one run/);
+    }
   });
 
   it('usage: help exits 0 with the exit codes; a missing subcommand or duration exits 2', async () => {
@@ -328,8 +341,8 @@ describe('cohort logs prune', () => {
     expect(help.stdout()).toContain('cohort logs prune --older-than DURATION');
     expect(help.stdout()).toMatch(/Exit codes:[\s\S]*2 {2}a usage error/);
     const cases: [string[], RegExp][] = [
-      [['logs'], /Expected a subcommand \(prune\), got nothing/],
-      [['logs', 'tidy'], /Expected a subcommand \(prune\), got `tidy`/],
+      [['logs'], /Expected a subcommand \(list, show, tail, export, prune\), got nothing/],
+      [['logs', 'tidy'], /Expected a subcommand \(list, show, tail, export, prune\), got `tidy`/],
       [['logs', 'prune'], /Expected `--older-than DURATION`/],
       [['logs', 'prune', '--older-than', 'a week'], /Expected `--older-than` to be an age/],
     ];

@@ -35,14 +35,15 @@ interface Stage {
   rig: RedisRig;
   model: ScriptedModel;
   fleet: Fleet;
-  /** The workers' shared `--log-dir`. */
+  /** The workers' shared run folder: `--run fleet` under their `--log-dir`. */
   workerLogs: string;
 }
 
 async function stage(queueName: string, workers: number, flags: string[] = []): Promise<Stage> {
   const rig = await startRedis();
   const model = await startScriptedModel({ port: 0 });
-  const workerLogs = folder('cq-wlogs-');
+  const logRoot = folder('cq-wlogs-');
+  const workerLogs = path.join(logRoot, 'fleet');
   try {
     const fleet = await startWorkers(rig, workers, [
       '--queue-name',
@@ -50,7 +51,9 @@ async function stage(queueName: string, workers: number, flags: string[] = []): 
       '--threads',
       '1',
       '--log-dir',
-      workerLogs,
+      logRoot,
+      '--run',
+      'fleet',
       ...flags,
     ]);
     return { rig, model, fleet, workerLogs };
@@ -187,7 +190,7 @@ describe.skipIf(redisMissing)(
         });
         expect(result.worker).toMatch(/^[^/]+\/\d+$/);
         expect(fleet.names).toContain(result.worker);
-        // Its journal is the worker's, in the worker's --log-dir; here the same machine.
+        // Its journal is the worker's, in the workers' run folder; here the same machine.
         expect(result.logDir).toBe(workerLogs);
         expect(readTranscript(result).length).toBeGreaterThanOrEqual(4);
       });

@@ -53,8 +53,12 @@ export interface UnreachableRun {
   requests: number;
 }
 
-/** Lines of `cohort batch`'s progress and summary: not messages about an error. */
-const PROGRESS = /^cohort batch: (\d+ task\(s\)|[\d.,]+\/[\d.,]+ done|done — |spent |results in )/;
+/**
+ * Lines of `cohort batch`'s progress and summary, and the line saying where its journal is: not
+ * messages about an error.
+ */
+const PROGRESS =
+  /^cohort batch: (\d+ task\(s\)|[\d.,]+\/[\d.,]+ done|done — |spent |results in |logs: )|^cohort: journal in /;
 
 /** A stderr line with its numbers (task ids, counts, ports, times) made alike. */
 export function normaliseMessage(line: string): string {

@@ -23,7 +23,8 @@ Commands:
   worker --queue REDIS          take agent jobs from a queue in Redis (a fleet; docs/SCALE-OUT.md)
   bench [part…]                 benchmark concurrency limits (docs/BENCHMARKS.md)
   mock                          run the built-in scripted model as a server
-  logs prune --older-than D     remove old log folders
+  logs list|show|tail|export    read runs' journals back (docs/LOGS.md)
+  logs prune --older-than D     remove old run folders
   help [COMMAND]                this text, or a command's options and exit codes
 
 Options: --version, -h/--help. Each command lists its own: cohort help COMMAND.

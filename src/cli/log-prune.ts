@@ -2,6 +2,7 @@ import { type Dirent, lstatSync, readdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { runFolderPid } from '../main/run-folder.js';
 import { UsageError } from '../shared/errors.js';
+import { isSegmentName } from '../shared/journal/format.js';
 
 export interface PruneOptions {
   /** The log root whose run folders are pruned. */
@@ -95,21 +96,24 @@ function runFolders(root: string): { name: string; pid: number }[] {
     const pid = entry.isDirectory() ? runFolderPid(entry.name) : undefined;
     return pid === undefined ? [] : [{ name: entry.name, pid }];
   });
-  // `--log-dir` of a run names its own folder, where agent folders go: pruning it would find
-  // nothing, so say what it is rather than report "removed 0".
-  if (
-    runs.length === 0 &&
-    entries.some((entry) => entry.isDirectory() && entry.name.startsWith('ag_'))
-  ) {
+  // One run's own folder (its journal, or the agent folders of an older cohort) holds no run:
+  // pruning it would find nothing, so say what it is rather than report "removed 0".
+  if (runs.length === 0 && entries.some(isRunContent)) {
     throw new UsageError(
-      `Expected \`--log-dir\` to be a log root holding run folders (<time>-<pid>), got \`${root}\`, which holds agent folders (ag_…) of one run: remove it as a whole, or prune its parent`,
+      `Expected \`--log-dir\` to be a log root holding run folders (<time>-<pid>), got \`${root}\`, which is the folder of one run (its journal, or agent folders ag_…): remove it as a whole, or prune its parent`,
     );
   }
   return runs;
 }
 
+/** What only a run's own folder holds: a journal segment, or an agent folder of older runs. */
+function isRunContent(entry: Dirent): boolean {
+  if (entry.isFile()) return isSegmentName(entry.name);
+  return entry.isDirectory() && entry.name.startsWith('ag_');
+}
+
 /** Walks a folder without following links: its newest mtime, files and disk use. */
-function measure(dir: string): RunFolder {
+export function measure(dir: string): RunFolder {
   const folder: RunFolder = { path: dir, bytes: 0, files: 0, newestMs: 0 };
   const pending = [dir];
   while (pending.length > 0) {

@@ -213,12 +213,12 @@ export const ENGINE_FIELDS = {
     arg: 'DURATION',
     help: `lifetime of an async agent (default ${formatDuration(DEFAULT_CEILING_MS)})`,
   }),
-  /** The run's folder: its journal and its reply spills; default: a fresh folder under the OS temp dir. */
-  logDir: nonEmptyString({
-    flag: '--log-dir',
-    arg: 'DIR',
-    help: "the run's folder: its journal and long replies (default: a new\nfolder under the OS temp dir, cohort/<time>-<pid>)",
-  }),
+  /**
+   * The run's folder: its journal and its reply spills; default: a fresh folder under the OS temp
+   * dir. The CLI makes it from `--log-dir ROOT` (the root that holds run folders) and `--run ID`,
+   * and lists those flags itself; the flag here names the option in the engine's messages.
+   */
+  logDir: nonEmptyString({ flag: '--log-dir' }),
   /**
    * Which agents' journal records outlive the run (default `all`): `failed` keeps only failed
    * agents', `none` keeps none; applied at close. A result names `logDir` only when kept.

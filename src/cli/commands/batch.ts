@@ -93,7 +93,8 @@ closes, the batch keeps going and keeps writing RESULTS.jsonl.
 Options:
 ${ownHelp(OWN_FLAGS)}
 ${COMMON_HELP}
-  Log folders are kept as --logs says; for a large batch, --logs failed keeps only the failed.
+  The run's journal keeps what --logs says; for a large batch, --logs failed keeps only the
+  failed agents' records. stderr names its folder at start and in the summary (cohort logs).
 ${EXIT_CODES_HELP}
   0  every task has a complete line
   1  some task did not complete, some line was bad, or the provider's quota was spent,
@@ -131,7 +132,8 @@ export async function batchCommand(argv: string[]): Promise<number> {
   const todo = tasks.filter((task) => !results.done.has(task.id));
   const skipped = tasks.length - todo.length;
   // Nothing to run (all done, or no good line): start neither the model nor the pool.
-  const engine = todo.length === 0 ? undefined : (await startEngine(values, { prepared })).engine;
+  const engine =
+    todo.length === 0 ? undefined : (await startEngine(values, { prepared, quiet })).engine;
   if (!quiet) {
     const retried = results.retried ? ` (${results.retried} failed, to retry)` : '';
     note(
@@ -150,6 +152,7 @@ export async function batchCommand(argv: string[]): Promise<number> {
   const quota = new ModelStop(todo, (task) => task.model ?? engine?.provider.model ?? '');
   // What a stopped or finished batch tells: the same from a graceful end and a forced one.
   const report = once((stopped: StopSignal | undefined) => {
+    const logDir = engine?.keptLogDir;
     const summary = {
       type: 'summary',
       tasks: tasks.length,
@@ -175,9 +178,11 @@ export async function batchCommand(argv: string[]): Promise<number> {
           }
         : {}),
       out: results.path,
+      // The run's folder, when it holds anything (as `cohort run`'s final line names it).
+      ...(logDir === undefined ? {} : { logDir }),
     };
     if (values.json) stdout().write(`${JSON.stringify(summary)}\n`);
-    if (!quiet) progress.summary(results.path, skipped, errors.length);
+    if (!quiet) progress.summary(results.path, skipped, errors.length, logDir);
     // Cancelled tasks and those that failed for a spent quota or an unreachable provider run
     // again on resume, like the ones never started.
     const again =

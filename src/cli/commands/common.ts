@@ -23,6 +23,7 @@ import {
   stringFlag,
   wholeNumberFlag,
 } from '../flags.js';
+import { LOG_ROOT_FLAG, newRunFolder, RUN_FLAG } from '../logs/run-folders.js';
 import { flagMessage } from '../option-flags.js';
 import { note, safeText } from '../output.js';
 import { PROVIDER_FLAG } from '../provider-select.js';
@@ -111,7 +112,8 @@ export const ENGINE_FLAGS: readonly HelpRow[] = [
   ENGINE_FIELDS.ceilingMs,
   ENGINE_FIELDS.cancelGraceMs,
   ENGINE_FIELDS.maxOldGenerationSizeMb,
-  ENGINE_FIELDS.logDir,
+  LOG_ROOT_FLAG,
+  RUN_FLAG,
   ENGINE_FIELDS.logs,
   ENGINE_FIELDS.agentsDir,
   ENGINE_FIELDS.budget,
@@ -136,7 +138,8 @@ export function engineOptionsFrom(
   const agentsPerThread = wholeNumberFlag(values, ENGINE_FIELDS.agentsPerThread);
   const maxDepth = wholeNumberFlag(values, ENGINE_FIELDS.maxDepth);
   const ceilingMs = durationFlag(values, ENGINE_FIELDS.ceilingMs);
-  const logDir = stringFlag(values, ENGINE_FIELDS.logDir);
+  // The engine's `logDir` is the run's folder: `--log-dir` is the root that holds it.
+  const logDir = newRunFolder(values);
   const logs = checkLogPolicy('--logs', values.logs);
   const workspace = stringFlag(values, ENGINE_FIELDS.workspace);
   const tools = values.tools as string[] | undefined;

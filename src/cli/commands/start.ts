@@ -6,6 +6,7 @@ import { UsageError } from '../../shared/errors.js';
 import { defined } from '../../shared/option-schema.js';
 import type { ScriptedModelOptions } from '../../testing/index.js';
 import { type ParsedValues, stringFlag } from '../flags.js';
+import { journalNote } from '../logs/run-folders.js';
 import { flagMessage } from '../option-flags.js';
 import { note } from '../output.js';
 import { onCleanup } from '../process.js';
@@ -61,7 +62,8 @@ export async function prepareEngine(
 /**
  * Starts what a command runs on, in the one order that loses nothing: everything is checked
  * first (`prepareEngine`), then the built-in model and the engine start, each registered for
- * cleanup at once so any later failure still closes them and the process exits.
+ * cleanup at once so any later failure still closes them and the process exits. Once it has
+ * started, one line on stderr says where the run's journal is.
  */
 export async function startEngine(
   values: ParsedValues,
@@ -69,6 +71,8 @@ export async function startEngine(
     workspace?: string | undefined;
     mockLoad?: ScriptedModelOptions | undefined;
     prepared?: PreparedEngine | undefined;
+    /** No line on stderr saying where the journal is (`batch --quiet`). */
+    quiet?: boolean | undefined;
   } = {},
 ): Promise<StartedEngine> {
   const prepared = options.prepared ?? (await prepareEngine(values, options));
@@ -93,6 +97,8 @@ export async function startEngine(
     onWarning: noteWarning,
   });
   onCleanup(() => engine.close());
+  // On stderr, so stdout stays the command's output (`--json`).
+  if (!options.quiet) note(journalNote(engine.logDir));
   return { engine, provider };
 }
 

@@ -1,6 +1,4 @@
-import path from 'node:path';
 import { ENGINE_FIELDS } from '../../main/engine-options.js';
-import { defaultLogRoot, runFolderName } from '../../main/run-folder.js';
 import {
   checkQueueName,
   checkQueueUrl,
@@ -30,6 +28,7 @@ import {
   stringFlag,
   wholeNumberFlag,
 } from '../flags.js';
+import { journalNote, LOG_ROOT_FLAG, newRunFolder, RUN_FLAG } from '../logs/run-folders.js';
 import { note, safeText, stdout } from '../output.js';
 import { handleInterrupts } from '../process.js';
 import { governorFlags, governorRow, noteWarning } from './common.js';
@@ -63,7 +62,8 @@ const WORKER_FLAGS: readonly HelpRow[] = [
   ENGINE_FIELDS.threads,
   ENGINE_FIELDS.agentsPerThread,
   WORKER.concurrency,
-  WORKER.logDir,
+  LOG_ROOT_FLAG,
+  RUN_FLAG,
   WORKER.logs,
   DRAIN_TIMEOUT_FLAG,
   WORKER.connectTimeoutMs,
@@ -90,6 +90,8 @@ machine of a fleet; see docs/SCALE-OUT.md.
 REDIS is redis://[:PASSWORD@]HOST[:PORT][/DB], rediss://… (TLS), or a unix socket path.
 The API key comes from this machine's ANTHROPIC_API_KEY; the model and base URL from each job.
 Tool modules and the workspace a job names must exist at the same paths here.
+The agents it runs are journaled on this machine, in a run folder under --log-dir (stderr
+names it at start); \`cohort logs\` reads it back here.
 
 SIGTERM, SIGINT or SIGHUP drains: no new job is taken, the running ones get --drain-timeout to
 finish, the rest go back to the queue (another worker resumes them from their last step), and
@@ -135,9 +137,8 @@ export async function workerCommand(argv: string[]): Promise<number> {
   const maxDeliveries = wholeNumberFlag(values, WORKER.maxDeliveries);
   const quiet = values.quiet === true;
   const shared = choiceFlag(values, SHARED_LIMITS_FLAG);
-  const logDir = path.resolve(
-    stringFlag(values, WORKER.logDir) ?? path.join(defaultLogRoot(), runFolderName()),
-  );
+  // Workers of one machine may share a run folder (`--run`): each writes segments of its own.
+  const logDir = newRunFolder(values);
   const stop = new AbortController();
   let worker: QueueWorker | undefined;
   handleInterrupts({
@@ -168,8 +169,9 @@ export async function workerCommand(argv: string[]): Promise<number> {
   );
   if (!quiet) {
     note(
-      `cohort worker ${worker.name}: taking jobs from queue ${safeText(name)} at ${describeRedis(url)}; logs in ${safeText(logDir)}`,
+      `cohort worker ${worker.name}: taking jobs from queue ${safeText(name)} at ${describeRedis(url)}`,
     );
+    note(journalNote(logDir));
   }
   const progress = quiet ? undefined : setInterval(() => report(worker!), PROGRESS_EVERY_MS);
   if (!stop.signal.aborted) {

@@ -221,7 +221,8 @@ export class BatchProgress {
     this.#bar?.stop();
   }
 
-  summary(out: string, skipped: number, badLines: number): void {
+  /** The closing lines; `logDir` is the run's folder, when it kept anything. */
+  summary(out: string, skipped: number, badLines: number, logDir?: string): void {
     if (this.#quiet) return;
     const outcomes = this.#tally.describe();
     note(
@@ -230,6 +231,7 @@ export class BatchProgress {
     note(`cohort batch: spent ${describeSpend(this.#tally.spent, this.#tally.settled)}`);
     const workers = this.#tally.describeWorkers(false);
     if (workers !== '') note(`cohort batch: ${safeLabel(workers)}`);
+    if (logDir !== undefined) note(`cohort batch: logs: ${safeLabel(logDir)}`);
   }
 
   #payload(): {

@@ -127,14 +127,11 @@ export const QUEUE_WORKER_FIELDS = {
     arg: 'N',
     help: 'jobs taken at once (default: threads × agents per thread, at most 1000)',
   }),
-  /** Root of this worker's log folders: one per agent, kept on this machine. */
-  logDir: required(
-    nonEmptyString({
-      flag: '--log-dir',
-      arg: 'DIR',
-      help: "root of the agents' log folders, kept here (default: a new folder\nunder the OS temp dir)",
-    }),
-  ),
+  /**
+   * The run folder this worker journals its agents in, on this machine. `cohort worker` makes it
+   * from `--log-dir ROOT` and `--run ID`, as the engine commands do.
+   */
+  logDir: required(nonEmptyString({ flag: '--log-dir' })),
   /** How often workers look for jobs whose worker died, in ms (BullMQ's `stalledInterval`). */
   stalledIntervalMs: durationMs(1, {
     flag: '--stalled-interval',
