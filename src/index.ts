@@ -27,6 +27,11 @@ export { parseDuration } from './shared/duration.js';
 export { CohortError, UsageError } from './shared/errors.js';
 export type { AgentEvent, AgentMode } from './shared/events.js';
 export { FAILURE_CODES, type Failure, type FailureCode } from './shared/failure.js';
+export {
+  type AgentHistory,
+  JournalVersionError,
+  readRun,
+} from './shared/journal/reader.js';
 export type { ProviderConfig } from './shared/provider/config.js';
 export { clip, DEFAULT_REPLY_CAP, renderValue } from './shared/render.js';
 export type { AgentOutcome, AgentResult, AgentUsage, CancelReason } from './shared/result.js';

@@ -29,6 +29,7 @@ import {
 import { checkPriceTable } from '../shared/prices.js';
 import { DEFAULT_PROVIDER_CONFIG, type ProviderConfig } from '../shared/provider/config.js';
 import { TRANSPORT_NAMES } from '../shared/provider/transport/types.js';
+import type { MessageParam } from '../shared/provider/types.js';
 import { DEFAULT_REPLY_CAP } from '../shared/render.js';
 import { checkTool } from '../shared/tools/modules.js';
 import { checkOutputSchema } from '../shared/tools/output-schema.js';
@@ -104,6 +105,24 @@ export const AGENT_FIELDS = {
   tools: stringArray(),
   /** A named agent (an agent file): its fields are the defaults of this spawn's. */
   agent: nonEmptyString(),
+  /**
+   * The caller's name for this spawn, journaled with it (its start record's `meta.key`): a
+   * batch's task id, so a later run can find the task's records (docs/LOGS.md).
+   */
+  key: nonEmptyString(),
+  /**
+   * Go on from a transcript instead of the prompt: the committed messages of an earlier run of
+   * this work, as the journal holds them (`AgentHistory.messages`). It restarts from its last
+   * committed step: a response whose calls were not answered runs its tools, not its request;
+   * an answered reply ends it at once. The prompt must still be given (it is checked).
+   */
+  resumeFrom: custom<{ messages: MessageParam[] }>(
+    'an object with `messages`, an array of transcript messages',
+    (value) =>
+      typeof value === 'object' &&
+      value !== null &&
+      Array.isArray((value as { messages?: unknown }).messages),
+  ),
 } as const satisfies Fields;
 
 /** What one child is asked to do. */

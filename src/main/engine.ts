@@ -8,6 +8,7 @@ import { expected } from '../shared/errors.js';
 import type { AgentEvent } from '../shared/events.js';
 import { Governor } from '../shared/governor/governor.js';
 import { newAgentId } from '../shared/ids.js';
+import { transcriptText } from '../shared/journal/reader.js';
 import { compactJournal } from '../shared/journal/retention.js';
 import { closeJournals } from '../shared/journal/writer.js';
 import { checkOption, defined, durationMs } from '../shared/option-schema.js';
@@ -273,6 +274,10 @@ export class Engine {
       // Its own (or its agent file's), else its parent's, else this engine's when it was given
       // one: in queue mode the spec carries it to the worker, whose governor has its own default.
       patienceMs: agent.patienceMs ?? context.patienceMs ?? this.#options.governor?.patienceMs,
+      key: agent.key,
+      // Given a transcript to go on from: the child restores it as it would its own after a
+      // crash (its journal's start record then holds it whole).
+      resume: agent.resumeFrom ? { lines: transcriptText(agent.resumeFrom.messages) } : undefined,
       ...capabilityFlags(capabilities),
     });
     // A fresh bridge at each start: a resumed child gets a new one, the old one died with its

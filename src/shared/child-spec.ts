@@ -61,6 +61,8 @@ export interface ChildSpec {
   resume?: { segments: string[] } | { lines: string };
   /** Its run: 0 for the first, one more for each resume (journal records carry it). */
   inc?: number;
+  /** The caller's name for the spawn (a batch's task id), journaled in its start's meta. */
+  key?: string;
   /** Names of host tools registered on the main thread, reached through the host bridge. */
   hostTools?: HostToolInfo[];
   /** The agent file it was made from (`agent: NAME`), for its meta and its trace. */

@@ -132,7 +132,12 @@ async function runLoop(run: ChildRun, deps: ChildRunDeps): Promise<AgentResult> 
       baseURL: spec.provider.baseURL ?? null,
       maxSteps: spec.maxSteps,
       tools: [...tools.keys()],
-      ...defined({ agent: spec.agentName, budget: spec.budget, outputSchema: spec.outputSchema }),
+      ...defined({
+        agent: spec.agentName,
+        budget: spec.budget,
+        outputSchema: spec.outputSchema,
+        key: spec.key,
+      }),
       ...(restored ? { resumedAtStep: restored.steps } : {}),
     },
     messages,

@@ -6,6 +6,7 @@ import { batchJobId } from '../../main/runners/queue/job.js';
 import { UsageError } from '../../shared/errors.js';
 import type { AgentEvent } from '../../shared/events.js';
 import { defined, wholeNumber } from '../../shared/option-schema.js';
+import type { MessageParam } from '../../shared/provider/types.js';
 import type { AgentResult } from '../../shared/result.js';
 import {
   type CliFlag,
@@ -25,6 +26,7 @@ import {
   stopSignal,
 } from '../process.js';
 import { openResults, RERUN_CODES, type ResultsFile } from '../results/file.js';
+import { recordJournal, unfinishedTasks } from '../results/journals.js';
 import { type BatchTask, checkTasks, parseTasks, taskAgentOptions } from '../task-lines.js';
 import { BatchProgress, BatchTally } from '../views/batch-progress.js';
 import { TRACE_FILE_FLAG } from './common.js';
@@ -69,7 +71,10 @@ reported with its number and gets no result line; the good lines run (--strict r
 
 RESULTS.jsonl is cohort's alone: it must be missing, empty, or a results file. A lock beside it
 (RESULTS.jsonl.lock) keeps a second run out. Rerunning the same command skips the tasks already
-in it; --retry-failed also reruns the failed ones, replacing their lines.
+in it; --retry-failed also reruns the failed ones, replacing their lines. A task that was
+mid-way when a run was stopped or killed goes on from its last committed step, read from that
+run's journal (RESULTS.jsonl.journals lists them), not from its prompt: its finished steps are
+not paid for again.
 
 Every request passes the rate-limit governor (see --rpm, --patience, --governor). When the
 provider says the quota is spent (a spend-limit 429), cannot be reached (5 connection failures
@@ -134,10 +139,19 @@ export async function batchCommand(argv: string[]): Promise<number> {
   // Nothing to run (all done, or no good line): start neither the model nor the pool.
   const engine =
     todo.length === 0 ? undefined : (await startEngine(values, { prepared, quiet })).engine;
+  // Tasks an earlier run left mid-way go on from their last committed step. A queue keeps its
+  // own checkpoints per job, by ids a rerun derives again (docs/SCALE-OUT.md).
+  const resumable =
+    engine && !engine.queued
+      ? await unfinishedTasks(results.path, new Set(todo.map((task) => task.id)))
+      : new Map<string, MessageParam[]>();
+  if (engine && !engine.queued) recordJournal(results.path, engine.logDir);
   if (!quiet) {
     const retried = results.retried ? ` (${results.retried} failed, to retry)` : '';
+    const goingOn =
+      resumable.size > 0 ? `, ${resumable.size} going on from where they stopped` : '';
     note(
-      `cohort batch: ${tasks.length} task(s)${skipped ? `, ${skipped} already in ${safeLabel(out)}` : ''}, ${todo.length} to run${retried}, concurrency ${concurrency}`,
+      `cohort batch: ${tasks.length} task(s)${skipped ? `, ${skipped} already in ${safeLabel(out)}` : ''}, ${todo.length} to run${retried}${goingOn}, concurrency ${concurrency}`,
     );
   }
   const tally = new BatchTally();
@@ -199,6 +213,7 @@ export async function batchCommand(argv: string[]): Promise<number> {
         engine,
         quota,
         todo,
+        resumable,
         results,
         concurrency,
         tally,
@@ -323,6 +338,8 @@ function batchInterrupts(
 async function runTasks(options: {
   engine: Engine;
   todo: BatchTask[];
+  /** Transcripts to go on from, by task id. */
+  resumable: ReadonlyMap<string, MessageParam[]>;
   results: ResultsFile;
   concurrency: number;
   tally: BatchTally;
@@ -331,14 +348,20 @@ async function runTasks(options: {
   signal: AbortSignal;
 }): Promise<void> {
   const { progress, tally, results, quota } = options;
-  const specs = options.todo.map((task) => ({
-    ...taskAgentOptions(task),
-    task,
-    // Only retries are watched (no text, no steps cross the thread): the progress says when
-    // the provider pushes back.
-    onEvent: tally.watch,
-    eventTypes: ['provider-retry', 'step-end'] as AgentEvent['type'][],
-  }));
+  const specs = options.todo.map((task) => {
+    const messages = options.resumable.get(task.id);
+    return {
+      ...taskAgentOptions(task),
+      // Journaled with its records: how a rerun finds this task's transcript.
+      key: task.id,
+      ...(messages ? { resumeFrom: { messages } } : {}),
+      task,
+      // Only retries are watched (no text, no steps cross the thread): the progress says when
+      // the provider pushes back.
+      onEvent: tally.watch,
+      eventTypes: ['provider-retry', 'step-end'] as AgentEvent['type'][],
+    };
+  });
   // Tasks are admitted one at a time as others settle: once the provider says a model's quota is
   // spent, the tasks for that model are passed over, not run to fail one after another.
   function* admitted() {

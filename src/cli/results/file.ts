@@ -42,7 +42,7 @@ const OUTCOMES: ReadonlySet<string> = new Set<AgentOutcome>([
   'failed',
 ]);
 /** Reasons for which a cancelled line means "interrupted by us": the task runs again on resume. */
-const INTERRUPTED = new Set(['user', 'shutdown']);
+export const INTERRUPTED: ReadonlySet<string> = new Set(['user', 'shutdown']);
 const CHUNK = 1 << 20;
 /** No result line comes near this; a "line" this long is some other kind of file. */
 const MAX_LINE_BYTES = 64 << 20;

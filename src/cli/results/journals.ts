@@ -1,0 +1,69 @@
+/**
+ * The journals a batch's runs wrote, so that a rerun of the same command goes on with a task that
+ * was mid-way from its last committed step rather than from its prompt. Each run appends its run
+ * folder to `<out>.journals` (one path per line); a rerun reads those journals for the tasks it
+ * is about to run (their start records carry the task id as `meta.key`).
+ */
+import { appendFileSync, readFileSync } from 'node:fs';
+import type { AgentHistory } from '../../shared/journal/reader.js';
+import { readRun } from '../../shared/journal/reader.js';
+import type { MessageParam } from '../../shared/provider/types.js';
+import { INTERRUPTED } from './file.js';
+
+/** The side file that lists the run folders of the batch writing `out`. */
+export function journalsFile(out: string): string {
+  return `${out}.journals`;
+}
+
+/** Notes that this run of the batch journals in `runDir`. A failure to write costs only resumes. */
+export function recordJournal(out: string, runDir: string): void {
+  try {
+    appendFileSync(journalsFile(out), `${runDir}\n`);
+  } catch {
+    // Without the note, a later rerun starts these tasks from their prompts: nothing is lost.
+  }
+}
+
+/** Whether a history is a task cut off mid-way: started, stopped by us or by a kill. */
+function unfinished(history: AgentHistory): boolean {
+  if (history.inc < 0 || history.corrupt) return false;
+  // Nothing past the prompt: there is nothing to go on from.
+  if (history.messages.length < 2) return false;
+  const result = history.result;
+  if (!result) return true;
+  return result.outcome === 'cancelled' && INTERRUPTED.has(result.reason ?? '');
+}
+
+/**
+ * For each task of `taskIds` that an earlier run of this batch left mid-way, the transcript it
+ * had committed: the newest run's that holds it. Run folders removed since are passed over.
+ */
+export async function unfinishedTasks(
+  out: string,
+  taskIds: ReadonlySet<string>,
+): Promise<Map<string, MessageParam[]>> {
+  const found = new Map<string, MessageParam[]>();
+  let listed: string[];
+  try {
+    listed = readFileSync(journalsFile(out), 'utf8')
+      .split('\n')
+      .filter((line) => line.trim() !== '');
+  } catch {
+    return found;
+  }
+  // Newest first: a task resumed before and cut off again goes on from its latest run.
+  for (const runDir of [...new Set(listed)].reverse()) {
+    let agents: Map<string, AgentHistory>;
+    try {
+      agents = await readRun(runDir);
+    } catch {
+      continue; // another version's journal, or unreadable: those tasks start over
+    }
+    for (const history of agents.values()) {
+      const key = history.meta?.key;
+      if (typeof key !== 'string' || !taskIds.has(key) || found.has(key)) continue;
+      if (unfinished(history)) found.set(key, history.messages);
+    }
+  }
+  return found;
+}
