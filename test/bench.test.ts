@@ -485,6 +485,7 @@ describe('npm run bench governor --scenarios unreachable: cohort batch against a
       'cohort batch: done — 3 ran (3 failed (3 auth)), 0 skipped, 0 bad line(s); results in /x',
       'cohort batch: spent 0 input + 0 output tokens, 3 steps, $0.0000',
       'cohort batch: logs: /tmp/cohort/2026-01-31T09-15-02-123Z-4711',
+      'cohort batch: the provider could not be used for claude-sonnet-5: 4997 task(s) not started. Fix the provider or the key, then rerun the same command: they run, and so do the tasks that failed for it (their lines are replaced)',
     ].join('\n');
     expect(distinctMessages(text)).toEqual([
       'cohort batch: task tN failed [auth]: provider auth: the API key was refused',

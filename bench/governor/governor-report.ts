@@ -5,6 +5,7 @@
  */
 import type { BenchOptions } from '../common/options.js';
 import type { BenchRow, PartReport } from '../common/part.js';
+import { median } from '../common/stats.js';
 import { formatCount, formatGrid, formatValue } from '../common/table.js';
 import { governorChartSpec } from './governor-chart.js';
 import type { GovernorMeasurement, ModelReport } from './governor-jobs.js';
@@ -57,7 +58,10 @@ export interface Comparison {
   steps: number;
   on: CaseFigures;
   off: CaseFigures;
-  /** Median wall time with the governor / without it. */
+  /**
+   * Wall time with the governor / without it: the median of each round's ratio (the two cases of
+   * a round run back to back, so the machine's load moves both alike).
+   */
   wallRatio: number;
   target: string;
   /** Whether the target was met; null when the scenario has none. */
@@ -71,8 +75,8 @@ function compare(
   steps: number,
   on: CaseFigures,
   off: CaseFigures,
+  wallRatio: number,
 ): Comparison {
-  const wallRatio = on.wallSeconds / Math.max(1e-9, off.wallSeconds);
   const { target } = scenario;
   let met: boolean | null = null;
   let measured = `${wallRatio.toFixed(2)}×`;
@@ -102,10 +106,30 @@ function compare(
   };
 }
 
+/** The median over rounds of each round's wall time with the governor / without it. */
+function pairedRatio(
+  figures: readonly CaseFigures[],
+  scenario: string,
+  concurrency: number,
+): number | undefined {
+  const of = (label: string) =>
+    figures.filter(
+      (item) =>
+        item.scenario === scenario && item.case === label && item.concurrency === concurrency,
+    );
+  const off = of(GOVERNOR_OFF.label);
+  const ratios = of(GOVERNOR_ON.label).flatMap((on) => {
+    const pair = off.find((item) => item.run === on.run);
+    return pair ? [on.wallSeconds / Math.max(1e-9, pair.wallSeconds)] : [];
+  });
+  return ratios.length === 0 ? undefined : median(ratios);
+}
+
 function comparisons(
   settings: Settings,
   scenarios: EngineScenario[],
   summary: CaseFigures[],
+  figures: readonly CaseFigures[],
 ): Comparison[] {
   const found = (scenario: string, label: string, concurrency: number) =>
     summary.find(
@@ -122,7 +146,11 @@ function comparisons(
       const on = found(scenario.name, GOVERNOR_ON.label, level);
       const off = found(scenario.name, GOVERNOR_OFF.label, level);
       const { steps } = settings.workload(scenario.workload);
-      return on && off ? [compare(scenario, steps, on, off)] : [];
+      if (!on || !off) return [];
+      const ratio =
+        pairedRatio(figures, scenario.name, level) ??
+        on.wallSeconds / Math.max(1e-9, off.wallSeconds);
+      return [compare(scenario, steps, on, off, ratio)];
     });
   });
 }
@@ -346,11 +374,11 @@ export function governorReport(input: {
   const { options } = settings;
   const figures = runs.map((item) => item.figures);
   const summary = medianFigures(figures);
-  const items = comparisons(settings, input.scenarios, summary);
+  const items = comparisons(settings, input.scenarios, summary, figures);
   const unreachable = summariseUnreachable(input.unreachable);
   const rateLimit = summary.filter((item) => item.scenario === 'rate-limit');
   const lines = [
-    `transport ${options.transport}; medians of ${options.runs} round(s), the cases alternating within each`,
+    `transport ${options.transport}; medians of ${options.runs} round(s), the cases alternating within each; on/off is the median of each round's ratio`,
     ...input.scenarios.map((scenario) => `  ${describeWorkload(settings, scenario)}`),
     ...(unreachable.length > 0
       ? [

@@ -54,11 +54,11 @@ export interface UnreachableRun {
 }
 
 /**
- * Lines of `cohort batch`'s progress and summary, and the line saying where its journal is: not
- * messages about an error.
+ * Lines of `cohort batch`'s progress and summary (its closing line on how to resume the tasks
+ * not started included), and the line saying where its journal is: not messages about an error.
  */
 const PROGRESS =
-  /^cohort batch: (\d+ task\(s\)|[\d.,]+\/[\d.,]+ done|done — |spent |results in |logs: )|^cohort: journal in /;
+  /^cohort batch: (\d+ task\(s\)|[\d.,]+\/[\d.,]+ done|done — |spent |results in |logs: )|^cohort: journal in |^cohort batch: .*: \d+ task\(s\) not started\. .*rerun the same command/;
 
 /** A stderr line with its numbers (task ids, counts, ports, times) made alike. */
 export function normaliseMessage(line: string): string {
