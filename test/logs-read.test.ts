@@ -493,6 +493,17 @@ describe('cohort logs tail', () => {
     ]);
   });
 
+  it('a run with no records yet says so on stderr instead of printing nothing', async () => {
+    const empty = tempDir('cohort-logs-root-');
+    mkdirSync(path.join(empty, 'just-begun'));
+    const { code, out, err } = await finished(
+      runCli(['logs', 'tail', '--log-dir', empty, '--run', 'just-begun']),
+    );
+    expect(code, err).toBe(0);
+    expect(out).toBe('');
+    expect(err).toMatch(/run just-begun has no records yet .*--follow waits for them/);
+  });
+
   it('--json prints the records as the journal holds them', async () => {
     const { code, out, err } = await finished(
       runCli(['logs', 'tail', '--log-dir', root, '--run', 'first', '--json']),

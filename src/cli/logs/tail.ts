@@ -200,7 +200,14 @@ export async function tailRun(options: TailOptions): Promise<void> {
     });
     return read.map(({ records }) => records);
   };
-  for (const { record } of timeOrder(await readAll())) print(record);
+  const first = timeOrder(await readAll());
+  for (const { record } of first) print(record);
+  // Nothing to show is said, not left blank: the newest run may be one that has only begun.
+  if (first.length === 0 && !options.follow) {
+    options.warn(
+      `cohort logs: run ${safeLabel(options.run.id)} has no records yet (${safeLabel(options.run.dir)}); --follow waits for them, --run picks another`,
+    );
+  }
   const interval = options.intervalMs ?? FOLLOW_INTERVAL_MS;
   while (options.follow && !options.signal.aborted) {
     try {
