@@ -188,14 +188,8 @@ async function resumedText(spec: ChildSpec): Promise<string> {
 function checkpoint(deps: ChildRunDeps, messages: readonly MessageParam[], replace: boolean): void {
   // An empty append writes nothing, so there is nothing to copy either.
   if (!deps.checkpoint || (!replace && messages.length === 0)) return;
-  deps.checkpoint({ replace, lines: transcriptLines(messages) });
-}
-
-/** Messages as a checkpoint holds them: one redacted JSON line each. */
-function transcriptLines(messages: readonly MessageParam[]): string {
-  let lines = '';
-  for (const message of messages) lines += `${redactSecrets(JSON.stringify(message))}\n`;
-  return lines;
+  // One redacted JSON line per message (a JSON string holds no raw newline to split a key).
+  deps.checkpoint({ replace, lines: redactSecrets(transcriptText(messages)) });
 }
 
 /** Where a child's loop reports: its log, its events (none without a listener but text). */

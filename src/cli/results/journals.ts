@@ -5,8 +5,7 @@
  * is about to run (their start records carry the task id as `meta.key`).
  */
 import { appendFileSync, readFileSync } from 'node:fs';
-import type { AgentHistory } from '../../shared/journal/reader.js';
-import { readRun } from '../../shared/journal/reader.js';
+import { type AgentHistory, readRun } from '../../shared/journal/reader.js';
 import type { MessageParam } from '../../shared/provider/types.js';
 import { INTERRUPTED } from './file.js';
 

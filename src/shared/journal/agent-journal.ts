@@ -39,7 +39,10 @@ export class AgentJournal {
     return this.#segment.file;
   }
 
-  /** Its run begins, from `messages` (the prompt, or the transcript it resumes from). */
+  /**
+   * Its run begins, from `messages` (the prompt, or the transcript it resumes from). A record is
+   * serialised as it is appended: the caller may go on changing `messages`.
+   */
   start(meta: Record<string, unknown>, messages: readonly MessageParam[]): void {
     this.#segment.append({
       k: 'start',
@@ -47,14 +50,14 @@ export class AgentJournal {
       inc: this.inc,
       at: Date.now(),
       meta,
-      m: [...messages],
+      m: messages,
     });
   }
 
   /** A committed step's messages. */
   step(messages: readonly MessageParam[]): void {
     if (messages.length === 0) return;
-    this.#segment.append({ k: 'step', a: this.id, inc: this.inc, m: [...messages] });
+    this.#segment.append({ k: 'step', a: this.id, inc: this.inc, m: messages });
   }
 
   /** Writes the full reply payload to its own file and returns its path; `finish` waits for it. */

@@ -33,7 +33,7 @@ export interface StartRecord {
   at: number;
   /** id, title, depth, generation, model, base URL, maxSteps, the tools advertised, … */
   meta: Record<string, unknown>;
-  m: MessageParam[];
+  m: readonly MessageParam[];
 }
 
 /** A committed step: the assistant message and the user message that answers its calls. */
@@ -41,7 +41,7 @@ export interface StepRecord {
   k: 'step';
   a: string;
   inc: number;
-  m: MessageParam[];
+  m: readonly MessageParam[];
 }
 
 /** The agent's one result; `keep: false` when the `logs` policy drops its records at close. */
