@@ -179,17 +179,35 @@ export function transcriptText(messages: readonly MessageParam[]): string {
   return text;
 }
 
+/** A segment read for resumes, its records filed by agent. */
+interface FiledSegment {
+  file: string;
+  byAgent: Map<string, AgentRecord[]>;
+  corrupt: Set<string>;
+}
+
 /**
  * Segments read for resumes on this thread, for a moment: a worker that died leaves many children
- * to resume, and each reads the same segment.
+ * to resume, and each reads the same segment. Each is parsed and filed by agent once.
  */
-const recent = new Map<string, Promise<SegmentContent | undefined>>();
+const recent = new Map<string, Promise<FiledSegment | undefined>>();
 const RECENT_MS = 10_000;
 
-function readRecent(file: string): Promise<SegmentContent | undefined> {
+function readRecent(file: string): Promise<FiledSegment | undefined> {
   let read = recent.get(file);
   if (!read) {
-    read = readSegment(file).catch(() => undefined);
+    read = readSegment(file).then(
+      (content) => {
+        const byAgent = new Map<string, AgentRecord[]>();
+        for (const record of content.records) {
+          const records = byAgent.get(record.a);
+          if (records) records.push(record);
+          else byAgent.set(record.a, [record]);
+        }
+        return { file, byAgent, corrupt: content.corrupt };
+      },
+      () => undefined,
+    );
     recent.set(file, read);
     setTimeout(() => recent.delete(file), RECENT_MS).unref();
   }
@@ -204,8 +222,18 @@ export async function historyFrom(
   files: readonly string[],
   id: string,
 ): Promise<AgentHistory | undefined> {
-  const contents = (await Promise.all(files.map(readRecent))).filter(
-    (content): content is SegmentContent => content !== undefined,
+  const contents = (await Promise.all(files.map(readRecent))).flatMap((filed) =>
+    filed === undefined
+      ? []
+      : [
+          {
+            file: filed.file,
+            header: undefined,
+            records: filed.byAgent.get(id) ?? [],
+            corrupt: filed.corrupt.has(id) ? new Set([id]) : new Set<string>(),
+            unattributed: 0,
+          },
+        ],
   );
   const history = histories(contents).get(id);
   return history && history.inc >= 0 ? history : undefined;
