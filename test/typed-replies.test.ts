@@ -234,13 +234,15 @@ describe('a crash resume keeps the count of refused replies', () => {
         onEvent: (event) => events.push(event),
       });
       await gate.entered(1);
+      // The prompt, two refused replies with their answers, and the held step's response: a
+      // step's response is committed before its tools run.
       await vi.waitFor(
         () =>
-          expect(readTranscript({ id: subject.id, logDir: crashEngine.logDir })).toHaveLength(5),
+          expect(readTranscript({ id: subject.id, logDir: crashEngine.logDir })).toHaveLength(6),
         { timeout: 10_000 },
       );
       const culprit = crashEngine.spawn({ prompt: scripted([{ calls: [{ name: 'exit' }] }]) });
-      // The resumed subject runs its held step again: let it through.
+      // The resumed subject runs its held tool call again (not the request): let it through.
       await culprit.result;
       gate.open();
       const [result, culpritResult] = await Promise.all([subject.result, culprit.result]);
