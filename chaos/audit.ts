@@ -93,6 +93,8 @@ export function auditJournal(
   parentKnown: (record: AgentRecord) => boolean,
 ): JournalAudit {
   const journal = readJournal(logDir);
+  // The root session's own records (its transcript, its result) are no spawned agent's.
+  journal.delete('root');
   const audit: JournalAudit = {
     journaled: journal.size,
     results: 0,

@@ -261,6 +261,7 @@ describe('the reply contract, through the real pool and the real SDK', () => {
       'exit',
       'hog',
       'spin',
+      'sleep',
       'wait',
       'reply',
     ]);

@@ -259,9 +259,11 @@ describe('cohort demo', () => {
     expect(out).toMatch(/async agent started: beta\.md/);
     expect(out).toMatch(/# Report/);
     expect(out).toMatch(/done: root ready; 2 agent\(s\): 2 complete/);
-    // The run's journal holds each child's result.
+    // The run's journal holds each child's result, and the root session's.
     const logs = /logs: (.*)\n/.exec(out)![1]!.trim();
-    const results = [...readJournal(logs).values()].map((agent) => agent.result);
-    expect(results.map((result) => result?.outcome)).toEqual(['complete', 'complete']);
+    const journal = readJournal(logs);
+    const results = [...journal.values()].map((agent) => agent.result);
+    expect(results.map((result) => result?.outcome)).toEqual(['complete', 'complete', 'complete']);
+    expect(journal.get('root')?.result?.text).toMatch(/# Report/);
   });
 });

@@ -394,4 +394,13 @@ export interface SpawnContext {
    * so a rerun's add of a job still in Redis is the same job, not a second run.
    */
   jobId?: string;
+  /** The agent that spawns it (`root` for a session's root), for its journal record. */
+  parent?: string;
+  /** The tool_use id of the call that spawns it, for its journal record. */
+  callId?: string;
+  /**
+   * It goes on as the agent `id` of a run that stopped (`Session.resume`): same id, its next run
+   * `inc`, from the transcript in `AgentOptions.resumeFrom`.
+   */
+  resumeOf?: { id: string; inc: number };
 }

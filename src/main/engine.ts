@@ -8,6 +8,7 @@ import { expected } from '../shared/errors.js';
 import type { AgentEvent } from '../shared/events.js';
 import { Governor } from '../shared/governor/governor.js';
 import { newAgentId } from '../shared/ids.js';
+import type { LogPolicy } from '../shared/journal/policy.js';
 import { transcriptText } from '../shared/journal/reader.js';
 import { compactJournal } from '../shared/journal/retention.js';
 import { closeJournals } from '../shared/journal/writer.js';
@@ -41,7 +42,7 @@ import { defaultLogRoot, runFolderName } from './run-folder.js';
 import { type ChildCapabilities, capabilityFlags } from './runners/capabilities.js';
 import { type ChildHandle, ChildPool, type PoolStats } from './runners/local/pool.js';
 import type { ChildRunner } from './runners/types.js';
-import { AgentScope } from './scope.js';
+import { type Adoption, AgentScope } from './scope.js';
 import { ChildTrace } from './tracing/agent-trace.js';
 import { cohortTracer } from './tracing/otel-spans.js';
 import { TreeLedger } from './tree-budget.js';
@@ -123,6 +124,11 @@ export class Engine {
       throw error;
     }
     return engine;
+  }
+
+  /** Which agents' journal records the run keeps at close (`logs`). */
+  get logPolicy(): LogPolicy | undefined {
+    return this.#options.logs;
   }
 
   /** Whether children run on a queue's workers rather than on this machine. */
@@ -209,7 +215,7 @@ export class Engine {
     this.#check.checkAgent(options, depth);
     // An agent file's fields are the defaults; the spawn's own fields win.
     const { options: agent, definition } = this.#check.resolve(options);
-    const id = newAgentId();
+    const id = context.resumeOf?.id ?? newAgentId();
     const provider = context.provider ?? this.#provider;
     // A title (the prompt's start, when none is given) reaches results, events and span names:
     // a key in it is removed like anywhere else.
@@ -275,6 +281,10 @@ export class Engine {
       // one: in queue mode the spec carries it to the worker, whose governor has its own default.
       patienceMs: agent.patienceMs ?? context.patienceMs ?? this.#options.governor?.patienceMs,
       key: agent.key,
+      parent: context.parent,
+      call: context.callId,
+      mode: context.mode,
+      inc: context.resumeOf?.inc,
       // Given a transcript to go on from: the child restores it as it would its own after a
       // crash (its journal's start record then holds it whole).
       resume: agent.resumeFrom ? { lines: transcriptText(agent.resumeFrom.messages) } : undefined,
@@ -294,6 +304,7 @@ export class Engine {
         ? () => {
             bridge?.detach();
             scope ??= this.#scopeFor(spec, agent.onEvent, { trace, tree });
+            if (scope) this.#adopt(spec.id, scope);
             bridge = new HostBridge({
               hostTools: this.#hostTools,
               agentId: spec.id,
@@ -329,6 +340,26 @@ export class Engine {
     );
   }
 
+  /**
+   * Agents of a stopped run that a resumed agent takes back into its scope (`Session.resume`),
+   * by their parent's id: handed over when the parent's scope is made.
+   */
+  readonly #adoptions = new Map<string, Adoption[]>();
+
+  /** Hands `adoption` to the scope of `parent` when it is made (or at once, when it is). */
+  adoptLater(parent: string, adoption: Adoption): void {
+    const waiting = this.#adoptions.get(parent);
+    if (waiting) waiting.push(adoption);
+    else this.#adoptions.set(parent, [adoption]);
+  }
+
+  #adopt(parent: string, scope: AgentScope): void {
+    const waiting = this.#adoptions.get(parent);
+    if (!waiting) return;
+    this.#adoptions.delete(parent);
+    for (const adoption of waiting) scope.adopt(adoption);
+  }
+
   /** The scope of a child that may spawn agents of its own, else undefined. */
   #scopeFor(
     spec: ChildSpec,
@@ -338,6 +369,7 @@ export class Engine {
     if (spec.depth >= spec.maxDepth) return undefined;
     return new AgentScope({
       spawn: (options, context) => this.spawn(options, context),
+      owner: spec.id,
       ownerDepth: spec.depth,
       generation: spec.generation,
       ceilingMs: this.ceilingMs ?? DEFAULT_CEILING_MS,

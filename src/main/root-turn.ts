@@ -1,7 +1,7 @@
 import type { AgentEvent } from '../shared/events.js';
 import type { FailureCode } from '../shared/failure.js';
 import type { Gate } from '../shared/governor/types.js';
-import { type LoopSink, runAgentLoop } from '../shared/loop/agent-loop.js';
+import { type LoopResume, type LoopSink, runAgentLoop } from '../shared/loop/agent-loop.js';
 import { eventSink } from '../shared/loop/event-sink.js';
 import type { Provider } from '../shared/provider/provider.js';
 import type { MessageParam } from '../shared/provider/types.js';
@@ -9,9 +9,9 @@ import { redactSecrets } from '../shared/redact.js';
 import type { AgentUsage } from '../shared/result.js';
 import type { AnyTool } from '../shared/tools/types.js';
 import type { TraceSink } from '../shared/trace/types.js';
+import { ROOT_ID } from './root-journal.js';
 
-/** The id the root's own events carry. */
-export const ROOT_ID = 'root';
+export { ROOT_ID };
 
 /** How one root turn ended. */
 export interface TurnResult {
@@ -44,6 +44,10 @@ export interface RootTurnInput {
   emit(event: AgentEvent): void;
   /** Where the turn's provider attempts' and tool calls' spans go, when the engine traces. */
   trace?: TraceSink | undefined;
+  /** Where the transcript's committed messages go (the run journal). */
+  commit?: (messages: MessageParam[]) => void;
+  /** A resumed run's turn: the last step's calls, committed and not answered, run again first. */
+  resumeFrom?: LoopResume | undefined;
 }
 
 /** Runs the root's steps (the one agent loop, at depth 0) until it is ready for the user. */
@@ -64,8 +68,9 @@ export async function runRootTurn(input: RootTurnInput): Promise<TurnResult> {
       signal: input.signal,
       workspace: input.workspace,
       usage,
-      sink: rootSink(input.emit),
+      sink: rootSink(input.emit, input.commit),
       trace: input.trace,
+      ...(input.resumeFrom ? { resumeFrom: input.resumeFrom } : {}),
     });
     switch (outcome.kind) {
       case 'ready':
@@ -99,6 +104,9 @@ function internal(message: string, usage: AgentUsage, generation: number): TurnR
 }
 
 /** The root's loop reports as session events. */
-function rootSink(emit: (event: AgentEvent) => void): LoopSink {
-  return { commit: () => {}, ...eventSink(ROOT_ID, emit) };
+function rootSink(
+  emit: (event: AgentEvent) => void,
+  commit: ((messages: MessageParam[]) => void) | undefined,
+): LoopSink {
+  return { commit: commit ?? (() => {}), ...eventSink(ROOT_ID, emit) };
 }

@@ -19,6 +19,8 @@ import type { TreeLedger } from './tree-budget.js';
 export interface ScopeOptions {
   /** Spawns one child (the engine's `spawn`). */
   spawn(options: AgentOptions, context: SpawnContext): ChildHandle;
+  /** The id of the agent that owns the scope (`root` for a session's root). */
+  owner: string;
   /** Depth of the agent that owns the scope: 0 for the root. Its children are one deeper. */
   ownerDepth: number;
   /** The generation the scope starts at. */
@@ -47,6 +49,31 @@ export interface ScopeOptions {
 }
 
 /**
+ * A child of a stopped run, handed back to its parent's scope when the run resumes: one that goes
+ * on (`handle`), or one that had settled (`result`), delivered already or not.
+ */
+export interface Adoption {
+  id: string;
+  title: string;
+  mode: 'sync' | 'async';
+  /** The tool_use id of the call that spawned it: that call run again finds it. */
+  callId?: string | undefined;
+  generation: number;
+  handle?: ChildHandle;
+  result?: AgentResult;
+  /** Its result is in its parent's transcript already. */
+  delivered?: boolean;
+}
+
+/** A child as the call that spawned it finds it again. */
+interface Spawned {
+  result: Promise<AgentResult>;
+  /** Unset for a child that had settled before its run resumed. */
+  handle?: ChildHandle;
+  receipt?: AgentReceipt;
+}
+
+/**
  * The agents one agent has spawned: its registry of live async agents with their reaper, its
  * inbox, its generation, and the mapping from the `agent` tool's input to a spawn. The root
  * session and every child that may spawn (through its host bridge) each own one, so depth ≥ 2
@@ -64,9 +91,10 @@ export class AgentScope implements AgentSpawner {
   /**
    * Its spawns by the tool_use id that made them: the same call run again (its owner resumed on
    * a fresh worker runs its last step's tools again) finds the child it started. Only a child's
-   * scope keeps them; the root's owner never resumes on another worker.
+   * scope keeps its own; the root's owner never resumes on another worker. Both keep the ones
+   * adopted from a stopped run (`adopt`).
    */
-  readonly #byCall = new Map<string, { handle: ChildHandle; receipt?: AgentReceipt }>();
+  readonly #byCall = new Map<string, Spawned>();
   #waiters: (() => void)[] = [];
   #generation: number;
   #closed = false;
@@ -97,8 +125,9 @@ export class AgentScope implements AgentSpawner {
   async runSync(input: AgentToolInput, context: ToolContext): Promise<string> {
     const emit = this.#options.emit;
     const known = this.#known(context.callId);
-    const handle = known?.handle ?? this.#spawn(input, 'sync', emit, context.span);
-    if (!known) this.#remember(context.callId, { handle });
+    if (known && !known.handle) return textOf(await known.result);
+    const handle = known?.handle ?? this.#spawn(input, 'sync', emit, context);
+    if (!known) this.#remember(context.callId, { handle, result: handle.result });
     this.#sync.add(handle);
     // A sync child is bounded by its parent's turn (or its parent's cancelled call). A call
     // whose bridge went with its worker is not a cancel: the parent comes back for the child.
@@ -108,8 +137,7 @@ export class AgentScope implements AgentSpawner {
     if (context.signal.aborted) onAbort();
     else context.signal.addEventListener('abort', onAbort, { once: true });
     try {
-      const result = await handle.result;
-      return result.text !== '' ? result.text : outcomeTag(result);
+      return textOf(await handle.result);
     } finally {
       context.signal.removeEventListener('abort', onAbort);
       this.#sync.delete(handle);
@@ -120,26 +148,61 @@ export class AgentScope implements AgentSpawner {
     const known = this.#known(context?.callId)?.receipt;
     if (known) return known;
     const generation = this.#generation;
-    const handle = this.#spawn(input, 'async', undefined, context?.span);
+    const handle = this.#spawn(input, 'async', undefined, context);
+    const receipt = this.#watch(handle, generation);
+    this.#remember(context?.callId, { handle, result: handle.result, receipt });
+    return receipt;
+  }
+
+  /** Registers a live async child, with its reaper; its result goes to the inbox. */
+  #watch(handle: ChildHandle, generation: number): AgentReceipt {
     const logDir = this.#options.logDirOf(handle.id);
     this.#live.add(handle, {
       logDir,
       ceilingMs: this.#options.ceilingMs,
       onSettle: (result) => this.#onAsyncSettle(result, generation),
     });
-    const receipt: AgentReceipt = { id: handle.id, title: handle.title, status: 'started', logDir };
-    this.#remember(context?.callId, { handle, receipt });
-    return receipt;
+    return { id: handle.id, title: handle.title, status: 'started', logDir };
   }
 
-  #known(callId: string | undefined): { handle: ChildHandle; receipt?: AgentReceipt } | undefined {
+  /**
+   * Takes back a child of a stopped run (`Session.resume`): one that goes on is live again, and
+   * its call, run again, finds it; one that settled and was not delivered is delivered now
+   * (or dropped as stale, by the usual rule).
+   */
+  adopt(child: Adoption): void {
+    const { handle, result, callId } = child;
+    const receipt: AgentReceipt = {
+      id: child.id,
+      title: child.title,
+      status: 'started',
+      logDir: this.#options.logDirOf(child.id),
+    };
+    if (handle) {
+      const depth = this.#options.ownerDepth + 1;
+      this.#options.emit?.({
+        type: 'agent-start',
+        agentId: handle.id,
+        title: handle.title,
+        depth,
+        mode: child.mode,
+      });
+      if (child.mode === 'async') this.#watch(handle, child.generation);
+      if (callId !== undefined)
+        this.#byCall.set(callId, { handle, result: handle.result, receipt });
+      return;
+    }
+    if (!result) return;
+    if (callId !== undefined)
+      this.#byCall.set(callId, { result: Promise.resolve(result), receipt });
+    if (child.mode === 'async' && !child.delivered) this.#onAsyncSettle(result, child.generation);
+  }
+
+  #known(callId: string | undefined): Spawned | undefined {
     return callId === undefined ? undefined : this.#byCall.get(callId);
   }
 
-  #remember(
-    callId: string | undefined,
-    spawned: { handle: ChildHandle; receipt?: AgentReceipt },
-  ): void {
+  #remember(callId: string | undefined, spawned: Spawned): void {
     if (callId !== undefined && this.#options.ownerDepth > 0) this.#byCall.set(callId, spawned);
   }
 
@@ -212,8 +275,9 @@ export class AgentScope implements AgentSpawner {
     input: AgentToolInput,
     mode: 'sync' | 'async',
     onEvent: ((event: AgentEvent) => void) | undefined,
-    span: TraceSpanId | undefined,
+    call: Pick<ToolContext, 'span' | 'callId'> | undefined,
   ): ChildHandle {
+    const span = call?.span;
     const { traceContextOf, tree, patienceMs } = this.#options;
     const handle = this.#options.spawn(
       {
@@ -231,6 +295,8 @@ export class AgentScope implements AgentSpawner {
         depth: this.#options.ownerDepth + 1,
         generation: this.#generation,
         mode,
+        parent: this.#options.owner,
+        ...(call?.callId === undefined ? {} : { callId: call.callId }),
         ...(this.#options.provider ? { provider: this.#options.provider } : {}),
         ...(traceContextOf ? { traceParent: traceContextOf(span) } : {}),
         ...(tree ? { tree } : {}),
@@ -272,4 +338,9 @@ export class AgentScope implements AgentSpawner {
     const waiters = this.#waiters.splice(0);
     for (const wake of waiters) wake();
   }
+}
+
+/** What a sync child's call answers: its text, or its outcome's tag when it has none. */
+function textOf(result: AgentResult): string {
+  return result.text !== '' ? result.text : outcomeTag(result);
 }

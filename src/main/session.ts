@@ -15,7 +15,7 @@ import {
   type OptionsOf,
 } from '../shared/option-schema.js';
 import { Provider } from '../shared/provider/provider.js';
-import type { ContentBlockParam, MessageParam } from '../shared/provider/types.js';
+import type { ContentBlockParam, MessageParam, ToolCall } from '../shared/provider/types.js';
 import { redactEvent } from '../shared/redact.js';
 import { type AgentResult, emptyUsage } from '../shared/result.js';
 import { loadToolModule } from '../shared/tools/modules.js';
@@ -27,7 +27,9 @@ import type { Engine } from './engine.js';
 import { DEFAULT_CEILING_MS, MAX_STEPS } from './engine-options.js';
 import { EventHub } from './event-hub.js';
 import { renderInbox } from './inbox.js';
+import { RootJournal } from './root-journal.js';
 import { ROOT_ID, runRootTurn, type TurnResult } from './root-turn.js';
+import { type ResumeCounts, readStoppedRun, resumeAgents, type StoppedRoot } from './run-resume.js';
 import { AgentScope } from './scope.js';
 import { type RootTrace, traceRootTurn } from './tracing/agent-trace.js';
 import type { OtelSpans } from './tracing/otel-spans.js';
@@ -103,16 +105,55 @@ export class Session {
   /** The running turn's spans, when the engine traces: a spawn hangs under its tool call's. */
   #turnSpans: OtelSpans | undefined;
   readonly #unsubscribeGovernor: (() => void) | undefined;
+  /** The root's records in the run journal. */
+  readonly #journal: RootJournal;
+  /** How the last turn ended, for the root's result record at close. */
+  #lastTurn: TurnResult | undefined;
+  /** What a resume found and did, for `Session.resume`'s caller. */
+  #resumed: (ResumeCounts & { ended: boolean }) | undefined;
 
-  constructor(engine: Engine, options: SessionOptions = {}) {
+  /**
+   * Resumes the session whose run is in `engine.logDir` after its process stopped (a kill, a
+   * crash, a signal): its root's transcript and generation are read back from the run journal;
+   * every agent that was running goes on from its last committed step under its own id; results
+   * that settled and never reached the root are delivered once; a turn that was under way goes
+   * on (its committed calls run again, its committed requests do not). Throws a UsageError when
+   * the folder holds no session's journal, a JournalVersionError for another version's.
+   * `options.system` defaults to the stopped session's.
+   */
+  static async resume(engine: Engine, options: SessionOptions = {}): Promise<Session> {
+    checkOptions(SESSION_FIELDS, options);
+    const run = await readStoppedRun(engine.logDir);
+    const system = options.system ?? run.root.system;
+    const session = new Session(
+      engine,
+      { ...options, ...(system === undefined ? {} : { system }) },
+      run.root,
+    );
+    session.#continue(run.root);
+    const counts = resumeAgents(engine, session.#scope, run, (event) => session.#emit(event));
+    session.#resumed = { ...counts, ended: run.root.ended };
+    if (session.#options.autoWake && session.#running === 0 && session.#scope.pending.length > 0) {
+      void session.#enqueueTurn([], undefined);
+    }
+    return session;
+  }
+
+  constructor(engine: Engine, options: SessionOptions = {}, stopped?: StoppedRoot) {
     checkOptions(SESSION_FIELDS, options);
     this.#engine = engine;
     this.#options = options;
     this.#provider = new Provider(engine.provider);
+    this.#journal = new RootJournal(engine.logDir, stopped ? stopped.inc + 1 : 0);
+    if (stopped) {
+      this.#messages = structuredClone(stopped.messages);
+      this.#journal.start(this.#rootMeta(stopped.generation), this.#messages);
+    }
     this.#scope = new AgentScope({
       spawn: (agent, context) => engine.spawn(agent, context),
+      owner: ROOT_ID,
       ownerDepth: 0,
-      generation: 0,
+      generation: stopped?.generation ?? 0,
       ceilingMs: options.ceilingMs ?? engine.ceilingMs ?? DEFAULT_CEILING_MS,
       logDirOf: () => engine.logDir,
       patienceMs: options.patienceMs,
@@ -134,6 +175,27 @@ export class Session {
 
   get generation(): number {
     return this.#scope.generation;
+  }
+
+  /**
+   * For a session made by `Session.resume`: agents that went on, results delivered that had not
+   * been, agents failed for a corrupt record, and whether the stopped session had ended.
+   */
+  get resumed(): (ResumeCounts & { ended: boolean }) | undefined {
+    return this.#resumed === undefined ? undefined : { ...this.#resumed };
+  }
+
+  /** The root's meta in its journal's start records. */
+  #rootMeta(generation: number): Record<string, unknown> {
+    return {
+      id: ROOT_ID,
+      title: ROOT_ID,
+      depth: 0,
+      generation,
+      model: this.#engine.provider.model,
+      session: true,
+      ...(this.#options.system === undefined ? {} : { system: this.#options.system }),
+    };
   }
 
   /** The root's transcript (a copy). */
@@ -218,6 +280,7 @@ export class Session {
   clear(): void {
     this.#scope.clear();
     this.#messages = [];
+    if (this.#journal.started) this.#journal.start(this.#rootMeta(this.#scope.generation), []);
     this.#foreground?.abort('clear');
     this.#emit({ type: 'session-clear', generation: this.#scope.generation });
   }
@@ -250,9 +313,12 @@ export class Session {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
+    // Closed with work still going: the run was stopped, and a resume takes it up again.
+    const stopped = !this.#isIdle() || this.#scope.pending.length > 0;
     this.#foreground?.abort('shutdown');
     await this.#scope.close('shutdown');
     await this.#turnChain.catch(() => {});
+    await this.#journal.end(this.#rootResult(stopped), this.#engine.logPolicy);
     this.#checkIdle();
     this.#unsubscribeGovernor?.();
     this.#events.close();
@@ -265,6 +331,47 @@ export class Session {
     return true;
   }
 
+  /**
+   * The root's result record: how its last turn ended. A session closed while a turn or an agent
+   * was still going was stopped (`shutdown`), and a resume takes it up again.
+   */
+  #rootResult(interrupted: boolean): AgentResult {
+    const last = this.#lastTurn;
+    const stopped = interrupted || last === undefined;
+    const base = {
+      id: ROOT_ID,
+      title: ROOT_ID,
+      truncated: false,
+      elapsedMs: 0,
+      generation: this.#scope.generation,
+      usage: last?.usage ?? emptyUsage(),
+    };
+    if (stopped || last.outcome === 'cancelled') {
+      return {
+        ...base,
+        outcome: 'cancelled',
+        text: '',
+        reason: stopped ? 'shutdown' : (last.reason ?? 'user'),
+      };
+    }
+    if (last.outcome === 'ready') return { ...base, outcome: 'complete', text: last.text };
+    if (last.outcome === 'capped') return { ...base, outcome: 'capped', text: '' };
+    return {
+      ...base,
+      outcome: 'failed',
+      text: '',
+      ...(last.reason ? { reason: last.reason } : {}),
+      code: last.code ?? 'internal',
+    };
+  }
+
+  /** Takes up the stopped root's turn when one was under way. */
+  #continue(stopped: StoppedRoot): void {
+    if (stopped.pending || stopped.underWay) {
+      void this.#enqueueTurn([], undefined, stopped.pending ? { pending: stopped.pending } : {});
+    }
+  }
+
   #onAsyncSettle(delivered: boolean): void {
     if (delivered && this.#options.autoWake && this.#running === 0 && !this.#closed) {
       void this.#enqueueTurn([], undefined);
@@ -275,9 +382,13 @@ export class Session {
 
   // ── Turns ──────────────────────────────────────────────────────────────────────────────────
 
-  #enqueueTurn(content: ContentBlockParam[], signal: AbortSignal | undefined): Promise<TurnResult> {
+  #enqueueTurn(
+    content: ContentBlockParam[],
+    signal: AbortSignal | undefined,
+    resume?: { pending?: ToolCall[] },
+  ): Promise<TurnResult> {
     this.#running++;
-    const turn = this.#turnChain.then(() => this.#runTurn(content, signal));
+    const turn = this.#turnChain.then(() => this.#runTurn(content, signal, resume));
     this.#turnChain = turn.catch(() => {});
     return turn.finally(() => {
       this.#running--;
@@ -294,9 +405,15 @@ export class Session {
     });
   }
 
+  /**
+   * Runs one turn. `resume` takes up a stopped run's turn: it runs with nothing new to say, and
+   * with `pending` calls it answers those first (no delivery may come between a call and its
+   * answer: results wait for the next turn).
+   */
   async #runTurn(
     content: ContentBlockParam[],
     signal: AbortSignal | undefined,
+    resume?: { pending?: ToolCall[] },
   ): Promise<TurnResult> {
     const generation = this.#scope.generation;
     const usage = emptyUsage();
@@ -304,12 +421,12 @@ export class Session {
     if (this.#closed) {
       return { outcome: 'cancelled', text: '', reason: 'shutdown', usage, generation };
     }
-    const deliver = this.#scope.takeInbox();
+    const deliver = resume?.pending ? [] : this.#scope.takeInbox();
     const blocks = [...(deliver.length > 0 ? renderInbox(deliver) : []), ...content];
     const turn = ++this.#turn;
-    if (blocks.length === 0) return { outcome: 'ready', text: '', usage, generation };
+    if (blocks.length === 0 && !resume) return { outcome: 'ready', text: '', usage, generation };
     this.#delivered.push(...deliver);
-    this.#appendUser(blocks);
+    if (blocks.length > 0) this.#appendUser(blocks);
     this.#emit({ type: 'turn-start', turn, generation, delivered: deliver.length });
     const controller = new AbortController();
     this.#foreground = controller;
@@ -337,7 +454,12 @@ export class Session {
         generation,
         emit: (event) => this.#emit(event),
         trace: traced?.spans,
+        commit: (messages) => this.#journal.step(messages),
+        resumeFrom: resume?.pending
+          ? { steps: 0, counted: 0, nextStepFree: false, pending: resume.pending }
+          : undefined,
       });
+      this.#lastTurn = result;
     } finally {
       signal?.removeEventListener('abort', onAbort);
       if (this.#foreground === controller) this.#foreground = undefined;
@@ -364,6 +486,9 @@ export class Session {
 
   /** Appends user content; merges into the last message when a failed turn left a user last. */
   #appendUser(blocks: ContentBlockParam[]): void {
+    if (!this.#journal.started)
+      this.#journal.start(this.#rootMeta(this.#scope.generation), this.#messages);
+    this.#journal.step([{ role: 'user', content: blocks }]);
     const last = this.#messages.at(-1);
     if (last?.role === 'user') {
       const existing =

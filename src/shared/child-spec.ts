@@ -63,6 +63,14 @@ export interface ChildSpec {
   inc?: number;
   /** The caller's name for the spawn (a batch's task id), journaled in its start's meta. */
   key?: string;
+  /**
+   * Who spawned it (an agent id, or `root` for a session's root), the tool_use id of the call
+   * that did, and how: journaled in its start's meta, so a resumed run re-attaches each child to
+   * its parent instead of spawning it again.
+   */
+  parent?: string;
+  call?: string;
+  mode?: 'sync' | 'async';
   /** Names of host tools registered on the main thread, reached through the host bridge. */
   hostTools?: HostToolInfo[];
   /** The agent file it was made from (`agent: NAME`), for its meta and its trace. */

@@ -26,6 +26,11 @@ export const FAILURE_CODES = [
   'bridge_closed',
   /** A typed reply did not match its `outputSchema` after the allowed number of tries. */
   'bad_reply',
+  /**
+   * A run resumed (`cohort run --resume`) found a record of this agent that does not parse in
+   * the middle of its journal: what it did after that is not known, so it is not run again.
+   */
+  'journal_corrupt',
   /** A fault inside cohort: a bug, or an invariant that broke. */
   'internal',
 ] as const;

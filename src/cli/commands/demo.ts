@@ -44,6 +44,7 @@ export async function demoCommand(argv: string[]): Promise<number> {
     positionals[0] ?? stringFlag(values, ENGINE_FIELDS.workspace) ?? defaultFolder(),
   );
   return runSession({
+    resumeHint: false,
     prompt: DEMO_PROMPT,
     values,
     json: values.json === true,

@@ -1,3 +1,4 @@
+import { ROOT_ID } from '../../main/root-journal.js';
 import { defaultLogRoot } from '../../main/run-folder.js';
 import { parseAge } from '../../shared/duration.js';
 import { UsageError } from '../../shared/errors.js';
@@ -30,7 +31,8 @@ Without --run, tail reads the newest run, and show and export the newest run tha
           results by outcome, its size on disk, and whether a process that writes it is alive.
           --json prints one line {"type":"runs","root","runs":[…]}.
   show    agent ID's transcript: its meta, the prompt, each step's text, tool calls and results
-          (long results clipped), the reply and the outcome. --json prints its history as one
+          (long results clipped), the reply and the outcome. ID \`root\` is a \`cohort run\`
+          session's root: its whole conversation. --json prints its history as one
           line {"id","inc","meta","messages","steps","result","keep","corrupt","startedAt",
           "endedAt"}.
   tail    the run's records, a line each: the time, the agent and what happened (started,
@@ -122,13 +124,13 @@ function parseSubcommand(
   }
   if (positionals.length !== 1) {
     throw new UsageError(
-      `Expected one agent ID after \`${name}\` (ag_ and 12 characters, as a result's "id"), got ${positionals.length === 0 ? 'nothing' : got}`,
+      `Expected one agent ID after \`${name}\` (ag_ and 12 characters, as a result's "id", or \`root\` for a session's root), got ${positionals.length === 0 ? 'nothing' : got}`,
     );
   }
   const id = positionals[0]!;
-  if (!isAgentId(id)) {
+  if (!isAgentId(id) && id !== ROOT_ID) {
     throw new UsageError(
-      `Expected an agent ID (ag_ and 12 characters of a-z and 2-7, as a result's "id"), got ${got}`,
+      `Expected an agent ID (ag_ and 12 characters of a-z and 2-7, as a result's "id", or \`root\` for a session's root), got ${got}`,
     );
   }
   return { values, id };

@@ -1,18 +1,28 @@
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import { defaultLogRoot } from '../../main/run-folder.js';
+import { readStoppedRun } from '../../main/run-resume.js';
 import { ROOT_ID, Session, type SessionEvent, type TurnResult } from '../../main/session.js';
 import { UsageError } from '../../shared/errors.js';
+import { JournalVersionError } from '../../shared/journal/reader.js';
 import { defined } from '../../shared/option-schema.js';
+import type { MessageParam } from '../../shared/provider/types.js';
 import type { AgentResult } from '../../shared/result.js';
+import { emptyUsage } from '../../shared/result.js';
 import type { ScriptedModelOptions } from '../../testing/index.js';
 import { type CliFlag, type ParsedValues, parseCommand, stringFlag } from '../flags.js';
 import { readPrompt } from '../input.js';
-import { note, safeLabel, safeText, stdout } from '../output.js';
+import { checkRunId, logRootOf, RUN_FLAG } from '../logs/run-folders.js';
+import { note, safeLabel, safeText, shellQuote, stdout } from '../output.js';
 import {
   handleInterrupts,
   type InterruptHandler,
+  onCleanup,
   type StopSignal,
   signalExitCode,
   stopSignal,
 } from '../process.js';
+import { acquireLock } from '../results/lock.js';
 import { LiveView } from '../views/live-view.js';
 import { COMMON_HELP, commandOptions, EXIT_CODES_HELP, ownHelp } from './help.js';
 import { type PreparedEngine, prepareEngine, startEngine } from './start.js';
@@ -22,10 +32,17 @@ const SYSTEM_FLAG: CliFlag = { flag: '--system', arg: 'S', help: "the root's sys
 /** `--json` of `cohort run` and `cohort demo`. */
 export const EVENTS_JSON_FLAG: CliFlag = { flag: '--json', help: 'JSONL events and a final line' };
 
+const RESUME_FLAG: CliFlag = {
+  flag: '--resume',
+  arg: 'ID',
+  help: 'go on with the stopped run ROOT/ID instead of a new one (no PROMPT)',
+};
+
 /** `cohort run`'s own flags, in the order its help lists them. */
-const OWN_FLAGS = [SYSTEM_FLAG, EVENTS_JSON_FLAG];
+const OWN_FLAGS = [SYSTEM_FLAG, EVENTS_JSON_FLAG, RESUME_FLAG];
 
 export const RUN_USAGE = `Usage: cohort run PROMPT [options]
+       cohort run --resume ID [options]
 
 Runs a root session turn with the agent tools, then stays alive through inbox deliveries
 until no async agent is live and the root is ready. PROMPT is the text itself, \`-\` to read
@@ -33,6 +50,13 @@ it from stdin, or @FILE to read it from a file (@@… for a literal prompt that 
 Without --json it shows the root's streamed text, a line per agent as it starts and settles
 (✓ complete, ✗ failed, ⊘ cancelled, – empty or capped) and each result. With --json it prints
 one event per line (JSONL), ending with a line {"type":"final",…}.
+
+Every run prints its id and the command that resumes it (stderr; with --json the first line is
+{"type":"run","id":…,"logDir":…}). If the run stops for any reason (a kill -9, a crash, a second
+Ctrl-C), \`cohort run --resume ID\` with the same --log-dir and provider options takes it up again:
+the root's conversation comes back from the run's journal, agents that were running go on from
+their last committed step (no step the model already answered is asked again, no agent starts
+twice), and results that settled while nothing ran are delivered to the root once.
 
 Ctrl-C cancels the foreground turn; async agents go on. A second Ctrl-C, or SIGTERM or SIGHUP,
 cancels everything and still prints every settled result and the final line. One more signal
@@ -44,7 +68,8 @@ ${COMMON_HELP}
 ${EXIT_CODES_HELP}
   0  the root's last turn ended ready
   1  it ended otherwise (cancelled, capped, failed) or an error
-  2  a usage error: a bad flag, a missing file or folder; nothing ran
+  2  a usage error: a bad flag, a missing file or folder, a --resume of an unknown run, of one
+     still running, or of another version's journal; nothing ran
   130/143/129  a signal ended the run: a second Ctrl-C, SIGTERM or SIGHUP, or a first Ctrl-C
                whose cancelled turn was the end of it. The summary is still printed.
   141  stdout closed before the end`;
@@ -67,6 +92,8 @@ export async function runCommand(argv: string[]): Promise<number> {
     stdout().write(`${RUN_USAGE}\n`);
     return 0;
   }
+  const resume = stringFlag(values, RESUME_FLAG);
+  if (resume !== undefined) return resumeCommand(resume, positionals, values);
   if (positionals.length !== 1) {
     throw new UsageError(`Expected exactly one PROMPT argument, got ${positionals.length}`);
   }
@@ -82,8 +109,63 @@ export async function runCommand(argv: string[]): Promise<number> {
   });
 }
 
+/** `cohort run --resume ID`: the stopped run's folder is checked before anything starts. */
+async function resumeCommand(
+  id: string,
+  positionals: string[],
+  values: ParsedValues,
+): Promise<number> {
+  if (positionals.length > 0) {
+    throw new UsageError(
+      `Expected no PROMPT with --resume (the run goes on from its own conversation), got ${positionals.length}`,
+    );
+  }
+  checkRunId(id, '--resume');
+  const named = stringFlag(values, RUN_FLAG);
+  if (named !== undefined && named !== id) {
+    throw new UsageError(
+      `Expected --run to be left out with --resume ${id}, got --run ${safeLabel(named)}`,
+    );
+  }
+  const root = logRootOf(values);
+  const dir = path.join(root, id);
+  if (!existsSync(dir)) {
+    throw new UsageError(
+      `Expected --resume to name a run under ${safeLabel(root)}, got ${safeLabel(id)}: there is no such folder (\`cohort logs list${root === path.resolve(defaultLogRoot()) ? '' : ` --log-dir ${shellQuote(root)}`}\` lists the runs)`,
+    );
+  }
+  await checkStoppedRun(dir);
+  const prepared = await prepareEngine({ ...values, run: id });
+  return runSession({
+    prepared,
+    values: { ...values, run: id },
+    json: values.json === true,
+    system: stringFlag(values, SYSTEM_FLAG),
+    resume: true,
+  });
+}
+
+/** Reads the run for a resume as `Session.resume` will: what it refuses is a usage error. */
+async function checkStoppedRun(dir: string): Promise<void> {
+  try {
+    await readStoppedRun(dir);
+  } catch (error) {
+    if (error instanceof JournalVersionError)
+      throw new UsageError(`Expected a journal this cohort reads, got: ${error.message}`);
+    throw error;
+  }
+}
+
 export interface RunSessionOptions {
-  prompt: string;
+  /** The root's first message; unset with `resume`. */
+  prompt?: string;
+  /** Go on with the stopped run in the run folder the flags name (`--resume`). */
+  resume?: boolean;
+  /**
+   * Say on stderr how to resume the run (default: yes). The demo does not: its workspace and
+   * its model's latency come from the demo, not from flags a resume could repeat.
+   */
+  resumeHint?: boolean;
   values: ParsedValues;
   /** The flags, already checked (`run` checks them before it reads a prompt from stdin). */
   prepared?: PreparedEngine | undefined;
@@ -104,8 +186,21 @@ export async function runSession(options: RunSessionOptions): Promise<number> {
     workspace: options.workspace,
     mockLoad: options.mockLoad,
   });
-  const session = new Session(engine, { autoWake: true, system: options.system });
+  const lock = acquireLock(`${engine.logDir}.lock`, {
+    command: options.resume ? `cohort run --resume ${path.basename(engine.logDir)}` : 'cohort run',
+    what: {
+      subject: `run ${safeLabel(path.basename(engine.logDir))}`,
+      noun: 'run',
+      fix: 'Pick a --log-dir you can write to.',
+    },
+  });
+  onCleanup(() => lock.release());
+  const sessionOptions = { autoWake: true, ...defined({ system: options.system }) };
+  const session = options.resume
+    ? await Session.resume(engine, sessionOptions)
+    : new Session(engine, sessionOptions);
   const out = stdout();
+  announceRun(engine.logDir, options.json, session, options.resumeHint ?? true);
   const view = new LiveView({ write: (text: string) => out.write(text) });
   const record = new RunRecord();
   const consume = (async () => {
@@ -130,12 +225,25 @@ export async function runSession(options: RunSessionOptions): Promise<number> {
   const stopHandling = handleInterrupts(interrupts);
   try {
     if (options.banner && !options.json) out.write(`${safeText(options.banner)}\n`);
-    await session.send(options.prompt);
+    const resumed = session.resumed;
+    if (resumed?.ended && resumed.resumed + resumed.undelivered === 0) {
+      record.lastTurn = {
+        outcome: 'ready',
+        text: '',
+        usage: emptyUsage(),
+        generation: session.generation,
+      };
+      record.lastRootText = lastAssistantText(session.transcript);
+    }
+    if (options.prompt !== undefined) await session.send(options.prompt);
     await session.waitIdle();
   } finally {
     await session.close();
     await consume;
     stopHandling();
+    // Its journal is whole before another process may take the run up.
+    await engine.close();
+    lock.release();
   }
   const summary = printSummary();
   // A first Ctrl-C only cancels the foreground turn: the run goes on and its end decides. If
@@ -145,6 +253,47 @@ export async function runSession(options: RunSessionOptions): Promise<number> {
   if (signal) return signalExitCode(signal);
   if (stdoutClosed) return 141;
   return summary.outcome === 'ready' ? 0 : 1;
+}
+
+/**
+ * Where the run is and how to take it up again: the first JSON line, or a line on stderr. A
+ * resumed run says what it found.
+ */
+function announceRun(logDir: string, json: boolean, session: Session, hint: boolean): void {
+  const id = path.basename(logDir);
+  const resumed = session.resumed;
+  if (json) {
+    stdout().write(
+      `${JSON.stringify({ type: 'run', id, logDir, ...(resumed ? { resumed } : {}) })}\n`,
+    );
+    return;
+  }
+  const root = path.dirname(logDir);
+  const elsewhere = root === path.resolve(defaultLogRoot()) ? '' : ` --log-dir ${shellQuote(root)}`;
+  if (resumed) {
+    const nothing = resumed.ended && resumed.resumed + resumed.undelivered === 0;
+    note(
+      safeLabel(
+        nothing
+          ? `cohort: run ${id} had ended: nothing left to do`
+          : `cohort: resuming run ${id}: ${resumed.resumed} agent(s) go on, ${resumed.undelivered} result(s) to deliver${resumed.corrupt > 0 ? `, ${resumed.corrupt} failed for a corrupt journal record` : ''}`,
+      ),
+    );
+  }
+  if (!hint) return;
+  note(
+    safeLabel(
+      `cohort: run ${id}; if it stops, go on with: cohort run --resume ${shellQuote(id)}${elsewhere} (and the same provider and tool options)`,
+    ),
+  );
+}
+
+/** The text of the last message, when the root's. */
+function lastAssistantText(messages: readonly MessageParam[]): string {
+  const last = messages.at(-1);
+  if (last?.role !== 'assistant') return '';
+  if (typeof last.content === 'string') return last.content;
+  return last.content.map((block) => (block.type === 'text' ? block.text : '')).join('');
 }
 
 /**

@@ -5,6 +5,7 @@
  */
 
 import { readFile } from 'node:fs/promises';
+import { ROOT_ID } from '../../main/root-journal.js';
 import { histories, parseSegment } from '../../shared/journal/reader.js';
 import { measure, pidIsAlive } from '../log-prune.js';
 import { safeLabel } from '../output.js';
@@ -44,6 +45,8 @@ export async function summariseRun(run: RunInfo): Promise<RunSummary> {
       run.segments.map((file) => readFile(file, 'utf8').catch(() => '')),
     );
     const agents = histories(texts.map((text, index) => parseSegment(run.segments[index]!, text)));
+    // A session's root is no spawned agent: its records are its conversation.
+    agents.delete(ROOT_ID);
     summary.agents = agents.size;
     for (const agent of agents.values()) {
       const outcome = agent.result?.outcome;

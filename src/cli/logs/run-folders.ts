@@ -30,10 +30,10 @@ export const RUN_FLAG: CliFlag = {
 const RUN_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
 
 /** Checks `--run`'s value: a folder name directly under the root, never a path. */
-export function checkRunId(value: string): string {
+export function checkRunId(value: string, flag = '--run'): string {
   if (!RUN_ID.test(value) || value.includes('..')) {
     throw new UsageError(
-      `Expected \`--run\` to be a plain folder name under the log root (letters, digits, \`.\`, \`_\` and \`-\`, starting with a letter or digit, no \`..\`), got \`${safeLabel(value)}\``,
+      `Expected \`${flag}\` to be a plain folder name under the log root (letters, digits, \`.\`, \`_\` and \`-\`, starting with a letter or digit, no \`..\`), got \`${safeLabel(value)}\``,
     );
   }
   return value;

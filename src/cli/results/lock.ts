@@ -25,6 +25,18 @@ export interface AcquireLockOptions {
   command?: string | undefined;
   /** How the locked file is named in messages (the path as the user gave it). */
   label?: string;
+  /**
+   * What is locked, for messages, when it is not a results file: how to name it (`run ID`),
+   * what it is (`run`), and what to pick when the lock cannot be made.
+   */
+  what?: LockedThing;
+}
+
+/** How messages name what a lock guards. */
+export interface LockedThing {
+  subject: string;
+  noun: string;
+  fix: string;
 }
 
 /** Tries of the acquire loop; each one after the first waits `RETRY_MS` (half a second in all). */
@@ -74,6 +86,11 @@ export class ResultsLock {
  */
 export function acquireLock(lockPath: string, options: AcquireLockOptions = {}): ResultsLock {
   const label = options.label ?? lockPath;
+  const what: LockedThing = options.what ?? {
+    subject: `--out ${safeLabel(label)}`,
+    noun: 'results file',
+    fix: 'Pick an --out in a folder you can write to.',
+  };
   const record: LockHolder = defined({
     pid: process.pid,
     host: hostname(),
@@ -83,22 +100,22 @@ export function acquireLock(lockPath: string, options: AcquireLockOptions = {}):
   const content = `${JSON.stringify(record)}\n`;
   for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
     if (attempt > 0) pause(RETRY_MS);
-    if (tryCreate(lockPath, content, label)) return new ResultsLock(lockPath, content);
+    if (tryCreate(lockPath, content, what)) return new ResultsLock(lockPath, content);
     const raw = readRaw(lockPath);
     if (raw === undefined) continue; // Released between our create and our read: try again.
     const holder = parseHolder(raw);
     if (holder === undefined) {
       // The holder may be between its O_EXCL create and its write: give it a moment.
       if (attempt < 10) continue;
-      throw unreadableLock(lockPath, label, raw);
+      throw unreadableLock(lockPath, what, raw);
     }
-    if (holder.host !== hostname()) throw otherHostLock(lockPath, label, holder);
-    if (isAlive(holder.pid)) throw heldLock(lockPath, label, holder);
+    if (holder.host !== hostname()) throw otherHostLock(lockPath, what, holder);
+    if (isAlive(holder.pid)) throw heldLock(lockPath, what, holder);
     // Dead holder: remove its file under the takeover guard, then loop to create ours. When the
     // guard is busy another run is taking over right now; the next turn sees its lock.
     removeStale(lockPath, raw);
   }
-  throw stuckTakeover(lockPath, label);
+  throw stuckTakeover(lockPath, what);
 }
 
 /*
@@ -142,7 +159,7 @@ function removeStale(lockPath: string, staleRaw: string): void {
 }
 
 /** Creates the lock file with O_EXCL; false when it exists. */
-function tryCreate(lockPath: string, content: string, label: string): boolean {
+function tryCreate(lockPath: string, content: string, what: LockedThing): boolean {
   let fd: number;
   try {
     fd = openSync(lockPath, 'wx');
@@ -150,7 +167,7 @@ function tryCreate(lockPath: string, content: string, label: string): boolean {
     const code = (error as NodeJS.ErrnoException).code;
     if (code === 'EEXIST') return false;
     throw new UsageError(
-      `Expected to create the lock file ${safeLabel(lockPath)} beside --out ${safeLabel(label)}, got ${code ?? 'an error'}: ${safeLabel((error as Error).message)}. Pick an --out in a folder you can write to.`,
+      `Expected to create the lock file ${safeLabel(lockPath)} for ${what.subject}, got ${code ?? 'an error'}: ${safeLabel((error as Error).message)}. ${what.fix}`,
     );
   }
   try {
@@ -215,26 +232,26 @@ function describeHolder(holder: LockHolder): string {
   return `pid ${holder.pid} on host ${safeLabel(holder.host)} (since ${safeLabel(holder.startedAt)}${safeLabel(command)})`;
 }
 
-function heldLock(lockPath: string, label: string, holder: LockHolder): UsageError {
+function heldLock(lockPath: string, what: LockedThing, holder: LockHolder): UsageError {
   return new UsageError(
-    `Expected --out ${safeLabel(label)} to be free, got a lock held by ${describeHolder(holder)}: ${safeLabel(lockPath)}. Another run is using this results file; wait for it to finish or stop it. If no cohort run is using it, remove the lock file by hand.`,
+    `Expected ${what.subject} to be free, got a lock held by ${describeHolder(holder)}: ${safeLabel(lockPath)}. Another process is using this ${what.noun}; wait for it to finish or stop it. If no cohort process is using it, remove the lock file by hand.`,
   );
 }
 
-function otherHostLock(lockPath: string, label: string, holder: LockHolder): UsageError {
+function otherHostLock(lockPath: string, what: LockedThing, holder: LockHolder): UsageError {
   return new UsageError(
-    `Expected --out ${safeLabel(label)} to be free, got a lock held by ${describeHolder(holder)}: ${safeLabel(lockPath)}. A lock from another host is never taken over, since this host (${safeLabel(hostname())}) cannot tell whether that process still runs. If no cohort run is using the file, remove the lock file by hand.`,
+    `Expected ${what.subject} to be free, got a lock held by ${describeHolder(holder)}: ${safeLabel(lockPath)}. A lock from another host is never taken over, since this host (${safeLabel(hostname())}) cannot tell whether that process still runs. If no cohort process is using it, remove the lock file by hand.`,
   );
 }
 
-function unreadableLock(lockPath: string, label: string, raw: string): UsageError {
+function unreadableLock(lockPath: string, what: LockedThing, raw: string): UsageError {
   return new UsageError(
-    `Expected the lock file ${safeLabel(lockPath)} of --out ${safeLabel(label)} to hold a cohort lock record ({"pid","host","startedAt"}), got ${safeText(JSON.stringify(raw.slice(0, 80)))}. If no cohort run is using the file, remove the lock file by hand.`,
+    `Expected the lock file ${safeLabel(lockPath)} of ${what.subject} to hold a cohort lock record ({"pid","host","startedAt"}), got ${safeText(JSON.stringify(raw.slice(0, 80)))}. If no cohort process is using it, remove the lock file by hand.`,
   );
 }
 
-function stuckTakeover(lockPath: string, label: string): UsageError {
+function stuckTakeover(lockPath: string, what: LockedThing): UsageError {
   return new UsageError(
-    `Expected to take over the stale lock ${safeLabel(lockPath)} of --out ${safeLabel(label)}, got a takeover guard that stayed in place: ${safeLabel(`${lockPath}.takeover`)}. Its taker was probably killed mid-takeover. If no cohort run is starting on this file, remove both files by hand.`,
+    `Expected to take over the stale lock ${safeLabel(lockPath)} of ${what.subject}, got a takeover guard that stayed in place: ${safeLabel(`${lockPath}.takeover`)}. Its taker was probably killed mid-takeover. If no cohort process is starting on it, remove both files by hand.`,
   );
 }

@@ -36,7 +36,7 @@ export class JournalVersionError extends Error {
   }
 }
 
-const AGENT_ID = /"a":"(ag_[a-z0-9]+)"/;
+const AGENT_ID = /"a":"(ag_[a-z0-9]+|root)"/;
 
 /** Parses a segment's text. Throws JournalVersionError for another version's segment. */
 export function parseSegment(file: string, text: string): SegmentContent {
@@ -156,6 +156,8 @@ export function histories(contents: readonly SegmentContent[]): Map<string, Agen
           }
           break;
         case 'result':
+          // The latest wins: an agent stopped by a shutdown and resumed has two.
+          if (history.endedAt !== undefined && record.at < history.endedAt) break;
           history.result = record.r;
           history.keep = record.keep;
           history.endedAt = record.at;
