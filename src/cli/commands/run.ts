@@ -2,6 +2,7 @@ import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { defaultLogRoot } from '../../main/run-folder.js';
 import { readStoppedRun } from '../../main/run-resume.js';
+import { QUEUE_FIELDS } from '../../main/runners/queue/options.js';
 import { ROOT_ID, Session, type SessionEvent, type TurnResult } from '../../main/session.js';
 import { UsageError } from '../../shared/errors.js';
 import { JournalVersionError } from '../../shared/journal/reader.js';
@@ -121,6 +122,11 @@ async function resumeCommand(
     );
   }
   checkRunId(id, '--resume');
+  if (stringFlag(values, QUEUE_FIELDS.url) !== undefined) {
+    throw new UsageError(
+      `Expected --resume without --queue, got --queue: a queued run's children are jobs in Redis that its workers go on with when this process stops, and resuming them from here is not supported`,
+    );
+  }
   const named = stringFlag(values, RUN_FLAG);
   if (named !== undefined && named !== id) {
     throw new UsageError(
