@@ -17,7 +17,7 @@ import { hostname } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import fc from 'fast-check';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { type BatchResultLine, openResults } from '../src/cli/results/file.js';
 import { UsageError } from '../src/shared/errors.js';
 import { emptyUsage } from '../src/shared/result.js';
@@ -183,6 +183,30 @@ describe('the results lock', () => {
     expect(taken).toMatchObject({ pid: process.pid, host: hostname() });
     results.close();
     expect(existsSync(`${file}.lock`)).toBe(false);
+  });
+
+  it('a lock whose holder is a zombie (killed, not yet reaped) is taken over', async () => {
+    // `sh` starts `sleep 0` in the background and becomes `sleep 5`, which never reaps it: the
+    // finished `sleep 0` stays a zombie, its pid still answering kill(pid, 0).
+    const shell = spawn('sh', ['-c', 'sleep 0 & echo $!; exec sleep 5']);
+    try {
+      const zombie = await new Promise<number>((resolve) =>
+        shell.stdout.once('data', (chunk: Buffer) => resolve(Number(String(chunk).trim()))),
+      );
+      await vi.waitFor(() => {
+        const stat = readFileSync(`/proc/${zombie}/stat`, 'utf8');
+        expect(stat.slice(stat.lastIndexOf(')') + 2)[0]).toBe('Z');
+      });
+      const file = path.join(tempDir(), 'results.jsonl');
+      const left = { pid: zombie, host: hostname(), startedAt: new Date().toISOString() };
+      writeFileSync(`${file}.lock`, `${JSON.stringify(left)}\n`);
+      const results = openResults(file);
+      const taken = JSON.parse(readFileSync(`${file}.lock`, 'utf8')) as { pid: number };
+      expect(taken.pid).toBe(process.pid);
+      results.close();
+    } finally {
+      shell.kill('SIGKILL');
+    }
   });
 
   it('of several processes racing to take over one stale lock, exactly one wins (round after round)', async () => {

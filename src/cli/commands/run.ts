@@ -240,6 +240,9 @@ export async function runSession(options: RunSessionOptions): Promise<number> {
         generation: session.generation,
       };
       record.lastRootText = lastAssistantText(session.transcript);
+      // Its answer again, as the run that ended showed it.
+      if (!options.json && record.lastRootText !== '')
+        out.write(`${safeText(record.lastRootText)}\n`);
     }
     if (options.prompt !== undefined) await session.send(options.prompt);
     await session.waitIdle();

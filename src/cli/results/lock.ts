@@ -212,13 +212,27 @@ function parseHolder(raw: string): LockHolder | undefined {
   };
 }
 
-/** Whether a process with this pid exists on this host. EPERM means it exists but is not ours. */
+/**
+ * Whether a process with this pid runs on this host. EPERM means it exists but is not ours. A
+ * zombie (killed, not yet reaped by its parent: a moment after `kill -9`) runs nothing.
+ */
 function isAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
-    return true;
   } catch (error) {
     return (error as NodeJS.ErrnoException).code !== 'ESRCH';
+  }
+  return !isZombie(pid);
+}
+
+/** Whether Linux's process table says `pid` is a zombie; false where there is no /proc. */
+function isZombie(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // `pid (comm) S …`: the state follows the last `)`, since comm may hold one.
+    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) === 'Z';
+  } catch {
+    return false;
   }
 }
 
