@@ -29,8 +29,9 @@ import { EventHub } from './event-hub.js';
 import { renderInbox } from './inbox.js';
 import { RootJournal } from './root-journal.js';
 import { ROOT_ID, runRootTurn, type TurnResult } from './root-turn.js';
-import { type ResumeCounts, readStoppedRun, resumeAgents, type StoppedRoot } from './run-resume.js';
+import { type ResumeCounts, resumeAgents } from './run-resume.js';
 import { AgentScope } from './scope.js';
+import { readStoppedRun, type StoppedRoot } from './stopped-run.js';
 import { type RootTrace, traceRootTurn } from './tracing/agent-trace.js';
 import type { OtelSpans } from './tracing/otel-spans.js';
 
@@ -318,7 +319,11 @@ export class Session {
     this.#foreground?.abort('shutdown');
     await this.#scope.close('shutdown');
     await this.#turnChain.catch(() => {});
-    await this.#journal.end(this.#rootResult(stopped), this.#engine.logPolicy);
+    await this.#journal.end(this.#lastTurn, {
+      stopped,
+      generation: this.#scope.generation,
+      policy: this.#engine.logPolicy,
+    });
     this.#checkIdle();
     this.#unsubscribeGovernor?.();
     this.#events.close();
@@ -329,40 +334,6 @@ export class Session {
     if (!this.#foreground || this.#foreground.signal.aborted) return false;
     this.#foreground.abort(reason);
     return true;
-  }
-
-  /**
-   * The root's result record: how its last turn ended. A session closed while a turn or an agent
-   * was still going was stopped (`shutdown`), and a resume takes it up again.
-   */
-  #rootResult(interrupted: boolean): AgentResult {
-    const last = this.#lastTurn;
-    const stopped = interrupted || last === undefined;
-    const base = {
-      id: ROOT_ID,
-      title: ROOT_ID,
-      truncated: false,
-      elapsedMs: 0,
-      generation: this.#scope.generation,
-      usage: last?.usage ?? emptyUsage(),
-    };
-    if (stopped || last.outcome === 'cancelled') {
-      return {
-        ...base,
-        outcome: 'cancelled',
-        text: '',
-        reason: stopped ? 'shutdown' : (last.reason ?? 'user'),
-      };
-    }
-    if (last.outcome === 'ready') return { ...base, outcome: 'complete', text: last.text };
-    if (last.outcome === 'capped') return { ...base, outcome: 'capped', text: '' };
-    return {
-      ...base,
-      outcome: 'failed',
-      text: '',
-      ...(last.reason ? { reason: last.reason } : {}),
-      code: last.code ?? 'internal',
-    };
   }
 
   /** Takes up the stopped root's turn when one was under way. */

@@ -1,20 +1,13 @@
-import { existsSync } from 'node:fs';
 import path from 'node:path';
-import { defaultLogRoot } from '../../main/run-folder.js';
-import { readStoppedRun } from '../../main/run-resume.js';
-import { QUEUE_FIELDS } from '../../main/runners/queue/options.js';
 import { ROOT_ID, Session, type SessionEvent, type TurnResult } from '../../main/session.js';
 import { UsageError } from '../../shared/errors.js';
-import { JournalVersionError } from '../../shared/journal/reader.js';
 import { defined } from '../../shared/option-schema.js';
-import type { MessageParam } from '../../shared/provider/types.js';
 import type { AgentResult } from '../../shared/result.js';
 import { emptyUsage } from '../../shared/result.js';
 import type { ScriptedModelOptions } from '../../testing/index.js';
 import { type CliFlag, type ParsedValues, parseCommand, stringFlag } from '../flags.js';
 import { readPrompt } from '../input.js';
-import { checkRunId, logRootOf, RUN_FLAG } from '../logs/run-folders.js';
-import { note, safeLabel, safeText, shellQuote, stdout } from '../output.js';
+import { note, safeLabel, safeText, stdout } from '../output.js';
 import {
   handleInterrupts,
   type InterruptHandler,
@@ -26,6 +19,7 @@ import {
 import { acquireLock } from '../results/lock.js';
 import { LiveView } from '../views/live-view.js';
 import { COMMON_HELP, commandOptions, EXIT_CODES_HELP, ownHelp } from './help.js';
+import { announceRun, lastAssistantText, resumeValues } from './run-resume.js';
 import { type PreparedEngine, prepareEngine, startEngine } from './start.js';
 
 const SYSTEM_FLAG: CliFlag = { flag: '--system', arg: 'S', help: "the root's system prompt" };
@@ -94,7 +88,17 @@ export async function runCommand(argv: string[]): Promise<number> {
     return 0;
   }
   const resume = stringFlag(values, RESUME_FLAG);
-  if (resume !== undefined) return resumeCommand(resume, positionals, values);
+  if (resume !== undefined) {
+    // The stopped run's folder is checked before anything starts.
+    const resumed = await resumeValues(resume, positionals.length, values);
+    return runSession({
+      prepared: await prepareEngine(resumed),
+      values: resumed,
+      json: values.json === true,
+      system: stringFlag(values, SYSTEM_FLAG),
+      resume: true,
+    });
+  }
   if (positionals.length !== 1) {
     throw new UsageError(`Expected exactly one PROMPT argument, got ${positionals.length}`);
   }
@@ -108,58 +112,6 @@ export async function runCommand(argv: string[]): Promise<number> {
     json: values.json === true,
     system,
   });
-}
-
-/** `cohort run --resume ID`: the stopped run's folder is checked before anything starts. */
-async function resumeCommand(
-  id: string,
-  positionals: string[],
-  values: ParsedValues,
-): Promise<number> {
-  if (positionals.length > 0) {
-    throw new UsageError(
-      `Expected no PROMPT with --resume (the run goes on from its own conversation), got ${positionals.length}`,
-    );
-  }
-  checkRunId(id, '--resume');
-  if (stringFlag(values, QUEUE_FIELDS.url) !== undefined) {
-    throw new UsageError(
-      `Expected --resume without --queue, got --queue: a queued run's children are jobs in Redis that its workers go on with when this process stops, and resuming them from here is not supported`,
-    );
-  }
-  const named = stringFlag(values, RUN_FLAG);
-  if (named !== undefined && named !== id) {
-    throw new UsageError(
-      `Expected --run to be left out with --resume ${id}, got --run ${safeLabel(named)}`,
-    );
-  }
-  const root = logRootOf(values);
-  const dir = path.join(root, id);
-  if (!existsSync(dir)) {
-    throw new UsageError(
-      `Expected --resume to name a run under ${safeLabel(root)}, got ${safeLabel(id)}: there is no such folder (\`cohort logs list${root === path.resolve(defaultLogRoot()) ? '' : ` --log-dir ${shellQuote(root)}`}\` lists the runs)`,
-    );
-  }
-  await checkStoppedRun(dir);
-  const prepared = await prepareEngine({ ...values, run: id });
-  return runSession({
-    prepared,
-    values: { ...values, run: id },
-    json: values.json === true,
-    system: stringFlag(values, SYSTEM_FLAG),
-    resume: true,
-  });
-}
-
-/** Reads the run for a resume as `Session.resume` will: what it refuses is a usage error. */
-async function checkStoppedRun(dir: string): Promise<void> {
-  try {
-    await readStoppedRun(dir);
-  } catch (error) {
-    if (error instanceof JournalVersionError)
-      throw new UsageError(`Expected a journal this cohort reads, got: ${error.message}`);
-    throw error;
-  }
 }
 
 export interface RunSessionOptions {
@@ -262,47 +214,6 @@ export async function runSession(options: RunSessionOptions): Promise<number> {
   if (signal) return signalExitCode(signal);
   if (stdoutClosed) return 141;
   return summary.outcome === 'ready' ? 0 : 1;
-}
-
-/**
- * Where the run is and how to take it up again: the first JSON line, or a line on stderr. A
- * resumed run says what it found.
- */
-function announceRun(logDir: string, json: boolean, session: Session, hint: boolean): void {
-  const id = path.basename(logDir);
-  const resumed = session.resumed;
-  if (json) {
-    stdout().write(
-      `${JSON.stringify({ type: 'run', id, logDir, ...(resumed ? { resumed } : {}) })}\n`,
-    );
-    return;
-  }
-  const root = path.dirname(logDir);
-  const elsewhere = root === path.resolve(defaultLogRoot()) ? '' : ` --log-dir ${shellQuote(root)}`;
-  if (resumed) {
-    const nothing = resumed.ended && resumed.resumed + resumed.undelivered === 0;
-    note(
-      safeLabel(
-        nothing
-          ? `cohort: run ${id} had ended: nothing left to do`
-          : `cohort: resuming run ${id}: ${resumed.resumed} agent(s) go on, ${resumed.undelivered} result(s) to deliver${resumed.corrupt > 0 ? `, ${resumed.corrupt} failed for a corrupt journal record` : ''}`,
-      ),
-    );
-  }
-  if (!hint) return;
-  note(
-    safeLabel(
-      `cohort: run ${id}; if it stops, go on with: cohort run --resume ${shellQuote(id)}${elsewhere} (and the same provider and tool options)`,
-    ),
-  );
-}
-
-/** The text of the last message, when the root's. */
-function lastAssistantText(messages: readonly MessageParam[]): string {
-  const last = messages.at(-1);
-  if (last?.role !== 'assistant') return '';
-  if (typeof last.content === 'string') return last.content;
-  return last.content.map((block) => (block.type === 'text' ? block.text : '')).join('');
 }
 
 /**
