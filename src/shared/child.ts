@@ -5,7 +5,8 @@ import { internalFailure } from './failure.js';
 import type { Gate } from './governor/types.js';
 import { AgentJournal } from './journal/agent-journal.js';
 import { keepsLog } from './journal/policy.js';
-import { historyFrom, transcriptText } from './journal/reader.js';
+import { transcriptText } from './journal/reader.js';
+import { historyFrom } from './journal/resume-history.js';
 import {
   type ChildInbox,
   type LoopOutcome,

@@ -4,10 +4,10 @@ import { parseAge } from '../../shared/duration.js';
 import { UsageError } from '../../shared/errors.js';
 import { isAgentId } from '../../shared/ids.js';
 import { type ParsedValues, parseCommand, stringFlag } from '../flags.js';
-import { type PruneReport, pruneLogs } from '../log-prune.js';
-import { formatBytes } from '../logs/bytes.js';
+import { pruneLogs } from '../log-prune.js';
 import { exportAgent } from '../logs/export.js';
 import { runsTable, summariseRun } from '../logs/list.js';
+import { printReport, pruneJson } from '../logs/prune-report.js';
 import { logRootOf, runIdOf } from '../logs/run-folders.js';
 import { chosenRun, findAgent, NotFoundError, runsUnder } from '../logs/runs.js';
 import { historyJson, renderHistory } from '../logs/show.js';
@@ -247,45 +247,4 @@ async function pruneCommand(argv: string[]): Promise<number> {
     note(`cohort logs: could not remove ${safeLabel(failure.path)}: ${failure.error}`);
   }
   return report.failed.length === 0 ? 0 : 1;
-}
-
-function pruneJson(report: PruneReport): Record<string, unknown> {
-  return {
-    type: 'prune',
-    root: report.root,
-    dryRun: report.dryRun,
-    removed: report.removed.map((folder) => ({
-      path: folder.path,
-      bytes: folder.bytes,
-      files: folder.files,
-      newest: new Date(folder.newestMs).toISOString(),
-    })),
-    // What the removed folders took on disk (in a dry run: what removing them would free).
-    bytes: freed(report),
-    live: report.live,
-    recent: report.recent,
-    failed: report.failed,
-  };
-}
-
-function printReport(report: PruneReport, olderThan: string): void {
-  const verb = report.dryRun ? 'would remove' : 'removed';
-  for (const folder of report.removed) {
-    stdout().write(
-      `${verb} ${safeLabel(folder.path)} (${folder.files} files, ${formatBytes(folder.bytes)})\n`,
-    );
-  }
-  for (const folder of report.live)
-    stdout().write(`kept ${safeLabel(folder)} (its run is alive)\n`);
-  const total = formatBytes(freed(report));
-  const summary = report.dryRun
-    ? `would remove ${report.removed.length} run folder(s), freeing ${total}`
-    : `removed ${report.removed.length} run folder(s), freed ${total}`;
-  stdout().write(
-    `cohort logs: ${summary}; kept ${report.recent} newer than ${safeLabel(olderThan)} and ${report.live.length} of live runs, under ${safeLabel(report.root)}\n`,
-  );
-}
-
-function freed(report: PruneReport): number {
-  return report.removed.reduce((sum, folder) => sum + folder.bytes, 0);
 }
