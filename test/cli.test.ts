@@ -68,6 +68,8 @@ describe('cohort agent', () => {
     });
     // The default model (claude-sonnet-5) is priced by the built-in table's `claude-sonnet`.
     expect(Object.keys(result.usage).sort()).toEqual([
+      'cacheReadTokens',
+      'cacheWriteTokens',
       'costUsd',
       'inputTokens',
       'outputTokens',

@@ -14,7 +14,7 @@ import { compactJournal } from '../src/shared/journal/retention.js';
 import { SegmentWriter } from '../src/shared/journal/writer.js';
 import type { MessageParam } from '../src/shared/provider/types.js';
 import { restoreTranscript } from '../src/shared/restore.js';
-import type { AgentResult } from '../src/shared/result.js';
+import { type AgentResult, emptyUsage } from '../src/shared/result.js';
 import {
   assertToolUsesAnswered,
   eventLog,
@@ -46,7 +46,7 @@ function resultOf(id: string, outcome: AgentResult['outcome'] = 'complete'): Age
     truncated: false,
     generation: 0,
     elapsedMs: 1,
-    usage: { inputTokens: 0, outputTokens: 0, providerCalls: 1, steps: 1 },
+    usage: { ...emptyUsage(), providerCalls: 1, steps: 1 },
   };
 }
 

@@ -80,6 +80,8 @@ describe('the flags named in engine messages', () => {
       maxSteps: '--max-steps',
       agentsDir: '--agents',
       prices: '--prices',
+      cache: '--cache',
+      cacheTtl: '--cache-ttl',
       'provider.model': '--model',
       'provider.baseURL': '--base-url',
       'provider.requestTimeoutMs': '--request-timeout',

@@ -27,6 +27,7 @@ import {
   wholeNumber,
 } from '../shared/option-schema.js';
 import { checkPriceTable } from '../shared/prices.js';
+import { CACHE_MODES, CACHE_TTLS } from '../shared/provider/cache.js';
 import { DEFAULT_PROVIDER_CONFIG, type ProviderConfig } from '../shared/provider/config.js';
 import { TRANSPORT_NAMES } from '../shared/provider/transport/types.js';
 import type { MessageParam } from '../shared/provider/types.js';
@@ -59,6 +60,20 @@ export const MAX_STEPS = wholeNumber(1, MAX_STEPS_LIMIT, {
 
 /** A model name. */
 export const MODEL = nonEmptyString();
+
+/** Prompt-cache breakpoints on every request (docs/CACHING.md): `auto` (default) or `off`. */
+export const CACHE = oneOf(CACHE_MODES, CACHE_MODES.join(' or '), {
+  flag: '--cache',
+  arg: CACHE_MODES.join('|'),
+  help: 'prompt-cache breakpoints (default auto: the shared prefix and each\nconversation are written once and read back; off sends none)',
+});
+
+/** The shared prefix's cache lifetime after each use: `5m` (default) or `1h`. */
+export const CACHE_TTL = oneOf(CACHE_TTLS, CACHE_TTLS.join(' or '), {
+  flag: '--cache-ttl',
+  arg: CACHE_TTLS.join('|'),
+  help: "the shared prefix's cache lifetime (default 5m; 1h for long\nbatches: writes cost 2x instead of 1.25x the input price)",
+});
 
 /**
  * What one child is asked to do, in the order `Engine.spawn` checks it (`agent` is checked, and
@@ -103,6 +118,16 @@ export const AGENT_FIELDS = {
   patienceMs: PATIENCE_MS,
   /** Names of the tools to give it; default: all it may have. */
   tools: stringArray(),
+  /** Prompt-cache breakpoints (`auto` or `off`); default: its agent file's, else the engine's. */
+  cache: CACHE,
+  /** Its shared prefix's cache lifetime (`5m` or `1h`); default: its agent file's, else the engine's. */
+  cacheTtl: CACHE_TTL,
+  /**
+   * Text its siblings share (a document, a codebase digest), sent before the prompt in its first
+   * message and cached as a prefix of its own: many questions about one document pay for the
+   * document once (docs/CACHING.md).
+   */
+  preamble: nonEmptyString(),
   /** A named agent (an agent file): its fields are the defaults of this spawn's. */
   agent: nonEmptyString(),
   /**
@@ -318,6 +343,14 @@ export const ENGINE_FIELDS = {
     arg: 'JSON',
     help: `every child agent's default budget, e.g. '{"usd":0.5,"time":"10m"}'\n(inputTokens, outputTokens, usd, steps, time, tree)`,
   }),
+  /**
+   * Prompt-cache breakpoints on every request (docs/CACHING.md): `auto` (default) places them at
+   * the end of the shared prefix (tools and system) and of each conversation; `off` sends none.
+   * A spawn, agent file or task line may set its own.
+   */
+  cache: CACHE,
+  /** The shared prefix's cache lifetime after each use: `5m` (default) or `1h`. */
+  cacheTtl: CACHE_TTL,
   /** Prices by model (dollars per million tokens) over the built-in table, for `costUsd`. */
   prices: custom<PriceTable>('an object of model prefixes to prices', checkedBy(checkPriceTable), {
     flag: '--prices',

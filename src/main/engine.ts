@@ -13,6 +13,13 @@ import { transcriptText } from '../shared/journal/reader.js';
 import { compactJournal } from '../shared/journal/retention.js';
 import { closeJournals } from '../shared/journal/writer.js';
 import { checkOption, defined, durationMs } from '../shared/option-schema.js';
+import {
+  type CacheMode,
+  type CacheSettings,
+  type CacheTtl,
+  DEFAULT_CACHE_MODE,
+  DEFAULT_CACHE_TTL,
+} from '../shared/provider/cache.js';
 import { DEFAULT_PROVIDER_CONFIG, type ProviderConfig } from '../shared/provider/config.js';
 import { redactSecrets } from '../shared/redact.js';
 import { DEFAULT_REPLY_CAP } from '../shared/render.js';
@@ -175,6 +182,19 @@ export class Engine {
   }
 
   /** Changes the model for children spawned afterwards; running ones keep theirs. */
+  /**
+   * The prompt-cache settings of a spawn with these options (its own or its agent file's), else
+   * the engine's, else `auto` with the 5-minute lifetime: the root's when none are given.
+   */
+  cacheSettings(
+    agent: { cache?: CacheMode | undefined; cacheTtl?: CacheTtl | undefined } = {},
+  ): CacheSettings {
+    return {
+      mode: agent.cache ?? this.#options.cache ?? DEFAULT_CACHE_MODE,
+      ttl: agent.cacheTtl ?? this.#options.cacheTtl ?? DEFAULT_CACHE_TTL,
+    };
+  }
+
   setModel(model: string): void {
     checkOption('model', MODEL, model);
     this.#provider = { ...this.#provider, model };
@@ -266,6 +286,8 @@ export class Engine {
       liveEvents: agent.onEvent !== undefined,
       eventTypes: agent.eventTypes === undefined ? undefined : [...agent.eventTypes],
       system: agent.system,
+      preamble: agent.preamble,
+      cache: this.cacheSettings(agent),
       tools: agent.tools,
       workspace: this.workspace,
       hostTools: this.#hostTools.size === 0 ? undefined : this.#hostToolInfo(),

@@ -3,6 +3,7 @@ import type { FailureCode } from '../shared/failure.js';
 import type { Gate } from '../shared/governor/types.js';
 import { type LoopResume, type LoopSink, runAgentLoop } from '../shared/loop/agent-loop.js';
 import { eventSink } from '../shared/loop/event-sink.js';
+import type { CacheSettings } from '../shared/provider/cache.js';
 import type { Provider } from '../shared/provider/provider.js';
 import type { MessageParam } from '../shared/provider/types.js';
 import { redactSecrets } from '../shared/redact.js';
@@ -36,6 +37,8 @@ export interface RootTurnInput {
   gate?: Gate | undefined;
   /** The root's patience with refused requests, in ms; unset, the gate's. */
   patienceMs?: number | undefined;
+  /** Prompt-cache breakpoints on the root's requests (the engine's settings). */
+  cache?: CacheSettings | undefined;
   maxSteps: number;
   signal: AbortSignal;
   workspace: string | undefined;
@@ -64,6 +67,7 @@ export async function runRootTurn(input: RootTurnInput): Promise<TurnResult> {
       provider: input.provider,
       gate: input.gate,
       patienceMs: input.patienceMs,
+      cache: input.cache,
       maxSteps: input.maxSteps,
       signal: input.signal,
       workspace: input.workspace,

@@ -418,6 +418,7 @@ export class Session {
         provider: this.#provider,
         gate: this.#engine.governor,
         patienceMs: this.#options.patienceMs,
+        cache: this.#engine.cacheSettings(),
         maxSteps: this.#options.maxSteps ?? DEFAULT_MAX_STEPS,
         signal: controller.signal,
         workspace: this.#engine.workspace,

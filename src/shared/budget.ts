@@ -34,6 +34,7 @@ export interface Budget {
 
 /** What one step spent: the provider's usage for it, and its price when the model has one. */
 export interface StepSpend {
+  /** Every input token the step's request carried: uncached, read from and written to the cache. */
   inputTokens: number;
   outputTokens: number;
   /** Dollars; 0 when the model has no price. */
@@ -65,6 +66,12 @@ export interface BudgetGuard {
 export interface ModelPrice {
   inputPerMTok: number;
   outputPerMTok: number;
+  /** Input read from the prompt cache; default a tenth of `inputPerMTok`. */
+  cacheReadPerMTok?: number;
+  /** Input written to the prompt cache with the 5-minute lifetime; default 1.25× `inputPerMTok`. */
+  cacheWritePerMTok?: number;
+  /** Input written to the prompt cache with the one-hour lifetime; default 2× `inputPerMTok`. */
+  cacheWrite1hPerMTok?: number;
 }
 
 /** Prices by model name; a name matches the longest entry it starts with (see `prices.ts`). */

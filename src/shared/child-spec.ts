@@ -1,5 +1,6 @@
 import type { Budget, PriceTable } from './budget.js';
 import type { LogPolicy } from './journal/policy.js';
+import type { CacheSettings } from './provider/cache.js';
 import type { ProviderConfig } from './provider/config.js';
 
 /**
@@ -10,6 +11,10 @@ export interface ChildSpec {
   id: string;
   title: string;
   prompt: string;
+  /** Text its siblings share, sent before the prompt in its first message (docs/CACHING.md). */
+  preamble?: string;
+  /** Its prompt-cache breakpoints and its shared prefix's lifetime; unset sends none. */
+  cache?: CacheSettings;
   /** The caller's system prompt; the delivery-discipline block is appended to it. */
   system?: string;
   /** 1 for a child of the root. */

@@ -120,7 +120,7 @@ async function runLoop(run: ChildRun, deps: ChildRunDeps): Promise<AgentResult> 
     deps.budget?.resumeSteps?.(restored.steps);
   }
   const price = priceOf(spec.provider.model, priceTable(spec.prices));
-  const messages: MessageParam[] = restored?.messages ?? [{ role: 'user', content: spec.prompt }];
+  const messages: MessageParam[] = restored?.messages ?? [firstMessage(spec)];
   // Its run's start record holds the whole transcript it goes on from: a resumed child's
   // supersedes what its dead worker wrote, including a write of that worker that lands late.
   log.start(
@@ -162,6 +162,7 @@ async function runLoop(run: ChildRun, deps: ChildRunDeps): Promise<AgentResult> 
     gate: deps.gate,
     patienceMs: spec.patienceMs,
     model: spec.provider.model,
+    cache: spec.cache,
     maxSteps: spec.maxSteps,
     signal: deps.signal,
     workspace: spec.workspace,
@@ -294,4 +295,19 @@ function settle(run: ChildRun, outcome: LoopOutcome): AgentResult {
         code: outcome.failure.code,
       };
   }
+}
+
+/**
+ * The child's first message: its prompt, after its `preamble` when it has one (a block of its
+ * own, so the request builder can cache the text its siblings share apart from the question).
+ */
+function firstMessage(spec: ChildSpec): MessageParam {
+  if (spec.preamble === undefined) return { role: 'user', content: spec.prompt };
+  return {
+    role: 'user',
+    content: [
+      { type: 'text', text: spec.preamble },
+      { type: 'text', text: spec.prompt },
+    ],
+  };
 }

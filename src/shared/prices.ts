@@ -47,12 +47,44 @@ export function priceOf(
   return best === undefined ? undefined : table[best];
 }
 
-/** Dollars for `usage` at `price`. */
-export function costUsd(
-  usage: { inputTokens: number; outputTokens: number },
-  price: ModelPrice,
-): number {
-  return (usage.inputTokens * price.inputPerMTok + usage.outputTokens * price.outputPerMTok) / 1e6;
+/** The prompt cache's prices as multiples of the input price, when an entry does not set them. */
+export const CACHE_READ_FACTOR = 0.1;
+export const CACHE_WRITE_FACTOR = 1.25;
+export const CACHE_WRITE_1H_FACTOR = 2;
+
+/** What `costUsd` prices: a response's usage, the cache fields optional. */
+export interface PricedUsage {
+  inputTokens: number;
+  outputTokens: number;
+  cacheReadTokens?: number;
+  cacheWriteTokens?: number;
+  /** Of `cacheWriteTokens`, those written with the one-hour lifetime. */
+  cacheWrite1hTokens?: number;
+}
+
+/**
+ * Dollars for `usage` at `price`: uncached input and output at their prices, cache reads and
+ * writes at the entry's cache prices, else at the documented multiples of the input price.
+ */
+export function costUsd(usage: PricedUsage, price: ModelPrice): number {
+  const input = price.inputPerMTok;
+  const read = usage.cacheReadTokens ?? 0;
+  const hour = usage.cacheWrite1hTokens ?? 0;
+  const minutes = Math.max(0, (usage.cacheWriteTokens ?? 0) - hour);
+  return (
+    (usage.inputTokens * input +
+      usage.outputTokens * price.outputPerMTok +
+      read * (price.cacheReadPerMTok ?? input * CACHE_READ_FACTOR) +
+      minutes * (price.cacheWritePerMTok ?? input * CACHE_WRITE_FACTOR) +
+      hour * (price.cacheWrite1hPerMTok ?? input * CACHE_WRITE_1H_FACTOR)) /
+    1e6
+  );
+}
+
+/** What `usage` would have cost with no prompt cache: every input token at the input price. */
+export function uncachedCostUsd(usage: PricedUsage, price: ModelPrice): number {
+  const input = usage.inputTokens + (usage.cacheReadTokens ?? 0) + (usage.cacheWriteTokens ?? 0);
+  return costUsd({ inputTokens: input, outputTokens: usage.outputTokens }, price);
 }
 
 /**
@@ -85,21 +117,22 @@ export function checkPriceTable(name: string, value: unknown): PriceTable | unde
 }
 
 const PRICE_KEYS = ['inputPerMTok', 'outputPerMTok'] as const;
+const CACHE_PRICE_KEYS = ['cacheReadPerMTok', 'cacheWritePerMTok', 'cacheWrite1hPerMTok'] as const;
+const ALL_PRICE_KEYS: readonly string[] = [...PRICE_KEYS, ...CACHE_PRICE_KEYS];
 
 function checkPrice(name: string, value: unknown): ModelPrice {
   if (!isPlainRecord(value)) {
     throw expected(name, 'an object with `inputPerMTok` and `outputPerMTok`', value);
   }
-  const unknown = Object.keys(value).filter(
-    (key) => !(PRICE_KEYS as readonly string[]).includes(key),
-  );
+  const unknown = Object.keys(value).filter((key) => !ALL_PRICE_KEYS.includes(key));
   if (unknown.length > 0) {
     throw new UsageError(
-      `Expected \`${name}\` to have only the keys \`inputPerMTok\`, \`outputPerMTok\`, got ${unknown.map((key) => `\`${key}\``).join(', ')}`,
+      `Expected \`${name}\` to have only the keys ${ALL_PRICE_KEYS.map((key) => `\`${key}\``).join(', ')}, got ${unknown.map((key) => `\`${key}\``).join(', ')}`,
     );
   }
-  for (const key of PRICE_KEYS) {
+  const amountOf = (key: string): number | undefined => {
     const amount = value[key];
+    if (amount === undefined && !(PRICE_KEYS as readonly string[]).includes(key)) return undefined;
     if (typeof amount !== 'number' || !Number.isFinite(amount) || amount < 0) {
       throw expected(
         `${name}.${key}`,
@@ -107,11 +140,17 @@ function checkPrice(name: string, value: unknown): ModelPrice {
         amount,
       );
     }
-  }
-  return {
-    inputPerMTok: value.inputPerMTok as number,
-    outputPerMTok: value.outputPerMTok as number,
+    return amount;
   };
+  const price: ModelPrice = {
+    inputPerMTok: amountOf('inputPerMTok') as number,
+    outputPerMTok: amountOf('outputPerMTok') as number,
+  };
+  for (const key of CACHE_PRICE_KEYS) {
+    const amount = amountOf(key);
+    if (amount !== undefined) price[key] = amount;
+  }
+  return price;
 }
 
 function isPlainRecord(value: unknown): value is Record<string, unknown> {

@@ -26,8 +26,13 @@ export function cancelReasonOf(signal: AbortSignal): CancelReason {
 }
 
 export interface AgentUsage {
+  /** Input neither read from nor written to the prompt cache (the API's `input_tokens`). */
   inputTokens: number;
   outputTokens: number;
+  /** Input read back from the prompt cache (docs/CACHING.md). */
+  cacheReadTokens: number;
+  /** Input written to the prompt cache. */
+  cacheWriteTokens: number;
   /** HTTP requests made to the provider, retries included. */
   providerCalls: number;
   /** Steps taken (provider request + tool batch). */
@@ -89,7 +94,14 @@ export interface AgentResult {
 }
 
 export function emptyUsage(): AgentUsage {
-  return { inputTokens: 0, outputTokens: 0, providerCalls: 0, steps: 0 };
+  return {
+    inputTokens: 0,
+    outputTokens: 0,
+    cacheReadTokens: 0,
+    cacheWriteTokens: 0,
+    providerCalls: 0,
+    steps: 0,
+  };
 }
 
 /** The outcome tag a parent sees when a sync child produced no text (README, "The contracts"). */

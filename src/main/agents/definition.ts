@@ -1,6 +1,7 @@
 import type { Budget } from '../../shared/budget.js';
 import { UsageError } from '../../shared/errors.js';
 import { custom, type Fields, nonEmptyString } from '../../shared/option-schema.js';
+import type { CacheMode, CacheTtl } from '../../shared/provider/cache.js';
 import { AGENT_FIELDS, MAX_STEPS } from '../engine-options.js';
 
 /**
@@ -35,6 +36,8 @@ export const AGENT_FILE_FIELDS = {
   budget: custom<Budget>('a mapping of limits', isMapping),
   outputSchema: custom<Record<string, unknown>>('a mapping (a JSON Schema)', isMapping),
   patienceMs: AGENT_FIELDS.patienceMs,
+  cache: AGENT_FIELDS.cache,
+  cacheTtl: AGENT_FIELDS.cacheTtl,
 } as const satisfies Fields;
 
 export type AgentField = keyof typeof AGENT_FILE_FIELDS;
@@ -62,6 +65,9 @@ export interface AgentDefinition {
   outputSchema?: Record<string, unknown>;
   /** How long one of its requests may keep being refused (429/529) before it fails, in ms. */
   patienceMs?: number;
+  /** Its prompt-cache breakpoints and its shared prefix's lifetime (docs/CACHING.md). */
+  cache?: CacheMode;
+  cacheTtl?: CacheTtl;
   /** The file it came from (absolute). */
   file: string;
   /** The 1-based line of each frontmatter field that is set, for messages naming `file:line`. */

@@ -33,6 +33,8 @@ export function agentResolver(
       maxSteps: definition.maxSteps,
       outputSchema: definition.outputSchema,
       patienceMs: definition.patienceMs,
+      cache: definition.cache,
+      cacheTtl: definition.cacheTtl,
       ...defined(own),
     });
     // Merged only when either has one: a spawn's bad `budget` (null, a number) is left as it is

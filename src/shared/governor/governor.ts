@@ -1,6 +1,7 @@
 import { defined } from '../option-schema.js';
 import { BREAKER_FIRST_HOLD_MS, KeyGovernor, type KeySettings } from './key-governor.js';
 import { checkGovernorOptions, DEFAULT_PATIENCE_MS } from './options.js';
+import { PrefixGate, type PrefixRole } from './prefix-gate.js';
 import type { SharedBucketStore } from './shared-leases.js';
 import type {
   Admission,
@@ -31,6 +32,7 @@ export class Governor implements Gate {
   readonly #listeners = new Set<(state: GovernorState) => void>();
   readonly #dirty = new Set<KeyGovernor>();
   #flushTimer: NodeJS.Timeout | undefined;
+  readonly #prefixes: PrefixGate;
 
   /**
    * `store`, in queue mode: the fleet's shared buckets (in Redis), which every admission of this
@@ -44,8 +46,15 @@ export class Governor implements Gate {
       store,
       memory,
       breakerHoldMs,
-    }: { store?: SharedBucketStore; memory?: GovernorMemory; breakerHoldMs?: number } = {},
+      warmWaitMs,
+    }: {
+      store?: SharedBucketStore;
+      memory?: GovernorMemory;
+      breakerHoldMs?: number;
+      warmWaitMs?: number;
+    } = {},
   ) {
+    this.#prefixes = new PrefixGate(warmWaitMs);
     this.options = checkGovernorOptions(options);
     const { rpm, itpm, otpm } = options;
     this.#settings = {
@@ -64,18 +73,35 @@ export class Governor implements Gate {
     return this.options.patienceMs ?? DEFAULT_PATIENCE_MS;
   }
 
-  admit(request: AdmitRequest, signal: AbortSignal): Promise<Admission> {
+  async admit(request: AdmitRequest, signal: AbortSignal): Promise<Admission> {
     const key = this.#key(request);
-    return new Promise((resolve) =>
-      key.admit(request, signal, (admission) => {
-        if (admission.ok) this.#permits.set(admission.permit, key);
-        resolve(admission);
-      }),
+    const cache = request.cache;
+    const shared = cache?.shared;
+    // Warm, then release: a sibling of a request writing the same prefix waits for its start.
+    const prefix = shared && `${request.key} ${shared.key}`;
+    let role: PrefixRole | undefined;
+    if (prefix !== undefined) {
+      const entered = this.#prefixes.enter(prefix, (shared as { ttlMs: number }).ttlMs, signal);
+      role = typeof entered === 'string' ? entered : await entered;
+      if (role === 'aborted') return { ok: false, reason: 'aborted' };
+    }
+    const charged = cache ? cachedRequest(request, role) : request;
+    const admission = await new Promise<Admission>((resolve) =>
+      key.admit(charged, signal, resolve),
     );
+    if (admission.ok) {
+      this.#permits.set(admission.permit, key);
+      if (prefix !== undefined)
+        this.#prefixes.admitted(prefix, role as PrefixRole, admission.permit);
+    } else if (prefix !== undefined && role === 'write') {
+      this.#prefixes.writerGone(prefix);
+    }
+    return admission;
   }
 
   opened(permit: number, headers: Record<string, string>): void {
     this.#permits.get(permit)?.opened(permit, headers);
+    this.#prefixes.opened(permit);
   }
 
   settle(permit: number, report: SettleReport): void {
@@ -83,6 +109,12 @@ export class Governor implements Gate {
     if (!key) return;
     this.#permits.delete(permit);
     key.settle(permit, report);
+    this.#prefixes.settled(permit, report);
+  }
+
+  /** Prefixes the warm-then-release gate knows, and requests waiting for a sibling's write. */
+  get prefixes(): { prefixes: number; waiting: number; waited: number } {
+    return { ...this.#prefixes.size, waited: this.#prefixes.waited };
   }
 
   /** Every key's state now. */
@@ -138,4 +170,16 @@ export class Governor implements Gate {
       }
     }
   }
+}
+
+/**
+ * The request as the input-token limit counts it: cache reads are not charged, so the history it
+ * should read back, and a shared prefix a sibling has written, come off its estimate. The writer
+ * of a shared prefix goes first among new requests: the others wait for it.
+ */
+function cachedRequest(request: AdmitRequest, role: PrefixRole | undefined): AdmitRequest {
+  const cache = request.cache as NonNullable<AdmitRequest['cache']>;
+  const read = role === 'read' ? (cache.shared?.tokens ?? 0) : 0;
+  const inputTokens = Math.max(1, request.inputTokens - Math.max(cache.history, read));
+  return { ...request, inputTokens, priority: request.priority || role === 'write' };
 }

@@ -119,7 +119,8 @@ export class KeyBuckets {
     const input = charged('input');
     const output = charged('output');
     // A response may report usage oddly; a count that is not a number must not poison pacing.
-    const inputTokens = countOf(report.usage.inputTokens);
+    // The input-token limit counts uncached input and cache writes, not cache reads.
+    const inputTokens = countOf(report.usage.inputTokens) + countOf(report.usage.cacheWriteTokens);
     const outputTokens = countOf(report.usage.outputTokens);
     const shared = this.#shared;
     if (refused) {

@@ -28,6 +28,22 @@ export interface AdmitRequest {
   maxTokens: number;
   /** A retry, or a later step of an agent already running: goes before new agents. */
   priority: boolean;
+  /** Set when the request carries prompt-cache breakpoints. */
+  cache?: AdmitCache;
+}
+
+/** What an admission knows of the prompt cache, so that it charges what the provider will. */
+export interface AdmitCache {
+  /**
+   * Tokens of the request's own earlier steps it should read back from the cache: not charged
+   * against the input-token limit, which counts cache writes and uncached input only.
+   */
+  history: number;
+  /**
+   * The prefix an agent's first request shares with its siblings: while one sibling writes it,
+   * the others wait until its response has started (warm, then release).
+   */
+  shared?: { key: string; tokens: number; ttlMs: number };
 }
 
 /** The governor's answer. `exhausted` means the provider said retrying is pointless. */
@@ -59,7 +75,12 @@ export type SettleOutcome =
 export interface SettleReport {
   outcome: SettleOutcome;
   /** What the response reported; zeros when it reported nothing. */
-  usage: { inputTokens: number; outputTokens: number };
+  usage: {
+    inputTokens: number;
+    outputTokens: number;
+    cacheReadTokens?: number;
+    cacheWriteTokens?: number;
+  };
   /** `anthropic-ratelimit-*`, `retry-after` and `retry-after-ms`, lower-case, when present. */
   headers?: Record<string, string>;
   /** For `exhausted`, `unreachable` and `auth`: what the provider said, or why none answered. */

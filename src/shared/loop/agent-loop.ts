@@ -4,12 +4,15 @@ import type { ProviderRetry } from '../events.js';
 import type { Failure } from '../failure.js';
 import type { Gate } from '../governor/types.js';
 import { defined } from '../option-schema.js';
+import type { CacheSettings } from '../provider/cache.js';
 import type { Provider } from '../provider/provider.js';
-import type {
-  ContentBlockParam,
-  MessageParam,
-  ToolCall,
-  ToolResultBlock,
+import {
+  type ContentBlockParam,
+  type MessageParam,
+  noUsage,
+  type ProviderUsage,
+  type ToolCall,
+  type ToolResultBlock,
 } from '../provider/types.js';
 import { type AgentUsage, type CancelReason, cancelReasonOf, emptyUsage } from '../result.js';
 import { type BatchOutcome, dispatchBatch, notRun } from '../tools/dispatch.js';
@@ -48,7 +51,7 @@ export interface LoopSink {
   toolEnter?(call: ToolCall): void;
   /** That tool returned or threw. */
   toolExit?(call: ToolCall): void;
-  stepEnd?(step: number, usage: { inputTokens: number; outputTokens: number }): void;
+  stepEnd?(step: number, usage: ProviderUsage): void;
   providerRetry?(info: ProviderRetry): void;
 }
 
@@ -88,6 +91,8 @@ export interface LoopOptions {
    */
   patienceMs?: number | undefined;
   model?: string | undefined;
+  /** Prompt-cache breakpoints on each request (provider/cache.ts); unset sends none. */
+  cache?: CacheSettings | undefined;
   maxSteps: number;
   signal: AbortSignal;
   workspace?: string | undefined;
@@ -173,7 +178,7 @@ export async function runAgentLoop(options: LoopOptions): Promise<LoopOutcome> {
     // and a spawn among them finds the child it started before.
     state.freeStep = false;
     const end = await runBatch(options, state, resume.pending, true);
-    sink.stepEnd?.(resume.steps, { inputTokens: 0, outputTokens: 0 });
+    sink.stepEnd?.(resume.steps, noUsage());
     if (!end.next) return end.outcome;
   }
   for (let step = (options.resumeFrom?.steps ?? 0) + 1; ; step++) {

@@ -1,6 +1,6 @@
 import { defined } from '../option-schema.js';
 import { costUsd } from '../prices.js';
-import type { ProviderResult, ToolParam } from '../provider/types.js';
+import type { ProviderResult, ProviderUsage, ToolParam } from '../provider/types.js';
 import { StreamRedactor } from '../redact.js';
 import type { AgentUsage } from '../result.js';
 import {
@@ -40,16 +40,17 @@ export function lastTurnTools(options: LoopOptions): ToolParam[] {
 }
 
 /** Adds one step's spend to the usage and the budget (a failed request spends too). */
-export function spend(
-  options: LoopOptions,
-  usage: AgentUsage,
-  step: { inputTokens: number; outputTokens: number },
-): void {
+export function spend(options: LoopOptions, usage: AgentUsage, step: ProviderUsage): void {
   usage.inputTokens += step.inputTokens;
   usage.outputTokens += step.outputTokens;
+  usage.cacheReadTokens += step.cacheReadTokens;
+  usage.cacheWriteTokens += step.cacheWriteTokens;
   const cost = options.price ? costUsd(step, options.price) : 0;
   if (options.price) usage.costUsd = (usage.costUsd ?? 0) + cost;
-  options.budget?.spend({ ...step, costUsd: cost });
+  // A budget's input tokens are every token the model read, cached or not: caching makes a step
+  // cheaper (`usd`), not smaller.
+  const input = step.inputTokens + step.cacheReadTokens + step.cacheWriteTokens;
+  options.budget?.spend({ inputTokens: input, outputTokens: step.outputTokens, costUsd: cost });
 }
 
 export async function request(
@@ -61,7 +62,13 @@ export async function request(
   const text = redactedText(sink);
   try {
     const result = await options.provider.complete(
-      defined({ messages: options.messages, tools, system: options.system, model: options.model }),
+      defined({
+        messages: options.messages,
+        tools,
+        system: options.system,
+        model: options.model,
+        cache: options.cache,
+      }),
       {
         signal: options.signal,
         // A later step of a running agent goes before new agents: it finishes work under way.

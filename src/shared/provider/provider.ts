@@ -3,9 +3,11 @@ import { delay } from 'abort-controller-x';
 import { pickRateLimitHeaders } from '../governor/headers.js';
 import type { Admission, AdmitRequest, SettleOutcome, SettleReport } from '../governor/types.js';
 import { defined } from '../option-schema.js';
+import { type CachePlan, planCache } from './cache.js';
 import { closeChatSpan, openChatSpan } from './chat-span.js';
 import { type AttemptFailure, classify, excerpt, formatMs, publicEndpoint } from './classify.js';
 import type { ProviderConfig } from './config.js';
+import { estimateInputTokens } from './request-size.js';
 import { backoffMs, retryAfterMs, shouldRetry } from './retry.js';
 import {
   createTransport,
@@ -14,15 +16,18 @@ import {
   type TransportResponse,
 } from './transport/index.js';
 import { TurnAssembler } from './turn-assembler.js';
-import type {
-  AssistantTurn,
-  CompleteOptions,
-  ProviderError,
-  ProviderRequest,
-  ProviderResult,
-  ProviderUsage,
+import {
+  type AssistantTurn,
+  addUsage,
+  type CompleteOptions,
+  noUsage,
+  type ProviderError,
+  type ProviderRequest,
+  type ProviderResult,
+  type ProviderUsage,
 } from './types.js';
 
+export { estimateInputTokens } from './request-size.js';
 export { ATTEMPT_HEADER } from './transport/types.js';
 
 /** Why our own code aborted a request's controller, as opposed to the caller's signal. */
@@ -62,7 +67,7 @@ export class Provider {
   }
 
   async complete(request: ProviderRequest, options: CompleteOptions): Promise<ProviderResult> {
-    const usage: ProviderUsage = { inputTokens: 0, outputTokens: 0 };
+    const usage: ProviderUsage = noUsage();
     const maxAttempts = this.config.maxRetries + 1;
     const { gate, signal } = options;
     // Attempts that count against maxRetries: 429s and 529s the governor paces do not.
@@ -72,6 +77,10 @@ export class Provider {
     let refusals = 0;
     let lastRefusal: ProviderError | undefined;
     const patienceMs = gate ? (options.patienceMs ?? gate.patienceMs) : 0;
+    const model = request.model ?? this.config.model;
+    const cache =
+      request.cache?.mode === 'auto' ? planCache(request, model, request.cache.ttl) : undefined;
+    const body = this.#body(request, cache);
     for (let attempt = 1; ; attempt++) {
       if (signal.aborted) return aborted(attempt - 1, usage, signal);
       let permit: number | undefined;
@@ -83,7 +92,7 @@ export class Provider {
         let admission: Admission;
         try {
           admission = await gate.admit(
-            this.#admitRequest(request, attempt, options),
+            this.#admitRequest(request, attempt, options, cache),
             patience?.signal ?? signal,
           );
         } finally {
@@ -117,13 +126,12 @@ export class Provider {
         gate && permit !== undefined
           ? (headers: Headers) => gate.opened(permit, pickRateLimitHeaders(headers))
           : undefined;
-      const outcome = await this.#attempt(request, attempt - 1, options, onHead);
+      const outcome = await this.#attempt(body, attempt - 1, options, onHead);
       if (span !== undefined) closeChatSpan(options.trace!, span, outcome);
       // The head already carried the headers: the settle need not carry them again.
       if (gate && permit !== undefined) gate.settle(permit, settleReport(outcome, !onHead));
       if (outcome.ok) return { ok: true, turn: outcome.turn, calls: attempt };
-      usage.inputTokens += outcome.usage.inputTokens;
-      usage.outputTokens += outcome.usage.outputTokens;
+      addUsage(usage, outcome.usage);
       const error = outcome.error;
       if (error.code === 'aborted') return { ok: false, error, calls: attempt, usage };
       if (gate && isPaced(outcome)) {
@@ -180,19 +188,30 @@ export class Provider {
     }
   }
 
-  #admitRequest(request: ProviderRequest, attempt: number, options: CompleteOptions): AdmitRequest {
+  #admitRequest(
+    request: ProviderRequest,
+    attempt: number,
+    options: CompleteOptions,
+    cache: CachePlan | undefined,
+  ): AdmitRequest {
     const model = request.model ?? this.config.model;
-    return {
+    const admit: AdmitRequest = {
       key: `${this.#account} ${model}`,
       label: `${model} at ${this.#endpoint}`,
       inputTokens: estimateInputTokens(request),
       maxTokens: this.config.maxTokens,
       priority: attempt > 1 || options.priority === true,
     };
+    if (cache !== undefined) {
+      admit.cache = cache.shared
+        ? { history: cache.history, shared: cache.shared }
+        : { history: cache.history };
+    }
+    return admit;
   }
 
   async #attempt(
-    request: ProviderRequest,
+    body: MessagesBody,
     attempt: number,
     options: CompleteOptions,
     onHead: ((headers: Headers) => void) | undefined,
@@ -211,7 +230,7 @@ export class Provider {
     let reached = false;
     try {
       // Until headers arrive the request timeout applies; the idle limit covers the stream.
-      const response = await this.#transport.send(this.#body(request), {
+      const response = await this.#transport.send(body, {
         signal: controller.signal,
         attempt,
       });
@@ -249,13 +268,15 @@ export class Provider {
     }
   }
 
-  #body(request: ProviderRequest): MessagesBody {
+  /** The request as sent: the same body for every attempt, breakpoints in place when caching. */
+  #body(request: ProviderRequest, cache: CachePlan | undefined): MessagesBody {
+    const parts = cache?.parts ?? request;
     return defined({
       model: request.model ?? this.config.model,
       max_tokens: this.config.maxTokens,
-      messages: request.messages,
-      system: request.system,
-      tools: request.tools.length === 0 ? undefined : request.tools,
+      messages: parts.messages,
+      system: parts.system,
+      tools: parts.tools.length === 0 ? undefined : parts.tools,
       stream: true as const,
     });
   }
@@ -393,36 +414,6 @@ function patienceTimer(signal: AbortSignal, ms: number): { signal: AbortSignal; 
       signal.removeEventListener('abort', onAbort);
     },
   };
-}
-
-/** Characters per token the governor assumes; it learns the real ratio from responses. */
-const CHARS_PER_TOKEN = 4;
-// A message's and a tool list's size, kept per object: a transcript only grows, so each
-// attempt measures only the messages it has not seen before.
-const sizes = new WeakMap<object, number>();
-
-function sizeOf(value: object): number {
-  let size = sizes.get(value);
-  if (size === undefined) {
-    size = JSON.stringify(value).length;
-    sizes.set(value, size);
-  }
-  return size;
-}
-
-/**
- * The request's input tokens, estimated from its size, for the governor's admission. The last
- * message is measured afresh each time: a session may still append to it.
- */
-export function estimateInputTokens(request: ProviderRequest): number {
-  const { messages } = request;
-  let characters = (request.system?.length ?? 0) + sizeOf(request.tools);
-  for (let index = 0; index < messages.length - 1; index++) {
-    characters += sizeOf(messages[index] as object);
-  }
-  const last = messages.at(-1);
-  if (last !== undefined) characters += JSON.stringify(last).length;
-  return Math.max(1, Math.ceil(characters / CHARS_PER_TOKEN));
 }
 
 /**

@@ -1,5 +1,11 @@
 import type Anthropic from '@anthropic-ai/sdk';
-import type { AssistantTurn, ContentBlockParam, ProviderUsage, ToolCall } from './types.js';
+import {
+  type AssistantTurn,
+  type ContentBlockParam,
+  noUsage,
+  type ProviderUsage,
+  type ToolCall,
+} from './types.js';
 
 type StreamEvent = Anthropic.RawMessageStreamEvent;
 
@@ -16,7 +22,7 @@ interface OpenBlock {
  * the Messages API at all (`started`) and whether it ended properly (`stopped`).
  */
 export class TurnAssembler {
-  readonly usage: ProviderUsage = { inputTokens: 0, outputTokens: 0 };
+  readonly usage: ProviderUsage = noUsage();
   #blocks: OpenBlock[] = [];
   #stopReason: string | null = null;
   #started = false;
@@ -37,8 +43,7 @@ export class TurnAssembler {
     switch (event.type) {
       case 'message_start':
         this.#started = true;
-        this.usage.inputTokens = event.message.usage.input_tokens;
-        this.usage.outputTokens = event.message.usage.output_tokens;
+        this.#takeUsage(event.message.usage);
         return undefined;
       case 'content_block_start': {
         const block = event.content_block;
@@ -73,7 +78,8 @@ export class TurnAssembler {
       }
       case 'message_delta':
         this.#stopReason = event.delta.stop_reason ?? null;
-        this.usage.outputTokens = event.usage.output_tokens;
+        // Its counts are cumulative: a field it carries replaces what message_start said.
+        this.#takeUsage(event.usage);
         return undefined;
       case 'message_stop':
         this.#stopped = true;
@@ -81,6 +87,25 @@ export class TurnAssembler {
       default:
         return undefined;
     }
+  }
+
+  /**
+   * Takes the counts a usage object carries. A server that does not cache sends no cache fields,
+   * or nulls: they stay 0. A count that is not a finite number from 0 up is ignored.
+   */
+  #takeUsage(usage: StreamUsage | null | undefined): void {
+    if (!usage) return;
+    const into = this.usage;
+    const input = count(usage.input_tokens);
+    if (input !== undefined) into.inputTokens = input;
+    const output = count(usage.output_tokens);
+    if (output !== undefined) into.outputTokens = output;
+    const read = count(usage.cache_read_input_tokens);
+    if (read !== undefined) into.cacheReadTokens = read;
+    const write = count(usage.cache_creation_input_tokens);
+    if (write !== undefined) into.cacheWriteTokens = write;
+    const hour = count(usage.cache_creation?.ephemeral_1h_input_tokens);
+    if (hour !== undefined && hour > 0) into.cacheWrite1hTokens = hour;
   }
 
   /** The turn, once the stream has stopped (see `stopped`). */
@@ -123,6 +148,19 @@ export class TurnAssembler {
       usage: { ...this.usage },
     };
   }
+}
+
+/** The usage fields of `message_start` and `message_delta`, as loosely as servers send them. */
+interface StreamUsage {
+  input_tokens?: number | null;
+  output_tokens?: number | null;
+  cache_read_input_tokens?: number | null;
+  cache_creation_input_tokens?: number | null;
+  cache_creation?: { ephemeral_1h_input_tokens?: number | null } | null;
+}
+
+function count(value: unknown): number | undefined {
+  return typeof value === 'number' && Number.isFinite(value) && value >= 0 ? value : undefined;
 }
 
 function isPlainObject(value: unknown): value is Record<string, unknown> {

@@ -1,6 +1,7 @@
 import type Anthropic from '@anthropic-ai/sdk';
 import type { Gate } from '../governor/types.js';
 import type { TraceSink } from '../trace/types.js';
+import type { CacheSettings } from './cache.js';
 
 export type MessageParam = Anthropic.MessageParam;
 export type ContentBlockParam = Anthropic.ContentBlockParam;
@@ -59,11 +60,40 @@ export interface ProviderRequest {
   tools: ToolParam[];
   /** Overrides the config's model for this request. */
   model?: string;
+  /** Prompt-cache breakpoints (cache.ts); unset sends none. */
+  cache?: CacheSettings;
 }
 
+/**
+ * What one response reported. `inputTokens` is the API's `input_tokens`: the input that was
+ * neither read from nor written to the prompt cache. The request's whole input is
+ * `inputTokens + cacheReadTokens + cacheWriteTokens`.
+ */
 export interface ProviderUsage {
   inputTokens: number;
   outputTokens: number;
+  /** `cache_read_input_tokens`: input read back from the prompt cache (0.1× the input price). */
+  cacheReadTokens: number;
+  /** `cache_creation_input_tokens`: input written to the prompt cache (1.25×, or 2× for 1 h). */
+  cacheWriteTokens: number;
+  /** Of `cacheWriteTokens`, those written with the one-hour lifetime; absent when none. */
+  cacheWrite1hTokens?: number;
+}
+
+/** Adds `more` into `into`. */
+export function addUsage(into: ProviderUsage, more: ProviderUsage): void {
+  into.inputTokens += more.inputTokens;
+  into.outputTokens += more.outputTokens;
+  into.cacheReadTokens += more.cacheReadTokens;
+  into.cacheWriteTokens += more.cacheWriteTokens;
+  if (more.cacheWrite1hTokens) {
+    into.cacheWrite1hTokens = (into.cacheWrite1hTokens ?? 0) + more.cacheWrite1hTokens;
+  }
+}
+
+/** A usage with every count 0. */
+export function noUsage(): ProviderUsage {
+  return { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 };
 }
 
 /** A tool call as the model made it. `inputError` is set when its JSON did not parse. */
