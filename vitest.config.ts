@@ -10,6 +10,7 @@ import { BaseSequencer, type TestSpecification } from 'vitest/node';
 const UNIT = [
   'agent-files',
   'budget',
+  'cache-breakpoints',
   'cli-output',
   'event-hub',
   'fuzz',
@@ -18,6 +19,7 @@ const UNIT = [
   'governor-overload',
   'governor-state',
   'map-agents',
+  'prefix-gate',
   'provider',
   'render',
   'retry',

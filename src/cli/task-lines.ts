@@ -48,6 +48,12 @@ export const TASK_FIELDS = {
   }),
   /** How long one of its requests may keep being refused (429/529), in ms: over `--patience`. */
   patienceMs: AGENT_FIELDS.patienceMs,
+  /** Prompt-cache breakpoints (`auto` or `off`): over its agent file's and `--cache`. */
+  cache: AGENT_FIELDS.cache,
+  /** Its shared prefix's cache lifetime (`5m` or `1h`): over its agent file's and `--cache-ttl`. */
+  cacheTtl: AGENT_FIELDS.cacheTtl,
+  /** Text its siblings share, sent before the prompt and cached apart (docs/CACHING.md). */
+  preamble: AGENT_FIELDS.preamble,
 } as const satisfies Fields;
 
 /** One line of a tasks file (an integer `id` is read as its string). */
@@ -69,6 +75,9 @@ const PROBLEM_ORDER: readonly (keyof typeof TASK_FIELDS)[] = [
   'outputSchema',
   'budget',
   'patienceMs',
+  'cache',
+  'cacheTtl',
+  'preamble',
 ];
 
 export interface TaskLineError {
@@ -135,6 +144,9 @@ export function taskAgentOptions(task: BatchTask): AgentOptions {
     outputSchema: task.outputSchema,
     budget: task.budget,
     patienceMs: task.patienceMs,
+    cache: task.cache,
+    cacheTtl: task.cacheTtl,
+    preamble: task.preamble,
   });
 }
 

@@ -62,10 +62,11 @@ export const BATCH_USAGE = `Usage: cohort batch TASKS.jsonl --out RESULTS.jsonl 
 Runs one child agent per task line and appends one result line (the AgentResult plus "taskId")
 per task as it settles. TASKS.jsonl may be \`-\` for stdin. A task line is
   {"id", "prompt", "title"?, "system"?, "tools"?, "maxSteps"?, "model"?,
-   "agent"?, "outputSchema"?, "budget"?, "patienceMs"?}
+   "agent"?, "outputSchema"?, "budget"?, "patienceMs"?, "cache"?, "cacheTtl"?, "preamble"?}
 ("agent" names an agent file in --agents; "outputSchema" puts the parsed reply in "value";
 "patienceMs" is how long one of its requests may be refused 429/529 before it fails, in ms,
-over its agent file's and --patience).
+over its agent file's and --patience; "cache" and "cacheTtl" are over --cache and --cache-ttl;
+"preamble" is text the tasks share, a document, sent before the prompt and cached once).
 Every line is checked as the engine would check it before anything starts: a bad line is
 reported with its number and gets no result line; the good lines run (--strict refuses to start).
 

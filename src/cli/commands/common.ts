@@ -118,6 +118,8 @@ export const ENGINE_FLAGS: readonly HelpRow[] = [
   ENGINE_FIELDS.agentsDir,
   ENGINE_FIELDS.budget,
   ENGINE_FIELDS.prices,
+  ENGINE_FIELDS.cache,
+  ENGINE_FIELDS.cacheTtl,
   QUEUE_FIELDS.url,
   QUEUE_FIELDS.name,
   QUEUE_FIELDS.rateLimit,
@@ -148,6 +150,8 @@ export function engineOptionsFrom(
   const agentsDir = stringFlag(values, ENGINE_FIELDS.agentsDir);
   const budget = budgetFlag(values);
   const prices = pricesFlag(values);
+  const cache = choiceFlag(values, ENGINE_FIELDS.cache);
+  const cacheTtl = choiceFlag(values, ENGINE_FIELDS.cacheTtl);
   const queue = queueFlags(values);
   // Unset options are left out (not set to undefined), so the options can be spread over others.
   return defined({
@@ -165,6 +169,8 @@ export function engineOptionsFrom(
     agentsDir,
     budget,
     prices,
+    cache,
+    cacheTtl,
     queue,
     governor: governorFlags(values),
   });
