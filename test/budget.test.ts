@@ -13,6 +13,8 @@ import {
   mergeBudgets,
 } from '../src/shared/budget-meter.js';
 import { UsageError } from '../src/shared/errors.js';
+import type { LoopOptions } from '../src/shared/loop/agent-loop.js';
+import { spend } from '../src/shared/loop/step-request.js';
 import {
   checkPriceTable,
   costUsd,
@@ -20,6 +22,7 @@ import {
   priceOf,
   priceTable,
 } from '../src/shared/prices.js';
+import { emptyUsage } from '../src/shared/result.js';
 
 const STEP: StepSpend = { inputTokens: 100, outputTokens: 10, costUsd: 0.01 };
 
@@ -438,5 +441,61 @@ describe('TreeLedger', () => {
     const ledger = new TreeLedger({ budget: {} });
     ledger.join('a', () => {});
     expect(() => ledger.join('a', () => {})).toThrow(/joined twice/);
+  });
+});
+
+describe('spend (one step into the usage and the budget)', () => {
+  const sonnet = { inputPerMTok: 3, outputPerMTok: 15 };
+  /** What `spend` reads of the loop's options: the price and the budget. */
+  function options(price: typeof sonnet | undefined, budget?: BudgetMeter): LoopOptions {
+    return { price, budget } as Partial<LoopOptions> as LoopOptions;
+  }
+  const cached = {
+    inputTokens: 1_000,
+    outputTokens: 100,
+    cacheReadTokens: 20_000,
+    cacheWriteTokens: 2_000,
+  };
+
+  it('adds the cache counts, prices them at the cache rates, and keeps what caching saved', () => {
+    const meter = new BudgetMeter();
+    const usage = emptyUsage();
+    spend(options(sonnet, meter), usage, cached);
+    spend(options(sonnet, meter), usage, cached);
+    expect(usage).toMatchObject({
+      inputTokens: 2_000,
+      outputTokens: 200,
+      cacheReadTokens: 40_000,
+      cacheWriteTokens: 4_000,
+    });
+    // Per step: 1,000 × $3 + 100 × $15 + 20,000 × $0.30 + 2,000 × $3.75, per million.
+    expect(usage.costUsd).toBeCloseTo(2 * 0.018, 12);
+    // Without the cache the same step is 23,000 × $3 + 100 × $15 per million: $0.0705.
+    expect(usage.cacheSavedUsd).toBeCloseTo(2 * (0.0705 - 0.018), 12);
+    // A budget counts every input token the model read, and dollars at the cache rates.
+    expect(meter.spent).toEqual({
+      inputTokens: 46_000,
+      outputTokens: 200,
+      costUsd: usage.costUsd,
+      steps: 2,
+    });
+  });
+
+  it('keeps a negative saving when a write was never read back', () => {
+    const usage = emptyUsage();
+    spend(options(sonnet), usage, { ...cached, cacheReadTokens: 0 });
+    // The write cost a quarter more than plain input: 2,000 × $0.75 per million.
+    expect(usage.cacheSavedUsd).toBeCloseTo(-0.0015, 12);
+  });
+
+  it('sets no saving without a price, nor when nothing was read or written', () => {
+    const unpriced = emptyUsage();
+    spend(options(undefined), unpriced, cached);
+    expect(unpriced).not.toHaveProperty('costUsd');
+    expect(unpriced).not.toHaveProperty('cacheSavedUsd');
+    const uncached = emptyUsage();
+    spend(options(sonnet), uncached, { ...cached, cacheReadTokens: 0, cacheWriteTokens: 0 });
+    expect(uncached.costUsd).toBeCloseTo(0.0045, 12);
+    expect(uncached).not.toHaveProperty('cacheSavedUsd');
   });
 });

@@ -42,6 +42,13 @@ export interface AgentUsage {
    * has no price.
    */
   costUsd?: number;
+  /**
+   * Dollars the prompt cache saved: what the same steps would have cost with every input token
+   * at the input price, less `costUsd`. Absent when the model has no price or nothing was read
+   * from or written to the cache. Negative when writes (1.25× or 2× the input price) outweighed
+   * the reads (0.1×), as for an agent that wrote a prefix and never read it back.
+   */
+  cacheSavedUsd?: number;
 }
 
 /**

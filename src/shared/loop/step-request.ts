@@ -1,5 +1,5 @@
 import { defined } from '../option-schema.js';
-import { costUsd } from '../prices.js';
+import { costUsd, uncachedCostUsd } from '../prices.js';
 import type { ProviderResult, ProviderUsage, ToolParam } from '../provider/types.js';
 import { StreamRedactor } from '../redact.js';
 import type { AgentUsage } from '../result.js';
@@ -45,8 +45,14 @@ export function spend(options: LoopOptions, usage: AgentUsage, step: ProviderUsa
   usage.outputTokens += step.outputTokens;
   usage.cacheReadTokens += step.cacheReadTokens;
   usage.cacheWriteTokens += step.cacheWriteTokens;
-  const cost = options.price ? costUsd(step, options.price) : 0;
-  if (options.price) usage.costUsd = (usage.costUsd ?? 0) + cost;
+  const price = options.price;
+  const cost = price ? costUsd(step, price) : 0;
+  if (price) {
+    usage.costUsd = (usage.costUsd ?? 0) + cost;
+    if (step.cacheReadTokens > 0 || step.cacheWriteTokens > 0) {
+      usage.cacheSavedUsd = (usage.cacheSavedUsd ?? 0) + uncachedCostUsd(step, price) - cost;
+    }
+  }
   // A budget's input tokens are every token the model read, cached or not: caching makes a step
   // cheaper (`usd`), not smaller.
   const input = step.inputTokens + step.cacheReadTokens + step.cacheWriteTokens;
