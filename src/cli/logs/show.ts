@@ -8,6 +8,7 @@ import type { MessageParam } from '../../shared/provider/types.js';
 import { redactSecrets } from '../../shared/redact.js';
 import { outcomeTag } from '../../shared/result.js';
 import { safeLabel, safeText } from '../output.js';
+import { describeSaving, describeTokens } from '../views/usage-text.js';
 import { type CallOf, clipText, compactJson, type Piece, pieces } from './blocks.js';
 import type { RunInfo } from './runs.js';
 
@@ -134,13 +135,15 @@ function resultLines(history: AgentHistory): string[] {
     ? ` (${result.code ? `${result.code}: ` : ''}${safeLabel(result.reason)})`
     : '';
   const usage = result.usage;
-  const cost = usage.costUsd === undefined ? '' : ` · $${usage.costUsd.toFixed(4)}`;
+  const saved =
+    usage.cacheSavedUsd === undefined ? '' : ` (${describeSaving(usage.cacheSavedUsd)})`;
+  const cost = usage.costUsd === undefined ? '' : ` · $${usage.costUsd.toFixed(4)}${saved}`;
   const budget =
     result.budgetExceeded === undefined ? '' : ` · ${result.budgetExceeded} budget reached`;
   lines.push(
     '',
     `── ${result.outcome}${reason} · ${usage.steps} steps · ${usage.providerCalls} provider calls · ` +
-      `${usage.inputTokens} in / ${usage.outputTokens} out tokens${cost}${budget} · ${result.elapsedMs} ms`,
+      `${describeTokens(usage)}${cost}${budget} · ${result.elapsedMs} ms`,
   );
   return lines;
 }

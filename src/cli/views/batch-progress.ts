@@ -5,23 +5,49 @@ import { type AgentOutcome, type AgentResult, emptyOutcomeCounts } from '../../s
 import { note, safeLabel, stderr } from '../output.js';
 import { noteCursorHidden } from '../process.js';
 import { describeGovernor, describeGovernorShort } from './governor-view.js';
+import { cacheHitPercent, cacheNote, describeSaving } from './usage-text.js';
 
 /** Failed tasks named one by one on stderr; past this, only counted. */
 const FAILED_LINES_SHOWN = 20;
 /** How long connection failures go on before a retry line says so (the breaker speaks first). */
 const UNANSWERED_GRACE_MS = 1000;
 
+/** What a batch's settled tasks spent, added up (the `spent` of `cohort batch --json`'s summary). */
+export interface BatchSpent {
+  /** Uncached input, as in `AgentUsage`. */
+  inputTokens: number;
+  outputTokens: number;
+  /** Input read from the prompt cache. */
+  cacheReadTokens: number;
+  /** Input written to the prompt cache. */
+  cacheWriteTokens: number;
+  steps: number;
+  /** Dollars, only over the tasks whose model has a price. */
+  costUsd: number;
+  /** Tasks whose result had a `costUsd` (their model has a price). */
+  priced: number;
+  /** Tasks a budget stopped. */
+  budgetExceeded: number;
+  /**
+   * Cache reads over all input (uncached, read and written), in percent, two decimals; only when
+   * something was read from or written to the cache.
+   */
+  cacheHitPercent?: number;
+  /** The sum of the results' `usage.cacheSavedUsd`; only when one of them had it. */
+  cacheSavedUsd?: number;
+}
+
 /** What a batch has seen: outcomes, failures by code, and which agents are waiting on a retry. */
 export class BatchTally {
   readonly counts: Record<AgentOutcome, number> = emptyOutcomeCounts();
   readonly failureCodes: Record<string, number> = {};
-  /** What the settled tasks spent, added up; `costUsd` only over those whose model has a price. */
-  readonly spent = {
+  readonly #spent: BatchSpent = {
     inputTokens: 0,
     outputTokens: 0,
+    cacheReadTokens: 0,
+    cacheWriteTokens: 0,
     steps: 0,
     costUsd: 0,
-    /** Tasks whose result had a `costUsd` (their model has a price). */
     priced: 0,
     budgetExceeded: 0,
   };
@@ -32,6 +58,17 @@ export class BatchTally {
   settled = 0;
   /** Called at each provider retry, with what the provider answered. */
   onRetry: ((event: Extract<AgentEvent, { type: 'provider-retry' }>) => void) | undefined;
+
+  /**
+   * What the settled tasks spent, added up (a copy), with the cache's hit rate and saving when
+   * any input was read from or written to the cache.
+   */
+  get spent(): BatchSpent {
+    const { cacheSavedUsd, ...spent }: BatchSpent = { ...this.#spent };
+    const hit = cacheHitPercent(spent);
+    if (hit !== undefined) spent.cacheHitPercent = Math.round(hit * 100) / 100;
+    return cacheSavedUsd === undefined ? spent : { ...spent, cacheSavedUsd };
+  }
 
   /** Agents between a provider retry and their next step's end. */
   get retrying(): number {
@@ -55,14 +92,22 @@ export class BatchTally {
       else this.workers.set(result.worker, { results: 1, since: Date.now() });
     }
     this.counts[result.outcome]++;
-    this.spent.inputTokens += result.usage.inputTokens;
-    this.spent.outputTokens += result.usage.outputTokens;
-    this.spent.steps += result.usage.steps;
-    if (result.usage.costUsd !== undefined) {
-      this.spent.costUsd += result.usage.costUsd;
-      this.spent.priced++;
+    const spent = this.#spent;
+    const usage = result.usage;
+    spent.inputTokens += usage.inputTokens;
+    spent.outputTokens += usage.outputTokens;
+    // A result line written before the cache counts existed has none.
+    spent.cacheReadTokens += usage.cacheReadTokens ?? 0;
+    spent.cacheWriteTokens += usage.cacheWriteTokens ?? 0;
+    spent.steps += usage.steps;
+    if (usage.costUsd !== undefined) {
+      spent.costUsd += usage.costUsd;
+      spent.priced++;
     }
-    if (result.budgetExceeded !== undefined) this.spent.budgetExceeded++;
+    if (usage.cacheSavedUsd !== undefined) {
+      spent.cacheSavedUsd = (spent.cacheSavedUsd ?? 0) + usage.cacheSavedUsd;
+    }
+    if (result.budgetExceeded !== undefined) spent.budgetExceeded++;
     this.#retrying.delete(result.id);
     if (result.outcome === 'failed') {
       const code = result.code ?? 'internal';
@@ -136,7 +181,7 @@ export class BatchProgress {
       this.#bar = new cliProgress.SingleBar(
         {
           format:
-            'batch [{bar}] {value}/{total} | {outcomes}{retrying}{governor}{workers} | {rate}/s | ETA {steady_eta}',
+            'batch [{bar}] {value}/{total} | {outcomes}{retrying}{governor}{workers}{cache} | {rate}/s | ETA {steady_eta}',
           hideCursor: true,
           stream: process.stderr,
         },
@@ -158,7 +203,7 @@ export class BatchProgress {
       this.#lastLine = now;
       const payload = this.#payload();
       note(
-        `cohort batch: ${this.#tally.settled}/${this.#total} done (${payload.outcomes}${payload.retrying}), ${payload.rate}/s, ETA ${payload.steady_eta}${payload.governor}${payload.workers}`,
+        `cohort batch: ${this.#tally.settled}/${this.#total} done (${payload.outcomes}${payload.retrying}), ${payload.rate}/s, ETA ${payload.steady_eta}${payload.governor}${payload.workers}${payload.cache}`,
       );
     }
   }
@@ -241,6 +286,7 @@ export class BatchProgress {
     steady_eta: string;
     governor: string;
     workers: string;
+    cache: string;
   } {
     const seconds = (Date.now() - this.#started) / 1000;
     const done = this.#tally.settled;
@@ -252,6 +298,7 @@ export class BatchProgress {
       steady_eta: this.#eta(),
       governor: this.#governorText(this.#bar !== undefined),
       workers: this.#workersText(),
+      cache: this.#cacheText(),
     };
   }
 
@@ -268,6 +315,12 @@ export class BatchProgress {
     );
     const describe = short ? describeGovernorShort : describeGovernor;
     return busy.map((state) => ` | ${safeLabel(describe(state, now))}`).join('');
+  }
+
+  /** The prompt cache's hit rate over the settled tasks; '' while nothing was read or written. */
+  #cacheText(): string {
+    const hit = cacheHitPercent(this.#tally.spent);
+    return hit === undefined ? '' : ` | cache hit ${hit.toFixed(1)}%`;
   }
 
   /** The queue's workers: the bar gets their count, a line each one's rate. */
@@ -290,14 +343,23 @@ export class BatchProgress {
 
 /**
  * `12,345 input + 678 output tokens, 40 steps, $0.0461; 2 stopped by their budget`. Dollars only
- * over the tasks whose model has a price, and said so when that is not all of them.
+ * over the tasks whose model has a price, and said so when that is not all of them. When input
+ * was read from or written to the prompt cache, those counts follow the uncached input, and the
+ * hit rate and what caching saved follow the dollars:
+ * `1,200 input (+18,000 cached, 300 written) + 80 output tokens, 3 steps, $0.0123; cache hit
+ * 92.3%, cache saved $0.0486`.
  */
-export function describeSpend(spent: BatchTally['spent'], settled: number): string {
+export function describeSpend(spent: BatchSpent, settled: number): string {
   const budget =
     spent.budgetExceeded > 0 ? `; ${spent.budgetExceeded} stopped by their budget` : '';
   const dollars =
     spent.priced === 0
       ? 'no price for the model (see --prices)'
       : `$${spent.costUsd.toFixed(4)}${spent.priced < settled ? ` for the ${spent.priced} priced task(s)` : ''}`;
-  return `${spent.inputTokens.toLocaleString('en-US')} input + ${spent.outputTokens.toLocaleString('en-US')} output tokens, ${spent.steps} steps, ${dollars}${budget}`;
+  const count = (tokens: number) => tokens.toLocaleString('en-US');
+  const input = `${count(spent.inputTokens)} input${cacheNote(spent, count)}`;
+  const hit = cacheHitPercent(spent);
+  const saved = spent.cacheSavedUsd === undefined ? '' : `, ${describeSaving(spent.cacheSavedUsd)}`;
+  const cache = hit === undefined ? '' : `; cache hit ${hit.toFixed(1)}%${saved}`;
+  return `${input} + ${count(spent.outputTokens)} output tokens, ${spent.steps} steps, ${dollars}${cache}${budget}`;
 }

@@ -1,6 +1,7 @@
 import type { AgentResult } from '../../shared/result.js';
 import { outcomeTag } from '../../shared/result.js';
 import { safeLabel, safeText } from '../output.js';
+import { describeTokens } from './usage-text.js';
 
 /** A readable rendering of one AgentResult for a terminal. */
 export function formatResult(result: AgentResult): string {
@@ -15,7 +16,7 @@ export function formatResult(result: AgentResult): string {
   const usage = result.usage;
   lines.push(
     `   ${result.elapsedMs} ms · ${usage.steps} steps · ${usage.providerCalls} provider calls · ` +
-      `${usage.inputTokens} in / ${usage.outputTokens} out tokens${result.truncated ? ' · clipped' : ''}`,
+      `${describeTokens(usage)}${result.truncated ? ' · clipped' : ''}`,
   );
   // No folder line when the `logs` policy did not keep the folder.
   if (result.logDir !== undefined) {
