@@ -23,6 +23,8 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { FileSpanExporter } from '../src/cli/tracing/trace-file.js';
 import { startCliTracing } from '../src/cli/tracing/tracing.js';
 import { cohortTracer, OtelSpans, openAgentSpan } from '../src/main/tracing/otel-spans.js';
+import { closeChatSpan, openChatSpan } from '../src/shared/provider/chat-span.js';
+import { type AssistantTurn, noUsage, type ProviderUsage } from '../src/shared/provider/types.js';
 import { type AgentResult, emptyUsage } from '../src/shared/result.js';
 import { TraceRecorder } from '../src/shared/trace/recorder.js';
 import type { TraceOp, TraceSink } from '../src/shared/trace/types.js';
@@ -243,6 +245,57 @@ describe('OtelSpans.abandon', () => {
   });
 });
 
+describe('chat spans', () => {
+  function closed(outcome: Parameters<typeof closeChatSpan>[2]): ReadableSpan {
+    const { tracer, spans } = memoryTracer();
+    const sink = new OtelSpans(tracer, contexts.active());
+    closeChatSpan(sink, openChatSpan(sink, 'claude-test'), outcome);
+    expect(spans()).toHaveLength(1);
+    return spans()[0] as ReadableSpan;
+  }
+  const turn = (usage: ProviderUsage): AssistantTurn => ({
+    message: { role: 'assistant', content: [{ type: 'text', text: 'hi' }] },
+    text: 'hi',
+    calls: [],
+    stopReason: 'end_turn',
+    usage,
+  });
+
+  it('an attempt that read and wrote the cache says so, its input counting both', () => {
+    const span = closed({
+      ok: true,
+      turn: turn({
+        inputTokens: 12,
+        outputTokens: 5,
+        cacheReadTokens: 3000,
+        cacheWriteTokens: 200,
+      }),
+    });
+    expect(span.attributes).toEqual({
+      'gen_ai.operation.name': 'chat',
+      'gen_ai.provider.name': 'anthropic',
+      'gen_ai.request.model': 'claude-test',
+      'gen_ai.usage.input_tokens': 3212,
+      'gen_ai.usage.cache_read.input_tokens': 3000,
+      'gen_ai.usage.cache_creation.input_tokens': 200,
+      'gen_ai.usage.output_tokens': 5,
+      'gen_ai.response.finish_reasons': ['end_turn'],
+    });
+  });
+
+  it('an attempt with no cache use, or a failed one, has no cache attributes', () => {
+    const plain = closed({ ok: true, turn: turn({ ...noUsage(), inputTokens: 12 }) });
+    expect(plain.attributes['gen_ai.usage.input_tokens']).toBe(12);
+    const failed = closed({
+      ok: false,
+      error: { code: 'overloaded', message: 'busy', status: 529 },
+      usage: noUsage(),
+    });
+    expect(Object.keys(failed.attributes).filter((key) => key.includes('cache'))).toEqual([]);
+    expect(Object.keys(plain.attributes).filter((key) => key.includes('cache'))).toEqual([]);
+  });
+});
+
 describe('openAgentSpan', () => {
   function ended(agent: Parameters<typeof openAgentSpan>[2], outcome: AgentResult) {
     const { tracer, spans } = memoryTracer();
@@ -276,6 +329,30 @@ describe('openAgentSpan', () => {
     expect(span.instrumentationScope.name).toBe('cohort');
     const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8'));
     expect(span.instrumentationScope.version).toBe(pkg.version);
+  });
+
+  it('counts cached input in the input tokens and names the cache reads, writes and saving', () => {
+    const usage = {
+      ...emptyUsage(),
+      inputTokens: 7,
+      outputTokens: 3,
+      cacheReadTokens: 900,
+      cacheWriteTokens: 40,
+      costUsd: 0.25,
+      cacheSavedUsd: 0.5,
+    };
+    const span = ended(AGENT, result({ usage }));
+    expect(span.attributes).toMatchObject({
+      'gen_ai.usage.input_tokens': 947,
+      'gen_ai.usage.cache_read.input_tokens': 900,
+      'gen_ai.usage.cache_creation.input_tokens': 40,
+      'gen_ai.usage.output_tokens': 3,
+      'cohort.usage.cache_saved_usd': 0.5,
+    });
+    // A count of 0 is not set: the span of an agent that only read has no write attribute.
+    const reader = ended(AGENT, result({ usage: { ...usage, cacheWriteTokens: 0 } }));
+    expect(reader.attributes['gen_ai.usage.input_tokens']).toBe(907);
+    expect(reader.attributes).not.toHaveProperty('gen_ai.usage.cache_creation.input_tokens');
   });
 
   it('marks a failed agent ERROR with its code', () => {

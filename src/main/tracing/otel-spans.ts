@@ -17,6 +17,7 @@ import {
   type TraceSink,
   type TraceSpanId,
   type TraceSpanKind,
+  usageAttributes,
 } from '../../shared/trace/types.js';
 
 /** cohort's own attribute names, beside the GenAI ones (`GEN_AI`). */
@@ -25,6 +26,7 @@ const COHORT = {
   mode: 'cohort.mode',
   outcome: 'cohort.outcome',
   costUsd: 'cohort.usage.cost_usd',
+  cacheSavedUsd: 'cohort.usage.cache_saved_usd',
   budgetExceeded: 'cohort.budget_exceeded',
   cancelReason: 'cohort.cancel_reason',
 } as const;
@@ -204,11 +206,13 @@ export function openAgentSpan(
 
 function resultAttributes(result: AgentResult): TraceAttributes {
   const attributes: TraceAttributes = {
-    [GEN_AI.inputTokens]: result.usage.inputTokens,
-    [GEN_AI.outputTokens]: result.usage.outputTokens,
+    ...usageAttributes(result.usage),
     [COHORT.outcome]: result.outcome,
   };
   if (result.usage.costUsd !== undefined) attributes[COHORT.costUsd] = result.usage.costUsd;
+  if (result.usage.cacheSavedUsd !== undefined) {
+    attributes[COHORT.cacheSavedUsd] = result.usage.cacheSavedUsd;
+  }
   if (result.budgetExceeded !== undefined) {
     attributes[COHORT.budgetExceeded] = result.budgetExceeded;
   }

@@ -1,4 +1,4 @@
-import { GEN_AI, type TraceSink, type TraceSpanId } from '../trace/types.js';
+import { GEN_AI, type TraceSink, type TraceSpanId, usageAttributes } from '../trace/types.js';
 import type { AssistantTurn, ProviderError, ProviderUsage } from './types.js';
 
 /** Opens the `chat {model}` span (CLIENT) of one provider attempt. */
@@ -23,8 +23,7 @@ export function closeChatSpan(
 ): void {
   const usage = outcome.ok ? outcome.turn.usage : outcome.usage;
   const attributes = {
-    [GEN_AI.inputTokens]: usage.inputTokens,
-    [GEN_AI.outputTokens]: usage.outputTokens,
+    ...usageAttributes(usage),
     ...(outcome.ok && outcome.turn.stopReason !== null
       ? { [GEN_AI.finishReasons]: [outcome.turn.stopReason] }
       : {}),

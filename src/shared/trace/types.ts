@@ -49,7 +49,10 @@ export type TraceOp =
     }
   | { op: 'close'; id: TraceSpanId; attributes?: TraceAttributes; error?: string; time: number };
 
-/** GenAI semantic-convention attribute names cohort sets (development status). */
+/**
+ * GenAI semantic-convention attribute names cohort sets (development status), spelled as
+ * `@opentelemetry/semantic-conventions/incubating` exports them (`ATTR_GEN_AI_…`).
+ */
 export const GEN_AI = {
   operation: 'gen_ai.operation.name',
   provider: 'gen_ai.provider.name',
@@ -57,10 +60,33 @@ export const GEN_AI = {
   agentId: 'gen_ai.agent.id',
   requestModel: 'gen_ai.request.model',
   responseModel: 'gen_ai.response.model',
+  /** Every input token, cached or not (the convention's note: it includes the two below). */
   inputTokens: 'gen_ai.usage.input_tokens',
   outputTokens: 'gen_ai.usage.output_tokens',
+  /** Input read from the provider's prompt cache. */
+  cacheReadInputTokens: 'gen_ai.usage.cache_read.input_tokens',
+  /** Input written to the provider's prompt cache. */
+  cacheCreationInputTokens: 'gen_ai.usage.cache_creation.input_tokens',
   finishReasons: 'gen_ai.response.finish_reasons',
   toolName: 'gen_ai.tool.name',
   toolCallId: 'gen_ai.tool.call.id',
   errorType: 'error.type',
 } as const;
+
+/** What a span says of a usage: every input token, and the cache's share when it had one. */
+export function usageAttributes(usage: {
+  inputTokens: number;
+  outputTokens: number;
+  cacheReadTokens?: number | undefined;
+  cacheWriteTokens?: number | undefined;
+}): TraceAttributes {
+  const read = usage.cacheReadTokens ?? 0;
+  const write = usage.cacheWriteTokens ?? 0;
+  const attributes: TraceAttributes = {
+    [GEN_AI.inputTokens]: usage.inputTokens + read + write,
+    [GEN_AI.outputTokens]: usage.outputTokens,
+  };
+  if (read > 0) attributes[GEN_AI.cacheReadInputTokens] = read;
+  if (write > 0) attributes[GEN_AI.cacheCreationInputTokens] = write;
+  return attributes;
+}
