@@ -346,8 +346,8 @@ export class BatchProgress {
  * over the tasks whose model has a price, and said so when that is not all of them. When input
  * was read from or written to the prompt cache, those counts follow the uncached input, and the
  * hit rate and what caching saved follow the dollars:
- * `1,200 input (+18,000 cached, 300 written) + 80 output tokens, 3 steps, $0.0123; cache hit
- * 92.3%, cache saved $0.0486`.
+ * `1,200 input (+18,000 cached, 300 written) + 80 output tokens, 3 steps, $0.0113; cache hit
+ * 92.3%, cache saved $0.0484`.
  */
 export function describeSpend(spent: BatchSpent, settled: number): string {
   const budget =
