@@ -1,11 +1,12 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 
-// A proxy in front of the scripted model that stands in for a server with a prompt cache: the
-// scripted model reports no cache use, so the proxy rewrites the usage of each Messages response
-// as a caching server would report it. The first request it passes writes a prefix of
-// `prefixTokens` to the cache; every later one reads that prefix back. The request's whole input
-// stays what the scripted model counted: `input_tokens` becomes what is left of it uncached.
+// A proxy in front of the scripted model that stands in for a server with a prompt cache, whose
+// figures a test knows in advance: it rewrites the usage of each Messages response as such a
+// server would report it. The first request it passes writes a prefix of `prefixTokens` to the
+// cache; every later one reads that prefix back. The request's whole input stays what the
+// scripted model counted (cached or not): `input_tokens` becomes what is left of it uncached.
+// With `prefixTokens: 0` it is a server that does not cache: every cache count is 0.
 
 /** What the proxy reported, added up over every response it rewrote. */
 export interface CacheReport {
@@ -46,6 +47,8 @@ export async function cachingProxy(
       input_tokens: whole - prefix,
       cache_read_input_tokens: read,
       cache_creation_input_tokens: write,
+      // Written with the 5-minute lifetime, whatever the upstream said of its own writes.
+      cache_creation: { ephemeral_5m_input_tokens: write, ephemeral_1h_input_tokens: 0 },
     };
   };
   const server = http.createServer((request, response) => {
@@ -95,18 +98,33 @@ export async function cachingProxy(
   };
 }
 
-type Split = (whole: number) => Record<string, number>;
+type Split = (whole: number) => Record<string, unknown>;
+
+interface WireUsage {
+  input_tokens: number;
+  cache_read_input_tokens?: number | null;
+  cache_creation_input_tokens?: number | null;
+}
+
+/** A request's whole input as the upstream counted it, whatever it said of its own cache. */
+function wholeInput(usage: WireUsage): number {
+  return (
+    usage.input_tokens +
+    (usage.cache_read_input_tokens ?? 0) +
+    (usage.cache_creation_input_tokens ?? 0)
+  );
+}
 
 /** The stream with `message_start`'s usage split, and `message_delta`'s cumulative counts alike. */
 function rewriteStream(text: string, split: Split): string {
-  let counts: Record<string, number> | undefined;
+  let counts: Record<string, unknown> | undefined;
   return text
     .split('\n')
     .map((line) => {
       if (!line.startsWith('data: ')) return line;
       const data = JSON.parse(line.slice('data: '.length));
       if (data.type === 'message_start') {
-        counts = split(data.message.usage.input_tokens);
+        counts = split(wholeInput(data.message.usage));
         Object.assign(data.message.usage, counts);
       } else if (data.type === 'message_delta' && counts !== undefined) {
         Object.assign(data.usage, counts);
@@ -119,6 +137,6 @@ function rewriteStream(text: string, split: Split): string {
 function rewriteJson(text: string, split: Split): string {
   const data = JSON.parse(text);
   if (data.type !== 'message') return text;
-  Object.assign(data.usage, split(data.usage.input_tokens));
+  Object.assign(data.usage, split(wholeInput(data.usage)));
   return JSON.stringify(data);
 }
