@@ -1,8 +1,12 @@
 import type { IncomingHttpHeaders } from 'node:http';
+import { performance } from 'node:perf_hooks';
 import { describeValue } from '../shared/errors.js';
 import { fnv1a, seededRandom } from './hash.js';
 
-/** Options of `startScriptedModel`. Every one can also be set by a `cohort mock` flag. */
+/**
+ * Options of `startScriptedModel`. Every one but `clock` can also be set by a `cohort mock`
+ * flag.
+ */
 export interface ScriptedModelOptions {
   /** Interface to listen on. Default `127.0.0.1`. */
   host?: string;
@@ -51,6 +55,14 @@ export interface ScriptedModelOptions {
   chunkChars?: number;
   /** Seed of every random choice (jitter, overload). Default 1. */
   seed?: number;
+  /**
+   * The server's monotonic clock in ms, which times pacing, ttft, delays and the rate-limit
+   * buckets. Default `performance.now()`. A test that must
+   * see minutes pass passes a clock it can move forward, e.g.
+   * `() => performance.now() + skippedMs`; it must never run slower than real time, since
+   * the server's timers wait in real time for it. No flag: it is for code.
+   */
+  clock?: () => number;
 }
 
 /** Options with every default filled in. */
@@ -170,7 +182,18 @@ export function resolveOptions(options: ScriptedModelOptions = {}): ResolvedOpti
     maxStreams: checkNumber('`maxStreams`', options.maxStreams ?? 0, 'non-negative-integer'),
     chunkChars: checkNumber('`chunkChars`', options.chunkChars ?? 8, 'positive-integer'),
     seed: checkNumber('`seed`', options.seed ?? 1, 'integer'),
+    clock: checkClock(options.clock),
   };
+}
+
+function checkClock(clock: unknown): () => number {
+  if (clock === undefined) return () => performance.now();
+  if (typeof clock !== 'function') {
+    throw new ScriptedModelOptionError(
+      `Expected \`clock\` to be a function that returns ms, got ${describeValue(clock, 80, { quoteStrings: true })}`,
+    );
+  }
+  return clock as () => number;
 }
 
 /** The load settings of one request: server options, then per-request header overrides. */

@@ -70,7 +70,7 @@ export async function startScriptedModel(
 class ScriptedModelServer extends EventEmitter implements ScriptedModel {
   readonly #options: ResolvedOptions;
   readonly #server = createServer({ keepAliveTimeout: 30_000 });
-  readonly #scheduler = new TickScheduler();
+  readonly #scheduler: TickScheduler;
   readonly #limits: RateLimits | undefined;
   readonly #spend: SpendCap | undefined;
   readonly #capacity: StreamCapacity | undefined;
@@ -84,6 +84,7 @@ class ScriptedModelServer extends EventEmitter implements ScriptedModel {
   constructor(options: ResolvedOptions) {
     super();
     this.#options = options;
+    this.#scheduler = new TickScheduler(4, options.clock);
     this.#limits = hasRateLimits(options) ? new RateLimits(options) : undefined;
     this.#spend = options.spendCapTokens > 0 ? new SpendCap(options.spendCapTokens) : undefined;
     this.#capacity = options.maxStreams > 0 ? new StreamCapacity(options.maxStreams) : undefined;
