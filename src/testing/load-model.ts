@@ -43,6 +43,13 @@ export interface ScriptedModelOptions {
   spendCapTokens?: number;
   /** Refuse requests without `x-api-key` or `anthropic-version`, as the real API does. Default false. */
   strictAuth?: boolean;
+  /**
+   * Prompt caching, as the real API does it: `cache_control` breakpoints read and write a
+   * cache per API key and model, and usage reports `cache_creation_input_tokens` and
+   * `cache_read_input_tokens`. Default true. False is a server that ignores `cache_control`:
+   * it is accepted, never refused, and every cache count is 0.
+   */
+  cache?: boolean;
   /** 0..1: chance that a request is answered 529 overloaded_error. Default 0. */
   overloadProbability?: number;
   /**
@@ -56,8 +63,8 @@ export interface ScriptedModelOptions {
   /** Seed of every random choice (jitter, overload). Default 1. */
   seed?: number;
   /**
-   * The server's monotonic clock in ms, which times pacing, ttft, delays and the rate-limit
-   * buckets. Default `performance.now()`. A test that must
+   * The server's monotonic clock in ms, which times pacing, ttft, delays, the rate-limit
+   * buckets and the prompt cache's lifetimes. Default `performance.now()`. A test that must
    * see minutes pass passes a clock it can move forward, e.g.
    * `() => performance.now() + skippedMs`; it must never run slower than real time, since
    * the server's timers wait in real time for it. No flag: it is for code.
@@ -174,6 +181,7 @@ export function resolveOptions(options: ScriptedModelOptions = {}): ResolvedOpti
       'non-negative-integer',
     ),
     strictAuth: checkBoolean('`strictAuth`', options.strictAuth ?? false),
+    cache: checkBoolean('`cache`', options.cache ?? true),
     overloadProbability: checkNumber(
       '`overloadProbability`',
       options.overloadProbability ?? 0,
