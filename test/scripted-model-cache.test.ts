@@ -11,6 +11,7 @@ import { performance } from 'node:perf_hooks';
 import { Writable } from 'node:stream';
 import Anthropic from '@anthropic-ai/sdk';
 import { afterEach, describe, expect, it } from 'vitest';
+import { DEFAULT_MINIMUM_CACHEABLE } from '../src/shared/provider/cache-minimums.js';
 import {
   mockCommand,
   type ScriptedModel,
@@ -20,10 +21,7 @@ import {
   startScriptedModel,
 } from '../src/testing/index.js';
 import { resolveOptions } from '../src/testing/load-model.js';
-import {
-  DEFAULT_MINIMUM_CACHEABLE_TOKENS,
-  minimumCacheableTokens,
-} from '../src/testing/prompt-cache.js';
+import { minimumCacheableTokens } from '../src/testing/prompt-cache.js';
 import { parseMockFlags } from '../src/testing/serve-command.js';
 import { apiError } from './helpers.js';
 
@@ -160,7 +158,7 @@ describe('prompt caching: writes and reads', () => {
     const params = request();
     const total = await totalOf(client, params);
     const prefix = prefixTokens(params, { system: 0 });
-    expect(prefix).toBeGreaterThan(DEFAULT_MINIMUM_CACHEABLE_TOKENS);
+    expect(prefix).toBeGreaterThan(DEFAULT_MINIMUM_CACHEABLE);
     expect(await send(client, params)).toEqual(wrote(total, prefix));
     expect(await send(client, params)).toEqual(read(total, prefix));
     // Another key has a cache of its own, and so has another model.

@@ -7,35 +7,17 @@
  * writes and so what its usage says; `commit` carries it out once the response has started,
  * so an entry becomes readable only then, and a request that fails writes nothing.
  */
+import { minimumCacheable } from '../shared/provider/cache-minimums.js';
 import type { MessagesRequest } from './messages-api.js';
 import { CHARS_PER_TOKEN } from './output-shaping.js';
 import type { CacheTtl, PromptBlocks } from './prompt-blocks.js';
 
 /**
- * The shortest prefix the real API caches, in tokens, by model-name prefix (Anthropic's
- * documented minimums). A breakpoint whose prefix is shorter reads and writes nothing, and is
- * not an error. The first matching prefix wins; any other model has the default.
+ * The shortest prefix the real API caches, in tokens, by model name (Anthropic's documented
+ * minimums, the table the request builder uses too). A breakpoint whose prefix is shorter reads
+ * and writes nothing, and is not an error.
  */
-export const MINIMUM_CACHEABLE_TOKENS: ReadonlyArray<readonly [prefix: string, tokens: number]> = [
-  ['claude-opus-4-5', 4096],
-  ['claude-opus-4-6', 4096],
-  ['claude-haiku-4-5', 4096],
-  ['claude-sonnet-4-6', 2048],
-  ['claude-3-5-haiku', 2048],
-  ['claude-3-haiku', 2048],
-  ['claude-haiku-3', 2048],
-];
-
-/** The minimum of every other model: other Opus 4.x and Sonnet 4.x, Sonnet 3.7, any name at all. */
-export const DEFAULT_MINIMUM_CACHEABLE_TOKENS = 1024;
-
-/** The minimum cacheable prefix of `model`, in tokens. */
-export function minimumCacheableTokens(model: string): number {
-  for (const [prefix, tokens] of MINIMUM_CACHEABLE_TOKENS) {
-    if (model.startsWith(prefix)) return tokens;
-  }
-  return DEFAULT_MINIMUM_CACHEABLE_TOKENS;
-}
+export const minimumCacheableTokens = minimumCacheable;
 
 /** How many block boundaries before a breakpoint the lookup also tries, as the real API does. */
 export const LOOKBACK_BLOCKS = 20;
