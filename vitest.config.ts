@@ -24,6 +24,7 @@ const UNIT = [
   'render',
   'retry',
   'scripted-model',
+  'scripted-model-cache',
   'scripted-model-endpoints',
   'scripted-model-faults',
   'scripted-model-output',
