@@ -134,6 +134,8 @@ function expectAgentAttributes(
   agent: ReadableSpan,
   expected: { name: string; id: string; depth: number; mode?: string; usage: AgentResult['usage'] },
 ): void {
+  const wholeInput = (usage: AgentResult['usage']) =>
+    usage.inputTokens + usage.cacheReadTokens + usage.cacheWriteTokens;
   expect(agent.kind).toBe(SpanKind.INTERNAL);
   expect(agent.status.code).toBe(SpanStatusCode.UNSET);
   expect(agent.attributes).toMatchObject({
@@ -142,7 +144,8 @@ function expectAgentAttributes(
     'gen_ai.agent.name': expected.name,
     'gen_ai.agent.id': expected.id,
     'gen_ai.request.model': MODEL,
-    'gen_ai.usage.input_tokens': expected.usage.inputTokens,
+    // The convention's input tokens include cached ones: the whole input of its requests.
+    'gen_ai.usage.input_tokens': wholeInput(expected.usage),
     'gen_ai.usage.output_tokens': expected.usage.outputTokens,
     'cohort.depth': expected.depth,
     'cohort.outcome': 'complete',
@@ -170,7 +173,7 @@ function expectAgentAttributes(
   }
   // One attempt per step here (nothing is retried): the attempts add up to the agent's usage.
   expect(chats).toHaveLength(expected.usage.providerCalls);
-  expect([input, output]).toEqual([expected.usage.inputTokens, expected.usage.outputTokens]);
+  expect([input, output]).toEqual([wholeInput(expected.usage), expected.usage.outputTokens]);
   expect(input).toBeGreaterThan(0);
   for (const tool of own.filter((span) => span.name.startsWith('execute_tool '))) {
     expect(tool.kind).toBe(SpanKind.INTERNAL);
