@@ -4,12 +4,15 @@
  * Siblings that share a system prompt, or a preamble, write it once between them (warm, then
  * release), read it back, and are billed for it at the cache's prices.
  */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { parseTasks, taskAgentOptions } from '../src/cli/task-lines.js';
 import type { EngineOptions } from '../src/main/engine.js';
 import { costUsd, priceOf, uncachedCostUsd } from '../src/shared/prices.js';
 import type { AgentResult } from '../src/shared/result.js';
 import type { ScriptedModelOptions } from '../src/testing/index.js';
-import { type Rig, scripted, startRig } from './helpers.js';
+import { type Rig, scripted, startRig, tempDir } from './helpers.js';
 
 /** About 6,000 tokens at the scripted model's four characters a token: far above 1,024. */
 const SYSTEM = `You review code.\n${'Review every line with care. '.repeat(830)}`;
@@ -132,5 +135,49 @@ describe('siblings that share a preamble', () => {
     ).toBeGreaterThanOrEqual(SIBLINGS - 1);
     // The questions were their own: each sibling replied with its own index.
     expect(new Set(results.map((result) => result.text)).size).toBe(SIBLINGS);
+  });
+});
+
+describe('cache settings from an agent file and a task line', () => {
+  it("an agent file turns caching off for its agents, over the engine's auto", async () => {
+    const agentsDir = tempDir('cohort-agents-');
+    mkdirSync(agentsDir, { recursive: true });
+    const file = [
+      '---',
+      'name: plain',
+      'description: Caches nothing.',
+      'cache: off',
+      'cacheTtl: 1h',
+      '---',
+    ];
+    writeFileSync(path.join(agentsDir, 'plain.md'), `${file.join('\n')}\n${SYSTEM}\n`);
+    const started = await rig({ agentsDir });
+    const plain = await started.engine.run({ prompt: twoSteps(1), agent: 'plain' });
+    expect(plain.outcome).toBe('complete');
+    expect(plain.usage.cacheReadTokens + plain.usage.cacheWriteTokens).toBe(0);
+    // The spawn's own field wins over the file's.
+    const cached = await started.engine.run({ prompt: twoSteps(2), agent: 'plain', cache: 'auto' });
+    expect(cached.usage.cacheWriteTokens).toBeGreaterThan(PREFIX_TOKENS);
+  });
+
+  it('a task line sets cache, cacheTtl and preamble, and a bad value is a bad line', async () => {
+    const parsed = parseTasks(
+      [
+        JSON.stringify({ id: 'a', prompt: twoSteps(3), preamble: SYSTEM, cacheTtl: '1h' }),
+        JSON.stringify({ id: 'b', prompt: 'x', cache: 'sometimes' }),
+        JSON.stringify({ id: 'c', prompt: 'x', cacheTtl: '2h' }),
+      ].join('\n'),
+    );
+    expect(parsed.errors.map((error) => error.line)).toEqual([2, 3]);
+    expect(parsed.errors[0]?.message).toContain('`cache`');
+    expect(parsed.errors[0]?.message).toContain('auto or off');
+    expect(parsed.errors[1]?.message).toContain('5m or 1h');
+    const started = await rig();
+    const task = parsed.tasks[0];
+    if (!task) throw new Error('Expected task a to parse');
+    const result = await started.engine.run(taskAgentOptions(task));
+    expect(result.outcome).toBe('complete');
+    // The preamble went before the prompt and was cached.
+    expect(result.usage.cacheWriteTokens).toBeGreaterThan(PREFIX_TOKENS);
   });
 });
