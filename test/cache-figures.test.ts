@@ -61,27 +61,20 @@ function attributesOf(line: OtlpLine): Record<string, unknown> {
   );
 }
 
+/** `cohort batch` of `tasks` tasks through `url`, with a JSON summary and a trace file. */
+async function batchThrough(url: string, tasks: number) {
+  const dir = tempDir();
+  const out = path.join(dir, 'results.jsonl');
+  const traceFile = path.join(dir, 'trace.jsonl');
+  const args = ['batch', writeTasks(tasks), '--out', out, '--base-url', url, '--json'];
+  args.push('--trace-file', traceFile, '--log-dir', path.join(dir, 'logs'));
+  return { dir, out, traceFile, run: await finished(runCli(args)) };
+}
+
 describe('cache figures against a caching server', () => {
   it('cohort batch: result lines carry the cache counts; the summary adds them up with the hit rate and what caching saved', async () => {
     const proxy = await caching();
-    const dir = tempDir();
-    const out = path.join(dir, 'results.jsonl');
-    const traceFile = path.join(dir, 'trace.jsonl');
-    const run = await finished(
-      runCli([
-        'batch',
-        writeTasks(6),
-        '--out',
-        out,
-        '--base-url',
-        proxy.url,
-        '--json',
-        '--trace-file',
-        traceFile,
-        '--log-dir',
-        path.join(dir, 'logs'),
-      ]),
-    );
+    const { dir, out, traceFile, run } = await batchThrough(proxy.url, 6);
     expect(run.code, run.err).toBe(0);
 
     // Every result line carries what its requests read and wrote, as the server reported it.
@@ -194,24 +187,7 @@ describe('cache figures against a server that does not cache', () => {
   it('the batch summary, result lines and traces read as they did before caching', async () => {
     // The proxy reports every cache count as 0, as a server that ignores cache_control does.
     const proxy = await caching(0);
-    const dir = tempDir();
-    const out = path.join(dir, 'results.jsonl');
-    const traceFile = path.join(dir, 'trace.jsonl');
-    const run = await finished(
-      runCli([
-        'batch',
-        writeTasks(2),
-        '--out',
-        out,
-        '--base-url',
-        proxy.url,
-        '--json',
-        '--trace-file',
-        traceFile,
-        '--log-dir',
-        path.join(dir, 'logs'),
-      ]),
-    );
+    const { out, traceFile, run } = await batchThrough(proxy.url, 2);
     expect(run.code, run.err).toBe(0);
     const lines = jsonLines<ResultLine>(out);
     for (const line of lines) {

@@ -1,5 +1,6 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { endToEndHeaders } from './recording-proxy.js';
 
 // A proxy in front of the scripted model that stands in for a server with a prompt cache, whose
 // figures a test knows in advance: it rewrites the usage of each Messages response as such a
@@ -61,13 +62,7 @@ export async function cachingProxy(
         url,
         { method: request.method, headers: request.headers, agent: false },
         (answer) => {
-          const {
-            connection: _c,
-            'keep-alive': _k,
-            'transfer-encoding': _t,
-            'content-length': _l,
-            ...headers
-          } = answer.headers;
+          const headers = endToEndHeaders(answer.headers, { rewritten: true });
           const body: Buffer[] = [];
           answer.on('data', (chunk: Buffer) => body.push(chunk));
           answer.on('end', () => {

@@ -38,16 +38,7 @@ export async function recordingProxy(target: string): Promise<RecordingProxy> {
         url,
         { method: request.method, headers: request.headers, agent: false },
         (answer) => {
-          // Hop-by-hop headers describe the proxy's own connection upstream (opened per
-          // request, so `connection: close`), not the client's: passed on, they would end the
-          // client's kept-alive connection under it, racing its next request.
-          const {
-            connection: _c,
-            'keep-alive': _k,
-            'transfer-encoding': _t,
-            ...headers
-          } = answer.headers;
-          response.writeHead(answer.statusCode ?? 502, headers);
+          response.writeHead(answer.statusCode ?? 502, endToEndHeaders(answer.headers));
           answer.pipe(response);
         },
       );
@@ -66,6 +57,21 @@ export async function recordingProxy(target: string): Promise<RecordingProxy> {
         server.close(() => resolve());
       }),
   };
+}
+
+/**
+ * A proxied response's headers without the hop-by-hop ones: those describe the proxy's own
+ * connection upstream (opened per request, so `connection: close`), not the client's; passed
+ * on, they would end the client's kept-alive connection under it, racing its next request.
+ * `content-length` goes too when the proxy rewrites the body.
+ */
+export function endToEndHeaders(
+  headers: http.IncomingHttpHeaders,
+  { rewritten = false } = {},
+): http.OutgoingHttpHeaders {
+  const { connection: _c, 'keep-alive': _k, 'transfer-encoding': _t, ...rest } = headers;
+  if (rewritten) delete rest['content-length'];
+  return rest;
 }
 
 /** The text of a request's first user message: the prompt, which carries a test's marker. */
