@@ -1,8 +1,12 @@
 import type { IncomingHttpHeaders } from 'node:http';
+import { performance } from 'node:perf_hooks';
 import { describeValue } from '../shared/errors.js';
 import { fnv1a, seededRandom } from './hash.js';
 
-/** Options of `startScriptedModel`. Every one can also be set by a `cohort mock` flag. */
+/**
+ * Options of `startScriptedModel`. Every one but `clock` can also be set by a `cohort mock`
+ * flag.
+ */
 export interface ScriptedModelOptions {
   /** Interface to listen on. Default `127.0.0.1`. */
   host?: string;
@@ -39,6 +43,13 @@ export interface ScriptedModelOptions {
   spendCapTokens?: number;
   /** Refuse requests without `x-api-key` or `anthropic-version`, as the real API does. Default false. */
   strictAuth?: boolean;
+  /**
+   * Prompt caching, as the real API does it: `cache_control` breakpoints read and write a
+   * cache per API key and model, and usage reports `cache_creation_input_tokens` and
+   * `cache_read_input_tokens`. Default true. False is a server that ignores `cache_control`:
+   * it is accepted, never refused, and every cache count is 0.
+   */
+  cache?: boolean;
   /** 0..1: chance that a request is answered 529 overloaded_error. Default 0. */
   overloadProbability?: number;
   /**
@@ -51,6 +62,14 @@ export interface ScriptedModelOptions {
   chunkChars?: number;
   /** Seed of every random choice (jitter, overload). Default 1. */
   seed?: number;
+  /**
+   * The server's monotonic clock in ms, which times pacing, ttft, delays, the rate-limit
+   * buckets and the prompt cache's lifetimes. Default `performance.now()`. A test that must
+   * see minutes pass passes a clock it can move forward, e.g.
+   * `() => performance.now() + skippedMs`; it must never run slower than real time, since
+   * the server's timers wait in real time for it. No flag: it is for code.
+   */
+  clock?: () => number;
 }
 
 /** Options with every default filled in. */
@@ -162,6 +181,7 @@ export function resolveOptions(options: ScriptedModelOptions = {}): ResolvedOpti
       'non-negative-integer',
     ),
     strictAuth: checkBoolean('`strictAuth`', options.strictAuth ?? false),
+    cache: checkBoolean('`cache`', options.cache ?? true),
     overloadProbability: checkNumber(
       '`overloadProbability`',
       options.overloadProbability ?? 0,
@@ -170,7 +190,18 @@ export function resolveOptions(options: ScriptedModelOptions = {}): ResolvedOpti
     maxStreams: checkNumber('`maxStreams`', options.maxStreams ?? 0, 'non-negative-integer'),
     chunkChars: checkNumber('`chunkChars`', options.chunkChars ?? 8, 'positive-integer'),
     seed: checkNumber('`seed`', options.seed ?? 1, 'integer'),
+    clock: checkClock(options.clock),
   };
+}
+
+function checkClock(clock: unknown): () => number {
+  if (clock === undefined) return () => performance.now();
+  if (typeof clock !== 'function') {
+    throw new ScriptedModelOptionError(
+      `Expected \`clock\` to be a function that returns ms, got ${describeValue(clock, 80, { quoteStrings: true })}`,
+    );
+  }
+  return clock as () => number;
 }
 
 /** The load settings of one request: server options, then per-request header overrides. */

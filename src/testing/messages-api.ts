@@ -2,6 +2,7 @@
  * The wire shapes of the Anthropic Messages API, as far as the scripted model reads and
  * writes them. Request shapes are what `validateRequest` guarantees after checking.
  */
+import type { PromptBlocks } from './prompt-blocks.js';
 
 export interface TextBlock {
   type: 'text';
@@ -127,6 +128,8 @@ export interface MessagesRequest {
   inputChars: number;
   /** Input tokens charged for image and document blocks (fixed estimates). */
   mediaTokens: number;
+  /** The prompt's blocks, breakpoints and prefix hashes, when the prompt cache is on. */
+  prompt?: PromptBlocks;
 }
 
 /** A tool_use the model emits; `partialJson` marks one cut short by max_tokens. */

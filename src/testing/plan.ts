@@ -7,6 +7,7 @@ import {
   type StopReason,
 } from './messages-api.js';
 import { CHARS_PER_TOKEN, shapeOutput } from './output-shaping.js';
+import { type InputUsage, uncachedUsage } from './prompt-cache.js';
 import {
   defaultErrorType,
   expandCalls,
@@ -56,7 +57,8 @@ export interface MessagePlan {
   stopReason: StopReason;
   /** The stop sequence that ended the text (`stop_reason: "stop_sequence"`), else null. */
   stopSequence: string | null;
-  inputTokens: number;
+  /** The input side of usage: input tokens, and what was read from and written to the cache. */
+  input: InputUsage;
   /** ceil(outputChars / 4), at least 1; exactly max_tokens when max_tokens cut the output. */
   outputTokens: number;
   /** Characters of output (thinking + text + tool input JSON, as emitted), which pacing spends. */
@@ -100,16 +102,21 @@ export function inputTokens(request: MessagesRequest): number {
 
 /**
  * Decides the whole response from the checked request and the attempt number alone: the
- * step of the conversation's script at this assistant turn, or the default policy.
+ * step of the conversation's script at this assistant turn, or the default policy. `input`
+ * is what the prompt cache decided for the request (default: nothing read or written).
  */
-export function planResponse(request: MessagesRequest, attempt: number): ResponsePlan {
+export function planResponse(
+  request: MessagesRequest,
+  attempt: number,
+  input: InputUsage = uncachedUsage(inputTokens(request)),
+): ResponsePlan {
   const turn = request.messages.filter((message) => message.role === 'assistant').length;
   const source = scriptSource(request);
   if (source === undefined) {
     // tool_choice binds the policy only: a script is authoritative, it says what the test wants.
     const policyTurn = applyToolChoice(defaultPolicy(request), request.toolChoice, request.tools);
     if ('refused' in policyTurn) return invalid(policyTurn.refused);
-    return messagePlan(request, turn, policyTurn, 0, NO_FAULTS);
+    return messagePlan(request, input, turn, policyTurn, 0, NO_FAULTS);
   }
   const parsed = parseScript(source);
   if (!parsed.ok) return invalid(parsed.error);
@@ -127,7 +134,7 @@ export function planResponse(request: MessagesRequest, attempt: number): Respons
   }
   const turnPlan: PlannedTurn = { calls: expandCalls(step) };
   if (step.text !== undefined) turnPlan.text = step.text;
-  return messagePlan(request, turn, turnPlan, delayMs, faulty ? faultsOf(step) : NO_FAULTS);
+  return messagePlan(request, input, turn, turnPlan, delayMs, faulty ? faultsOf(step) : NO_FAULTS);
 }
 
 function errorPlan(step: ScriptStep, delayMs: number): ErrorPlan {
@@ -192,6 +199,7 @@ function faultsOf(step: ScriptStep): Faults {
 
 function messagePlan(
   request: MessagesRequest,
+  input: InputUsage,
   turn: number,
   turnPlan: PlannedTurn,
   delayMs: number,
@@ -216,7 +224,7 @@ function messagePlan(
     blocks: shaped.blocks,
     stopReason: shaped.stopReason,
     stopSequence: shaped.stopSequence,
-    inputTokens: inputTokens(request),
+    input,
     // Cut by max_tokens, the real API reports exactly max_tokens.
     outputTokens: shaped.truncated
       ? request.maxTokens

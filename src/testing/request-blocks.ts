@@ -22,7 +22,6 @@ import { checkNonBlank, checkTextBlock } from './request-text.js';
 import { verifyThinking } from './thinking-signature.js';
 
 export type { MediaTally } from './request-media.js';
-export { charsWithoutMedia } from './request-media.js';
 
 const USER_BLOCKS =
   '"text", "image", "document", "search_result" or "tool_result" (the blocks of a user message)';

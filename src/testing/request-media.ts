@@ -34,8 +34,6 @@ export const MAX_PDF_PAGES = 100;
 export interface MediaTally {
   /** Input tokens of every image and document, tool_result contents included. */
   tokens: number;
-  /** Whether any image or document was seen, so inputChars must leave their JSON out. */
-  seen: boolean;
 }
 
 const IMAGE_MEDIA_TYPES = new Set(['image/jpeg', 'image/png', 'image/gif', 'image/webp']);
@@ -61,7 +59,6 @@ export function checkMedia(
   const isImage = block.type === 'image';
   const tokens = isImage ? checkImage(block, path) : checkDocument(block, path);
   tally.tokens += tokens;
-  tally.seen = true;
   return { type: isImage ? 'image' : 'document', tokens };
 }
 
@@ -200,35 +197,4 @@ function contentSourceTokens(content: unknown, path: string): number {
 function requireNonEmpty(value: unknown, path: string): string {
   if (typeof value !== 'string' || value.length === 0) fail(path, 'a non-empty string', value);
   return value;
-}
-
-/**
- * Characters of the JSON of `messages` as sent, without their images and documents (a
- * tool_result's included): only called when the request holds one.
- */
-export function charsWithoutMedia(messages: readonly unknown[]): number {
-  let chars = 2;
-  for (const message of messages) {
-    chars += 1;
-    if (!isRecord(message) || !Array.isArray(message.content)) {
-      chars += JSON.stringify(message).length;
-      continue;
-    }
-    // The message without its content, then each block of it.
-    chars += JSON.stringify({ ...message, content: [] }).length;
-    for (const block of message.content as unknown[]) chars += blockCharsWithoutMedia(block) + 1;
-  }
-  return chars;
-}
-
-function blockCharsWithoutMedia(block: unknown): number {
-  if (!isRecord(block)) return JSON.stringify(block).length;
-  if (block.type === 'image' || block.type === 'document') return 0;
-  if (block.type === 'tool_result' && Array.isArray(block.content)) {
-    const parts = (block.content as unknown[]).filter(
-      (part) => !isRecord(part) || (part.type !== 'image' && part.type !== 'document'),
-    );
-    return JSON.stringify({ ...block, content: parts }).length;
-  }
-  return JSON.stringify(block).length;
 }

@@ -5,12 +5,8 @@ import type {
   ThinkingConfig,
   ThreadRequest,
 } from './messages-api.js';
-import {
-  charsWithoutMedia,
-  checkMessage,
-  checkNonEmptyContent,
-  type MediaTally,
-} from './request-blocks.js';
+import { measurePrompt, type PromptWork } from './prompt-blocks.js';
+import { checkMessage, checkNonEmptyContent, type MediaTally } from './request-blocks.js';
 import {
   type ConversationContext,
   checkMergedConversation,
@@ -40,6 +36,13 @@ export interface ValidateRequestOptions {
    * `thread` (each is an extra input there), and `maxTokens` is 0. Default `messages`.
    */
   endpoint?: 'messages' | 'count_tokens';
+  /**
+   * With prompt caching on: `check` refuses what the real API refuses about `cache_control`
+   * (more than 4 breakpoints, a `1h` one after a `5m` one); `hash` also hashes the prompt's
+   * prefixes for the cache (`MessagesRequest.prompt`). Absent, `cache_control` is only checked
+   * for its shape, as a server that ignores it would.
+   */
+  cache?: 'check' | 'hash';
 }
 
 // The top-level fields of MessageCountTokensParams (SDK 1.14) ...
@@ -102,7 +105,9 @@ export function validateRequest(
   body: unknown,
   options: ValidateRequestOptions = {},
 ): Validation<MessagesRequest> {
-  return validation(() => checkRequest(body, options.endpoint === 'count_tokens'));
+  return validation(() =>
+    checkRequest(body, options.endpoint === 'count_tokens', options.cache ?? 'count'),
+  );
 }
 
 /**
@@ -122,7 +127,7 @@ export function checkConversation(
   return validation(() => checkMergedConversation(messages, context));
 }
 
-function checkRequest(body: unknown, countTokens: boolean): MessagesRequest {
+function checkRequest(body: unknown, countTokens: boolean, cache: PromptWork): MessagesRequest {
   if (!isRecord(body)) fail('the request body', 'a JSON object', body);
   checkFieldNames(body, countTokens);
   const { model, messages, system, tools } = body;
@@ -133,16 +138,17 @@ function checkRequest(body: unknown, countTokens: boolean): MessagesRequest {
   if (!Array.isArray(messages) || (messages.length === 0 && !continuing)) {
     fail('messages', 'a non-empty array', messages);
   }
-  const media: MediaTally = { tokens: 0, seen: false };
+  const media: MediaTally = { tokens: 0 };
   const given = messages.map((message: unknown, index) => checkMessage(message, index, media));
   checkNonEmptyContent(given, messages);
   const systemText = checkSystem(system);
   const context = checkToolsAndThinking(body, maxTokens, countTokens);
   checkOptionalFields(body, context.thinking);
-  const inputChars =
-    (system === undefined ? 0 : JSON.stringify(system).length) +
-    (media.seen ? charsWithoutMedia(messages) : JSON.stringify(messages).length) +
-    (tools === undefined ? 0 : JSON.stringify(tools).length);
+  const measured = measurePrompt(
+    { tools, system, messages, cacheControl: body.cache_control },
+    given,
+    cache,
+  );
   const request: MessagesRequest = {
     model,
     maxTokens,
@@ -155,10 +161,11 @@ function checkRequest(body: unknown, countTokens: boolean): MessagesRequest {
     rawTools: tools,
     stopSequences: checkStopSequences(body.stop_sequences),
     ...context,
-    inputChars,
+    inputChars: measured.inputChars,
     mediaTokens: media.tokens,
   };
   if (thread !== undefined) request.thread = thread;
+  if (measured.prompt !== undefined) request.prompt = measured.prompt;
   return request;
 }
 

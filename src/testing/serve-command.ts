@@ -28,6 +28,8 @@ Runs the scripted model: an Anthropic Messages API server for offline use.
                      output tokens, answer 429 enforced_spend_limit_reached (no retry-after);
                      0 is none (default 0)
   --strict-auth      refuse requests without x-api-key or anthropic-version, as the real API does
+  --no-cache         ignore cache_control: cache nothing, and report every cache count as 0
+                     (by default prompts are cached per API key and model, as the real API does)
   --overload P       0..1 probability of 529 overloaded (default 0)
   --max-streams N    server capacity: a request that arrives while N responses are being
                      answered gets 529 overloaded at once; 0 is no limit (default 0)
@@ -55,6 +57,7 @@ const FLAGS = {
   acceleration: { type: 'string' },
   'spend-cap-tokens': { type: 'string' },
   'strict-auth': { type: 'boolean' },
+  'no-cache': { type: 'boolean' },
   overload: { type: 'string' },
   'max-streams': { type: 'string' },
   'chunk-chars': { type: 'string' },
@@ -98,6 +101,7 @@ export function parseMockFlags(argv: string[]): ScriptedModelOptions | 'help' {
   assign('acceleration', number('acceleration', 'acceleration'));
   assign('spendCapTokens', number('spend-cap-tokens', 'non-negative-integer'));
   if (values['strict-auth'] === true) options.strictAuth = true;
+  if (values['no-cache'] === true) options.cache = false;
   assign('overloadProbability', number('overload', 'fraction'));
   assign('maxStreams', number('max-streams', 'non-negative-integer'));
   assign('chunkChars', number('chunk-chars', 'positive-integer'));

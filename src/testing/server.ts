@@ -16,6 +16,7 @@ import {
 import type { MessagesRequest } from './messages-api.js';
 import { answerModels } from './models.js';
 import { hasBreakingFault, inputTokens, planResponse } from './plan.js';
+import { type CacheDecision, PromptCache, uncachedUsage } from './prompt-cache.js';
 import { hasRateLimits, RateLimits, rateLimitRefusal } from './rate-limits.js';
 import { validateRequest } from './request-validation.js';
 import {
@@ -70,8 +71,10 @@ export async function startScriptedModel(
 class ScriptedModelServer extends EventEmitter implements ScriptedModel {
   readonly #options: ResolvedOptions;
   readonly #server = createServer({ keepAliveTimeout: 30_000 });
-  readonly #scheduler = new TickScheduler();
+  readonly #scheduler: TickScheduler;
   readonly #limits: RateLimits | undefined;
+  /** Undefined with `cache: false`: cache_control is then only checked for its shape. */
+  readonly #cache: PromptCache | undefined;
   readonly #spend: SpendCap | undefined;
   readonly #capacity: StreamCapacity | undefined;
   readonly #attempts = new AttemptCounter();
@@ -84,6 +87,8 @@ class ScriptedModelServer extends EventEmitter implements ScriptedModel {
   constructor(options: ResolvedOptions) {
     super();
     this.#options = options;
+    this.#scheduler = new TickScheduler(4, options.clock);
+    this.#cache = options.cache ? new PromptCache() : undefined;
     this.#limits = hasRateLimits(options) ? new RateLimits(options) : undefined;
     this.#spend = options.spendCapTokens > 0 ? new SpendCap(options.spendCapTokens) : undefined;
     this.#capacity = options.maxStreams > 0 ? new StreamCapacity(options.maxStreams) : undefined;
@@ -182,8 +187,9 @@ class ScriptedModelServer extends EventEmitter implements ScriptedModel {
   #answerCount(exchange: Exchange, body: string): void {
     const { response, requestId } = exchange;
     const parsed = parseBody(body);
+    const cache = this.#cache === undefined ? {} : { cache: 'check' as const };
     const checked = parsed.ok
-      ? validateRequest(parsed.value, { endpoint: 'count_tokens' })
+      ? validateRequest(parsed.value, { endpoint: 'count_tokens', ...cache })
       : parsed;
     if (!checked.ok) {
       sendError(response, {
@@ -219,7 +225,8 @@ class ScriptedModelServer extends EventEmitter implements ScriptedModel {
       return;
     }
     const parsed = parseBody(body);
-    const checked = parsed.ok ? validateRequest(parsed.value) : parsed;
+    const options = this.#cache === undefined ? {} : { cache: 'hash' as const };
+    const checked = parsed.ok ? validateRequest(parsed.value, options) : parsed;
     if (!checked.ok) {
       reject(invalid(checked.message));
       return;
@@ -252,7 +259,13 @@ class ScriptedModelServer extends EventEmitter implements ScriptedModel {
       const { from } = resolved.thread;
       exchange.release = () => this.#threads.finish(key, from, false);
     }
-    const limited = this.#admit(exchange, key, messagesRequest);
+    // What the request would read and write decides its usage and what the limits charge;
+    // the cache itself changes only once a message response starts (see #play).
+    const totalInput = inputTokens(messagesRequest);
+    const cached = this.#cache?.lookup(key, messagesRequest, totalInput, this.#scheduler.now());
+    const usage = cached?.usage ?? uncachedUsage(totalInput);
+    // As the real API's input-token limit does, reads are not charged, writes are.
+    const limited = this.#admit(exchange, key, usage.inputTokens + usage.cacheCreationInputTokens);
     if (limited !== undefined) {
       exchange.release?.();
       reject(limited);
@@ -261,10 +274,11 @@ class ScriptedModelServer extends EventEmitter implements ScriptedModel {
     const { attempt } = load;
     this.#announce(exchange, messagesRequest, attempt);
     const fate = decideFate(load, this.#options.seed, body);
-    const plan = fate.overloaded ? undefined : planResponse(messagesRequest, attempt);
-    // Only a message is billed, at the usage it reports; an error or a 529 costs nothing.
+    const plan = fate.overloaded ? undefined : planResponse(messagesRequest, attempt, usage);
+    // Only a message is billed, at the usage it reports (every input token, read from the
+    // cache, written to it or neither, and the output); an error or a 529 costs nothing.
     if (this.#spend !== undefined && plan?.kind === 'message') {
-      this.#spend.charge(key, plan.inputTokens + plan.outputTokens);
+      this.#spend.charge(key, totalInput + plan.outputTokens);
     }
     this.#onSettled(exchange, key, resolved, plan, counted);
     if (plan === undefined) {
@@ -275,17 +289,17 @@ class ScriptedModelServer extends EventEmitter implements ScriptedModel {
       });
       return;
     }
-    this.#play(exchange, messagesRequest, plan, fate);
+    this.#play(exchange, messagesRequest, plan, fate, cached);
   }
 
   /**
    * Takes the request's share of the rate limits and sets their headers on the response, or
    * says which limit ran out (the 429).
    */
-  #admit(exchange: Exchange, key: string, request: MessagesRequest): Refusal | undefined {
+  #admit(exchange: Exchange, key: string, chargedInput: number): Refusal | undefined {
     const limits = this.#limits;
     if (limits === undefined) return undefined;
-    const admission = limits.admit(key, inputTokens(request), this.#scheduler.now());
+    const admission = limits.admit(key, chargedInput, this.#scheduler.now());
     if (!admission.ok) return rateLimitRefusal(admission);
     exchange.rateHeaders = admission.headers;
     // Output is charged as it is generated, at 4 characters a token.
@@ -298,6 +312,7 @@ class ScriptedModelServer extends EventEmitter implements ScriptedModel {
     messagesRequest: MessagesRequest,
     plan: ReturnType<typeof planResponse>,
     fate: RequestFate,
+    cached: CacheDecision | undefined,
   ): void {
     const { response, requestId } = exchange;
     this.#capacity?.hold(response);
@@ -316,6 +331,9 @@ class ScriptedModelServer extends EventEmitter implements ScriptedModel {
         });
         return;
       }
+      // The response starts now (a stream's message_start goes out at once): what it wrote
+      // to the cache becomes readable, and what it read lives on.
+      if (cached !== undefined) this.#cache?.commit(cached, this.#scheduler.now());
       const context = {
         response,
         scheduler: this.#scheduler,

@@ -18,6 +18,25 @@ export function sseEvent(type: string, data: unknown): string {
   return `event: ${type}\ndata: ${JSON.stringify(data)}\n\n`;
 }
 
+/**
+ * The usage of a Message (message_start's and the JSON form's), in the SDK's `Usage` shape:
+ * the input tokens, the cache's reads and writes with the writes split by ttl, the output.
+ */
+function messageUsage(plan: MessagePlan): Record<string, unknown> {
+  const { input } = plan;
+  return {
+    input_tokens: input.inputTokens,
+    cache_creation_input_tokens: input.cacheCreationInputTokens,
+    cache_read_input_tokens: input.cacheReadInputTokens,
+    cache_creation: {
+      ephemeral_5m_input_tokens: input.ephemeral5mInputTokens,
+      ephemeral_1h_input_tokens: input.ephemeral1hInputTokens,
+    },
+    output_tokens: plan.outputTokens,
+    service_tier: 'standard',
+  };
+}
+
 /** The events sent with the response headers: message_start and a ping. */
 export function streamHead(plan: MessagePlan, identity: MessageIdentity): string {
   const message = {
@@ -28,13 +47,7 @@ export function streamHead(plan: MessagePlan, identity: MessageIdentity): string
     content: [],
     stop_reason: null,
     stop_sequence: null,
-    usage: {
-      input_tokens: plan.inputTokens,
-      output_tokens: 1,
-      cache_creation_input_tokens: 0,
-      cache_read_input_tokens: 0,
-      service_tier: 'standard',
-    },
+    usage: { ...messageUsage(plan), output_tokens: 1 },
   };
   return (
     sseEvent('message_start', { type: 'message_start', message }) +
@@ -128,11 +141,12 @@ export function* streamBody(plan: MessagePlan, chunkChars: number): Generator<Ss
   const messageDelta = {
     type: 'message_delta',
     delta: { stop_reason: plan.stopReason, stop_sequence: plan.stopSequence },
-    // The real event carries the cumulative input and cache counts too (MessageDeltaUsage).
+    // The real event carries the cumulative input and cache counts too (MessageDeltaUsage,
+    // which has no cache_creation split).
     usage: {
-      input_tokens: plan.inputTokens,
-      cache_creation_input_tokens: 0,
-      cache_read_input_tokens: 0,
+      input_tokens: plan.input.inputTokens,
+      cache_creation_input_tokens: plan.input.cacheCreationInputTokens,
+      cache_read_input_tokens: plan.input.cacheReadInputTokens,
       output_tokens: plan.outputTokens,
     },
   };
@@ -156,12 +170,6 @@ export function messageJson(plan: MessagePlan, identity: MessageIdentity): strin
     content: plan.blocks.map(jsonBlock),
     stop_reason: plan.stopReason,
     stop_sequence: plan.stopSequence,
-    usage: {
-      input_tokens: plan.inputTokens,
-      output_tokens: plan.outputTokens,
-      cache_creation_input_tokens: 0,
-      cache_read_input_tokens: 0,
-      service_tier: 'standard',
-    },
+    usage: messageUsage(plan),
   });
 }

@@ -8,6 +8,7 @@ import { performance } from 'node:perf_hooks';
  */
 export class TickScheduler {
   readonly #quantumMs: number;
+  readonly #clock: () => number;
   readonly #buckets = new Map<number, Array<() => void>>();
   /** Min-heap of bucket keys (due time / quantum). */
   readonly #heap: number[] = [];
@@ -15,13 +16,18 @@ export class TickScheduler {
   #armedKey = Number.POSITIVE_INFINITY;
   #closed = false;
 
-  constructor(quantumMs = 4) {
+  /**
+   * `clock` is the time in ms (default `performance.now()`). A clock that jumps forward makes
+   * the tasks it jumped past due at once; one slower than real time delays them.
+   */
+  constructor(quantumMs = 4, clock: () => number = () => performance.now()) {
     this.#quantumMs = quantumMs;
+    this.#clock = clock;
   }
 
   /** The clock the scheduler uses, in milliseconds. */
   now(): number {
-    return performance.now();
+    return this.#clock();
   }
 
   /** Runs `task` on the first tick at or after `atMs` (in `now()` time). */
