@@ -16,6 +16,7 @@ import type { ChildSpec } from '../../src/shared/child-spec.js';
 import type { AgentEvent } from '../../src/shared/events.js';
 import type { GovernorOptions } from '../../src/shared/governor/types.js';
 import { newAgentId } from '../../src/shared/ids.js';
+import type { CacheMode } from '../../src/shared/provider/cache.js';
 import { DEFAULT_PROVIDER_CONFIG, type ProviderConfig } from '../../src/shared/provider/config.js';
 import { Provider } from '../../src/shared/provider/provider.js';
 import { DEFAULT_REPLY_CAP } from '../../src/shared/render.js';
@@ -63,11 +64,18 @@ export interface EngineSetup {
   governor?: GovernorOptions | undefined;
   /** Trace the engine's agents (cohort) into a provider that counts and drops the spans. */
   tracing?: boolean;
+  /**
+   * Prompt-cache breakpoints (cohort, thread-per-child); default: the engine's
+   * (`auto`). The loops on other libraries send none, as their users write them.
+   */
+  cache?: CacheMode | undefined;
 }
 
 /** What one agent of the bench asks for. */
 export interface AgentRequest {
   prompt: string;
+  /** The agent's own system prompt (a spawn's `system`); the delivery discipline follows it. */
+  system?: string | undefined;
   title: string;
   maxSteps: number;
   onEvent?: ((event: AgentEvent) => void) | undefined;
@@ -129,6 +137,7 @@ async function poolEngine(
     logDir: options.setup.logDir,
     toolModules: options.setup.toolModules,
     ...(options.setup.governor === undefined ? {} : { governor: options.setup.governor }),
+    ...(options.setup.cache === undefined ? {} : { cache: options.setup.cache }),
     ...(options.setup.tracing ? { tracerProvider: await countingTracerProvider() } : {}),
   });
   return benchEngineOf(name, engine);
@@ -142,6 +151,7 @@ export function benchEngineOf(name: EngineName, engine: Engine): BenchEngine {
     run: (request) =>
       engine.run({
         prompt: request.prompt,
+        ...(request.system === undefined ? {} : { system: request.system }),
         title: request.title,
         maxSteps: request.maxSteps,
         streamText: false,
@@ -167,6 +177,7 @@ function inProcessEngine(setup: EngineSetup): BenchEngine {
         id,
         title: request.title,
         prompt: request.prompt,
+        ...(request.system === undefined ? {} : { system: request.system }),
         depth: 1,
         maxDepth: 1,
         generation: 0,
