@@ -16,7 +16,11 @@ import type { ChildSpec } from '../../src/shared/child-spec.js';
 import type { AgentEvent } from '../../src/shared/events.js';
 import type { GovernorOptions } from '../../src/shared/governor/types.js';
 import { newAgentId } from '../../src/shared/ids.js';
-import type { CacheMode } from '../../src/shared/provider/cache.js';
+import {
+  type CacheMode,
+  DEFAULT_CACHE_MODE,
+  DEFAULT_CACHE_TTL,
+} from '../../src/shared/provider/cache.js';
 import { DEFAULT_PROVIDER_CONFIG, type ProviderConfig } from '../../src/shared/provider/config.js';
 import { Provider } from '../../src/shared/provider/provider.js';
 import { DEFAULT_REPLY_CAP } from '../../src/shared/render.js';
@@ -65,7 +69,7 @@ export interface EngineSetup {
   /** Trace the engine's agents (cohort) into a provider that counts and drops the spans. */
   tracing?: boolean;
   /**
-   * Prompt-cache breakpoints (cohort, thread-per-child); default: the engine's
+   * Prompt-cache breakpoints (cohort, thread-per-child, in-process); default: the engine's
    * (`auto`). The loops on other libraries send none, as their users write them.
    */
   cache?: CacheMode | undefined;
@@ -187,6 +191,8 @@ function inProcessEngine(setup: EngineSetup): BenchEngine {
         logDir: path.join(setup.logDir, id),
         toolModules: setup.toolModules,
         streamText: false,
+        // As Engine.spawn settles a spawn's cache settings: the engine's, else the defaults.
+        cache: { mode: setup.cache ?? DEFAULT_CACHE_MODE, ttl: DEFAULT_CACHE_TTL },
       };
       return runs.start((signal) =>
         runChild(spec, { provider, signal, emit: request.onEvent ?? noEvents }),
