@@ -77,3 +77,27 @@ export function idealAgentMs(scenario: Scenario): number {
 export function idealMakespanMs(scenario: Scenario, concurrency: number): number {
   return Math.ceil(scenario.agents / concurrency) * idealAgentMs(scenario);
 }
+
+/** Characters per token as the scripted model counts a prompt. */
+export { CHARS_PER_TOKEN } from '../../src/testing/output-shaping.js';
+
+/**
+ * The long system prompt that agents share: exactly `chars` characters of deterministic text,
+ * the same on every call, standing for the instructions, tool manuals and reference material
+ * a fan-out's children have in common. `prefix` numbers distinct prompts: each differs from the
+ * others from its first line, so each is a prefix of its own to the prompt cache.
+ */
+export function sharedSystemPrompt(chars: number, prefix = 0): string {
+  const document = prefix + 1;
+  const parts = [`Reference document ${document} of the bench's agents.`];
+  let length = parts[0]!.length;
+  for (let section = 1; length < chars; section++) {
+    const part =
+      ` Section ${section} of document ${document}: every agent of the run is given this text` +
+      ' before its task, as children of one fan-out share their instructions, the manuals of' +
+      ' their tools and the material they work on.';
+    parts.push(part);
+    length += part.length;
+  }
+  return parts.join('').slice(0, chars);
+}
