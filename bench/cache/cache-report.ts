@@ -312,7 +312,7 @@ export function cacheReport(input: {
   });
   const found = checks(figures, summary, settings);
   const model = [
-    `ttft ${scenario.ttftMs} ms`,
+    `responses start after ${scenario.responseDelayMs ?? 0} ms (headers and message_start; ttft ${scenario.ttftMs} ms after that)`,
     `ITPM ${limits.itpm}${limits.probeInputTokens === null ? ' (given)' : ` (from a probe agent's ${limits.probeInputTokens} uncached input tokens)`}`,
     limits.rpm > 0 ? `RPM ${limits.rpm}` : 'no RPM limit',
     ...(limits.otpm > 0 ? [`OTPM ${limits.otpm}`] : []),

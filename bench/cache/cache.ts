@@ -36,13 +36,22 @@ const DEFAULTS = { agents: 1000, concurrency: 200, ttftMs: 200, cpuMs: 0, bucket
 /** How long the default ITPM keeps the uncached cases bound, beyond the bucket's first burst. */
 const BOUND_SECONDS = 60;
 
+/**
+ * The part's settings. `--ttft-ms` is the time before a response starts at all: its headers and
+ * `message_start` wait that long (the script's `delayMs`), and the model's own ttft is 0. A real
+ * API reads the prompt before its response starts, and its cache entry is readable only from
+ * then; the scripted model sends `message_start` at once and waits its ttft before the first
+ * token only, so with a ttft alone an entry would be readable at once and siblings that arrive
+ * together would read it whatever the client did: warm-then-release would have nothing to do.
+ */
 export function cacheSettings(options: BenchOptions): CachePartSettings {
   const given = (flag: string) => options.given.includes(flag);
   return {
     scenario: {
       agents: given('agents') ? options.agents : DEFAULTS.agents,
       steps: options.steps,
-      ttftMs: given('ttft-ms') ? options.ttftMs : DEFAULTS.ttftMs,
+      ttftMs: 0,
+      responseDelayMs: given('ttft-ms') ? options.ttftMs : DEFAULTS.ttftMs,
       tps: options.tps,
       cpuMs: given('cpu-ms') ? options.cpuMs : DEFAULTS.cpuMs,
     },

@@ -133,7 +133,9 @@ cache — prompt caching under a binding input-token limit: every agent shares a
 system prompt; cohort with --cache auto, cohort with --cache off, and sdk-loop (no
 cache_control), each case in a fresh process against a fresh scripted model that caches as the
 API does: agents per minute, input cost, cache writes per distinct prefix. Its own defaults:
---agents 1000 --steps 3 --concurrency 200 --ttft-ms 200 --cpu-ms 0 --bucket-seconds 5:
+--agents 1000 --steps 3 --concurrency 200 --ttft-ms 200 --cpu-ms 0 --bucket-seconds 5.
+  Its --ttft-ms is the time before a response starts (headers and message_start, when the
+  written prefix becomes readable, as with the API), the model's own ttft 0:
   --itpm N              model input tokens per minute (default: set from a probe agent's
                         uncached input so that --cache off binds for about 60 s)
   --prefixes N          distinct system prompts, agent i gets prompt i mod N (default 1)
