@@ -61,6 +61,11 @@ export interface CacheFigures {
   /** CPU of the measuring process (every thread) and of the model's, per request, ms. */
   cpuPerCallMs: number;
   modelCpuPerCallMs: number | null;
+  /**
+   * CPU of the measuring process and the model's together / wall time: the cores the case kept
+   * busy. Near the machine's cores, the case was bound by CPU, not by the limit.
+   */
+  coresBusy: number | null;
 }
 
 function figuresOf(run: CacheRun, settings: CachePartSettings, limits: CacheLimits): CacheFigures {
@@ -103,6 +108,10 @@ function figuresOf(run: CacheRun, settings: CachePartSettings, limits: CacheLimi
       m.modelCpuMs === null || m.modelCpuMs === undefined
         ? null
         : m.modelCpuMs / Math.max(1, m.providerCalls),
+    coresBusy:
+      m.modelCpuMs === null || m.modelCpuMs === undefined
+        ? null
+        : (m.processCpuMs + m.modelCpuMs) / Math.max(1, m.makespanMs),
   };
 }
 
@@ -214,6 +223,7 @@ function grid(summary: CacheFigures[]): string {
     '% of limit',
     'prefix writers',
     'cpu ms/call',
+    'cores busy',
   ];
   const cells = summary.map((item) => [
     item.case,
@@ -233,6 +243,7 @@ function grid(summary: CacheFigures[]): string {
     formatValue(item.chargedPercent),
     formatCount(item.prefixWriters),
     formatValue(item.cpuPerCallMs),
+    formatValue(item.coresBusy),
   ]);
   return formatGrid(
     header,
@@ -262,6 +273,8 @@ function rowsOf(summary: CacheFigures[], found: CacheCheck[]): BenchRow[] {
     add(item.case, 'input tokens charged to the limit', item.chargedItpm, 'tokens/min');
     add(item.case, 'agents that wrote a shared prefix', item.prefixWriters, 'agents');
     add(item.case, 'cpu per provider call', item.cpuPerCallMs, 'ms');
+    add(item.case, 'model cpu per provider call', item.modelCpuPerCallMs, 'ms');
+    add(item.case, 'cores busy (measuring process and model)', item.coresBusy, 'cores');
   }
   for (const check of found) {
     const unit =
