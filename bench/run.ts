@@ -8,6 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { UsageError } from '../src/shared/errors.js';
 import { isEntryScript } from '../src/testing/entry-script.js';
+import { cachePart } from './cache/cache.js';
 import { renderSvg } from './common/chart.js';
 import { BENCH_USAGE, type BenchOptions, parseBenchArgs } from './common/options.js';
 import type { BenchPart, PartReport } from './common/part.js';
@@ -31,6 +32,7 @@ export const PARTS: BenchPart[] = [
   concurrencyPart,
   spawnPart,
   governorPart,
+  cachePart,
   scalePart,
   peersPart,
 ];

@@ -217,9 +217,10 @@ describe('bench flags', () => {
     ],
     [
       ['nonsense'],
-      /Expected a bench part \(model, transport, concurrency, spawn, governor, scale, peers\), got `nonsense`/,
+      /Expected a bench part \(model, transport, concurrency, spawn, governor, cache, scale, peers\), got `nonsense`/,
     ],
     [['governor', '--itpm', '-5'], /`--itpm` to be a whole number from 0 to .*, got `-5`/],
+    [['cache', '--prefixes', '0'], /`--prefixes` to be a whole number from 1 to 1000, got `0`/],
     [
       ['governor', '--scenarios', 'rate-limit,random-529-2'],
       /`--scenarios` to be a comma-separated list of rate-limit, random-529-1, .*, unreachable, got `rate-limit,random-529-2`/,
@@ -576,6 +577,113 @@ describe('governor figures from a known admission record', () => {
     expect(figures).toMatchObject({ binding: 'itpm', completed: 1, failed: 0, admitted: 1 });
     expect(figures.bindingPercent).toBeNull();
     expect(figures.windowSeconds).toBeNull();
+  });
+});
+
+const CACHE_CASE_LABELS = [
+  'cohort, cache auto',
+  'cohort, cache off',
+  'sdk-loop (no cache_control)',
+];
+const CACHE_AGENTS = 20;
+const CACHE_PREFIXES = 2;
+
+describe('npm run bench cache: a tiny run of cache auto, cache off and the SDK loop on two shared prompts', () => {
+  const dir = tempDir('cohort-bench-cache-');
+  const out = path.join(dir, 'report.json');
+  const stdout = collector();
+  const stderr = collector();
+  let code: number;
+  // biome-ignore lint/suspicious/noExplicitAny: the report is JSON read back from disk.
+  let data: any;
+  // biome-ignore lint/suspicious/noExplicitAny: the report is JSON read back from disk.
+  const of = (label: string): any =>
+    data.summary.find((item: { case: string }) => item.case === label);
+
+  beforeAll(async () => {
+    code = await runBench(
+      [
+        'cache',
+        '--agents',
+        String(CACHE_AGENTS),
+        '--concurrency',
+        '4',
+        '--ttft-ms',
+        '5',
+        '--prefixes',
+        String(CACHE_PREFIXES),
+        // About 20,000 input tokens an uncached request: a 1 s bucket holds 20 of the 60.
+        '--itpm',
+        '24000000',
+        '--bucket-seconds',
+        '1',
+        '--out',
+        out,
+      ],
+      { stdout, stderr },
+    );
+    data = JSON.parse(readFileSync(out, 'utf8')).parts.cache.data;
+  }, 60_000);
+
+  it('exits 0 and prints every case, the three target lines and the limits given', () => {
+    expect(code, stderr.text()).toBe(0);
+    const table = stdout.text();
+    for (const label of CACHE_CASE_LABELS) expect(table).toContain(label);
+    expect(table).toMatch(
+      /^target: cache auto ≥ 5× the agents per minute of cache off; measured /m,
+    );
+    expect(table).toMatch(/^target: cache auto's input cost ≥ 80% lower than cache off's; /m);
+    expect(table).toMatch(/^target: cache auto writes each shared prefix ≤ 1\.05 times; /m);
+    expect(data.limits).toMatchObject({
+      itpm: 24_000_000,
+      bucketSeconds: 1,
+      probeInputTokens: null,
+    });
+    expect(data).toMatchObject({ prefixes: CACHE_PREFIXES, systemTokens: 20_000, rounds: 1 });
+    expect(data.summary.map((item: { case: string }) => item.case)).toEqual(CACHE_CASE_LABELS);
+  });
+
+  it('runs every cohort agent to completion, with and without the cache', () => {
+    for (const label of CACHE_CASE_LABELS.slice(0, 2)) {
+      expect(of(label).completed, label).toBe(CACHE_AGENTS);
+      expect(of(label).failed, label).toBe(0);
+    }
+    for (const item of data.summary) {
+      expect(item.completed + item.failed, item.case).toBe(CACHE_AGENTS);
+    }
+  });
+
+  it('writes each shared prompt once with cache auto, and reads it back', () => {
+    const auto = of('cohort, cache auto');
+    expect(auto.prefixWriters).toBe(CACHE_PREFIXES);
+    expect(auto.writesPerPrefix).toBeLessThanOrEqual(1.05);
+    expect(auto.cacheReadTokens).toBeGreaterThan(0);
+    // Each step after the first reads at least the shared prompt back.
+    expect(auto.cacheReadTokens).toBeGreaterThan(CACHE_AGENTS * 2 * 20_000);
+    const check = data.checks.find(
+      (item: { name: string }) => item.name === 'cache writes per prefix',
+    );
+    expect(check).toMatchObject({ met: true, value: auto.writesPerPrefix });
+  });
+
+  it('reads and writes nothing without cache_control: cache off and the SDK loop', () => {
+    for (const label of CACHE_CASE_LABELS.slice(1)) {
+      expect(of(label).cacheReadTokens, label).toBe(0);
+      expect(of(label).cacheWriteTokens, label).toBe(0);
+      expect(of(label).prefixWriters, label).toBe(0);
+    }
+    // Every input token of cache off is billed at the input price: a request's whole prompt.
+    const off = of('cohort, cache off');
+    expect(off.inputCostUsd).toBeCloseTo(off.uncachedInputCostUsd, 9);
+    expect(off.inputTokens).toBeGreaterThan(CACHE_AGENTS * 3 * 20_000);
+  });
+
+  it("prices the input side at the scripted model's rates, cached and not", () => {
+    const auto = of('cohort, cache auto');
+    const expected =
+      (auto.inputTokens * 3 + auto.cacheReadTokens * 0.3 + auto.cacheWriteTokens * 3.75) / 1e6;
+    expect(auto.inputCostUsd).toBeCloseTo(expected, 9);
+    expect(auto.inputCostUsd).toBeLessThan(of('cohort, cache off').inputCostUsd);
   });
 });
 

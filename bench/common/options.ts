@@ -73,14 +73,16 @@ export interface BenchOptions {
   cohortChildren: number;
   /** The `governor` part's scenarios to run, in their own order; empty means all. */
   scenarios: GovernorScenarioName[];
+  /** Distinct shared system prompts in the `cache` part (agent i gets prompt i mod N). */
+  prefixes: number;
   /** The flags given on the command line, by name: a part may default the others its own way. */
   given: string[];
 }
 
 export const BENCH_USAGE = `Usage: cohort bench [part...] [options]     (npm run bench -- [part...] [options])
-Parts: model, transport, concurrency, spawn, governor, scale, peers (default: all). Defaults
-are a quick sweep, except for transport, governor, scale and peers, which run their full
-scenarios.
+Parts: model, transport, concurrency, spawn, governor, cache, scale, peers (default: all).
+Defaults are a quick sweep, except for transport, governor, cache, scale and peers, which run
+their full scenarios.
 
 concurrency — cohort vs in-process vs thread-per-child vs sdk-loop on one scripted model:
   --agents N            agents per case (default 100)
@@ -127,6 +129,18 @@ process against a fresh model, alternating within a round:
   \`cohort batch\` with 5000 tasks against a closed port and a 401 to every request, stopped
   at 60 s. --agents, --steps, --concurrency and --ttft-ms replace every scenario's own;
   --overload applies where a scenario has no 529s of its own; the other flags above apply.
+cache — prompt caching under a binding input-token limit: every agent shares a 20,000-token
+system prompt; cohort with --cache auto, cohort with --cache off, and sdk-loop (no
+cache_control), each case in a fresh process against a fresh scripted model that caches as the
+API does: agents per minute, input cost, cache writes per distinct prefix. Its own defaults:
+--agents 1000 --steps 3 --concurrency 200 --ttft-ms 200 --cpu-ms 0 --bucket-seconds 5.
+  Its --ttft-ms is the time before a response starts (headers and message_start, when the
+  written prefix becomes readable, as with the API), the model's own ttft 0:
+  --itpm N              model input tokens per minute (default: set from a probe agent's
+                        uncached input so that --cache off binds for about 60 s)
+  --prefixes N          distinct system prompts, agent i gets prompt i mod N (default 1)
+  --rpm, --otpm, --tps, --jitter, --threads, --transport, --governor, --max-retries,
+  --runs apply (no RPM or OTPM limit by default)
 scale — queue mode (a private redis-server, \`cohort worker\` processes) against the local
 engine, then 1, 2 and 3 worker processes; needs redis-server. Its own defaults: --agents 2000
 --concurrency 200 --ttft-ms 200 --cpu-ms 0; --steps, --threads, --transport, --governor apply:
@@ -172,6 +186,7 @@ const FLAGS = {
   'spawn-children': { type: 'string' },
   'cohort-children': { type: 'string' },
   scenarios: { type: 'string' },
+  prefixes: { type: 'string' },
   runs: { type: 'string' },
   out: { type: 'string', short: 'o' },
   chart: { type: 'string' },
@@ -235,6 +250,7 @@ export function parseBenchArgs(
     spawnChildren: intFlag(values, 'spawn-children', 1, MAX_THREADS) ?? 20,
     cohortChildren: intFlag(values, 'cohort-children', 0, 100_000) ?? 1000,
     scenarios: scenariosFlag(values) ?? [],
+    prefixes: intFlag(values, 'prefixes', 1, 1000) ?? 1,
     given: Object.keys(values).filter((name) => values[name] !== undefined),
   };
 }

@@ -16,21 +16,36 @@ export interface Scenario {
   tps: number;
   /** Synchronous CPU burned by each `work` call, in ms. */
   cpuMs: number;
+  /**
+   * Model time before each response starts at all (its headers and `message_start`), in ms:
+   * the script's `delayMs`, as a real API spends reading the prompt before it answers. Unset,
+   * a response starts at once and only its first token waits for `ttftMs`.
+   */
+  responseDelayMs?: number;
 }
+
+type ScriptShape = Pick<Scenario, 'steps' | 'cpuMs' | 'responseDelayMs'>;
 
 const REPLY_VALUE = 'done';
 
 /** The script every agent of the scenario plays. */
-export function agentScript(scenario: Pick<Scenario, 'steps' | 'cpuMs'>): ScriptStep[] {
-  const work: ScriptStep = { calls: [{ name: 'work', input: { cpuMs: scenario.cpuMs } }] };
-  return [...Array.from({ length: scenario.steps - 1 }, () => work), { reply: REPLY_VALUE }];
+export function agentScript(scenario: ScriptShape): ScriptStep[] {
+  const delay = scenario.responseDelayMs ? { delayMs: scenario.responseDelayMs } : {};
+  const work: ScriptStep = {
+    calls: [{ name: 'work', input: { cpuMs: scenario.cpuMs } }],
+    ...delay,
+  };
+  return [
+    ...Array.from({ length: scenario.steps - 1 }, () => work),
+    { reply: REPLY_VALUE, ...delay },
+  ];
 }
 
 /**
  * The prompt of agent `index`. The instruction is for a real model (`--provider anthropic`), the
  * script block for the scripted model; each plays its part and ignores the other.
  */
-export function agentPrompt(index: number, scenario: Pick<Scenario, 'steps' | 'cpuMs'>): string {
+export function agentPrompt(index: number, scenario: ScriptShape): string {
   const calls = scenario.steps - 1;
   const instruction =
     calls === 0
@@ -43,7 +58,7 @@ export function agentPrompt(index: number, scenario: Pick<Scenario, 'steps' | 'c
  * Output characters of each step as the scripted model counts and paces them: the JSON of each
  * tool call's input (the reply's input is `{"result": …}`). Pacing sends chars / 4 tokens.
  */
-export function outputCharsPerStep(scenario: Pick<Scenario, 'steps' | 'cpuMs'>): number[] {
+export function outputCharsPerStep(scenario: ScriptShape): number[] {
   return agentScript(scenario).map((step) => {
     const calls = step.calls ?? [];
     let chars = 0;
@@ -56,8 +71,8 @@ export function outputCharsPerStep(scenario: Pick<Scenario, 'steps' | 'cpuMs'>):
 }
 
 /**
- * The time one agent takes with no overhead at all, in ms:
- * `steps × ttft + Σ(output chars of a step / 4) / tps × 1000 + (steps − 1) × cpuMs`.
+ * The time one agent takes with no overhead at all, in ms: `steps × (ttft + response delay)
+ * + Σ(output chars of a step / 4) / tps × 1000 + (steps − 1) × cpuMs`.
  */
 export function idealAgentMs(scenario: Scenario): number {
   const generationMs =
@@ -67,7 +82,8 @@ export function idealAgentMs(scenario: Scenario): number {
           0,
         )
       : 0;
-  return scenario.steps * scenario.ttftMs + generationMs + (scenario.steps - 1) * scenario.cpuMs;
+  const responseMs = scenario.ttftMs + (scenario.responseDelayMs ?? 0);
+  return scenario.steps * responseMs + generationMs + (scenario.steps - 1) * scenario.cpuMs;
 }
 
 /**
@@ -76,4 +92,28 @@ export function idealAgentMs(scenario: Scenario): number {
  */
 export function idealMakespanMs(scenario: Scenario, concurrency: number): number {
   return Math.ceil(scenario.agents / concurrency) * idealAgentMs(scenario);
+}
+
+/** Characters per token as the scripted model counts a prompt. */
+export { CHARS_PER_TOKEN } from '../../src/testing/output-shaping.js';
+
+/**
+ * The long system prompt that agents share: exactly `chars` characters of deterministic text,
+ * the same on every call, standing for the instructions, tool manuals and reference material
+ * a fan-out's children have in common. `prefix` numbers distinct prompts: each differs from the
+ * others from its first line, so each is a prefix of its own to the prompt cache.
+ */
+export function sharedSystemPrompt(chars: number, prefix = 0): string {
+  const document = prefix + 1;
+  const parts = [`Reference document ${document} of the bench's agents.`];
+  let length = parts[0]!.length;
+  for (let section = 1; length < chars; section++) {
+    const part =
+      ` Section ${section} of document ${document}: every agent of the run is given this text` +
+      ' before its task, as children of one fan-out share their instructions, the manuals of' +
+      ' their tools and the material they work on.';
+    parts.push(part);
+    length += part.length;
+  }
+  return parts.join('').slice(0, chars);
 }

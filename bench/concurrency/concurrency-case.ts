@@ -12,10 +12,19 @@ import {
 import { type LimitedRun, runLimited } from '../common/limiter.js';
 import { builtPath } from '../common/paths.js';
 import { MainThreadProbe, type ProbeFigures } from '../common/probes.js';
-import { agentPrompt } from '../common/scenario.js';
+import { agentPrompt, CHARS_PER_TOKEN, sharedSystemPrompt } from '../common/scenario.js';
 import { spread } from '../common/stats.js';
 import { startEngine } from '../engines/engines.js';
-import type { ConcurrencyJob, ConcurrencyMeasurement } from '../engines/jobs.js';
+import type { ConcurrencyJob, ConcurrencyMeasurement, SharedSystem } from '../engines/jobs.js';
+
+/** An agent whose cache writes reach this share of the shared prompt wrote the prefix itself. */
+const PREFIX_WRITE_SHARE = 0.9;
+
+/** Agents of `results` that wrote a shared prefix themselves (see `prefixWriters`). */
+function prefixWriters(results: readonly AgentResult[], system: SharedSystem): number {
+  const threshold = PREFIX_WRITE_SHARE * (system.chars / CHARS_PER_TOKEN);
+  return results.filter((result) => result.usage.cacheWriteTokens >= threshold).length;
+}
 
 export async function measureConcurrency(job: ConcurrencyJob): Promise<ConcurrencyMeasurement> {
   const { scenario, concurrency } = job;
@@ -28,6 +37,12 @@ export async function measureConcurrency(job: ConcurrencyJob): Promise<Concurren
   const prompts = Array.from({ length: scenario.agents }, (_, index) =>
     agentPrompt(index, scenario),
   );
+  const { system } = job;
+  const systems = system
+    ? Array.from({ length: system.prefixes }, (_, prefix) =>
+        sharedSystemPrompt(system.chars, prefix),
+      )
+    : [];
   const baselineRssBytes = process.memoryUsage.rss();
   const begin = performance.now();
   const engine = await startEngine(job.engine, {
@@ -38,6 +53,7 @@ export async function measureConcurrency(job: ConcurrencyJob): Promise<Concurren
     threads: job.threads,
     ...(job.governorOff ? { governor: { enabled: false } } : {}),
     ...(job.tracing ? { tracing: true } : {}),
+    ...(job.cache === undefined ? {} : { cache: job.cache }),
   });
   const startMs = performance.now() - begin;
   const probe = new MainThreadProbe();
@@ -50,6 +66,7 @@ export async function measureConcurrency(job: ConcurrencyJob): Promise<Concurren
     run = await runLimited(scenario.agents, concurrency, (index) =>
       engine.run({
         prompt: prompts[index]!,
+        ...(systems.length === 0 ? {} : { system: systems[index % systems.length] }),
         title: `bench ${index}`,
         // Room for the nudge step a confused real model may need; the script never uses it.
         maxSteps: scenario.steps + 2,
@@ -74,6 +91,8 @@ export async function measureConcurrency(job: ConcurrencyJob): Promise<Concurren
     usage.steps += result.usage.steps;
     usage.inputTokens += result.usage.inputTokens;
     usage.outputTokens += result.usage.outputTokens;
+    usage.cacheReadTokens += result.usage.cacheReadTokens;
+    usage.cacheWriteTokens += result.usage.cacheWriteTokens;
     if (result.usage.costUsd !== undefined) costUsd = (costUsd ?? 0) + result.usage.costUsd;
     if (result.outcome !== 'complete' && reasons.size < 5) {
       reasons.add(`${result.outcome}: ${result.reason ?? ''}`.slice(0, 200));
@@ -95,6 +114,9 @@ export async function measureConcurrency(job: ConcurrencyJob): Promise<Concurren
     steps: usage.steps,
     inputTokens: usage.inputTokens,
     outputTokens: usage.outputTokens,
+    cacheReadTokens: usage.cacheReadTokens,
+    cacheWriteTokens: usage.cacheWriteTokens,
+    ...(system ? { prefixWriters: prefixWriters(run.results, system) } : {}),
     costUsd,
     latencyMs: spread(run.latenciesMs),
     rateLimited,

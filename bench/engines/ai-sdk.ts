@@ -23,7 +23,7 @@ import type { AnyTool } from '../../src/shared/tools/types.js';
 import { AttemptLedger, failureOf } from './attempt-ledger.js';
 import type { AgentRequest, BenchEngine, EngineSetup } from './engines.js';
 import {
-  AGENT_SYSTEM,
+  agentSystem,
   loadAgentTools,
   REPLY_DESCRIPTION,
   REPLY_SCHEMA,
@@ -104,7 +104,7 @@ async function runAgent(
   try {
     const result = await generateText({
       model: context.model,
-      system: AGENT_SYSTEM,
+      system: agentSystem(request.system),
       prompt: request.prompt,
       tools: agentTools(context, id, signal),
       stopWhen: [stepCountIs(request.maxSteps), hasToolCall(REPLY_TOOL)],

@@ -16,6 +16,11 @@ import type { ChildSpec } from '../../src/shared/child-spec.js';
 import type { AgentEvent } from '../../src/shared/events.js';
 import type { GovernorOptions } from '../../src/shared/governor/types.js';
 import { newAgentId } from '../../src/shared/ids.js';
+import {
+  type CacheMode,
+  DEFAULT_CACHE_MODE,
+  DEFAULT_CACHE_TTL,
+} from '../../src/shared/provider/cache.js';
 import { DEFAULT_PROVIDER_CONFIG, type ProviderConfig } from '../../src/shared/provider/config.js';
 import { Provider } from '../../src/shared/provider/provider.js';
 import { DEFAULT_REPLY_CAP } from '../../src/shared/render.js';
@@ -63,11 +68,18 @@ export interface EngineSetup {
   governor?: GovernorOptions | undefined;
   /** Trace the engine's agents (cohort) into a provider that counts and drops the spans. */
   tracing?: boolean;
+  /**
+   * Prompt-cache breakpoints (cohort, thread-per-child, in-process); default: the engine's
+   * (`auto`). The loops on other libraries send none, as their users write them.
+   */
+  cache?: CacheMode | undefined;
 }
 
 /** What one agent of the bench asks for. */
 export interface AgentRequest {
   prompt: string;
+  /** The agent's own system prompt (a spawn's `system`); the delivery discipline follows it. */
+  system?: string | undefined;
   title: string;
   maxSteps: number;
   onEvent?: ((event: AgentEvent) => void) | undefined;
@@ -129,6 +141,7 @@ async function poolEngine(
     logDir: options.setup.logDir,
     toolModules: options.setup.toolModules,
     ...(options.setup.governor === undefined ? {} : { governor: options.setup.governor }),
+    ...(options.setup.cache === undefined ? {} : { cache: options.setup.cache }),
     ...(options.setup.tracing ? { tracerProvider: await countingTracerProvider() } : {}),
   });
   return benchEngineOf(name, engine);
@@ -142,6 +155,7 @@ export function benchEngineOf(name: EngineName, engine: Engine): BenchEngine {
     run: (request) =>
       engine.run({
         prompt: request.prompt,
+        ...(request.system === undefined ? {} : { system: request.system }),
         title: request.title,
         maxSteps: request.maxSteps,
         streamText: false,
@@ -167,6 +181,7 @@ function inProcessEngine(setup: EngineSetup): BenchEngine {
         id,
         title: request.title,
         prompt: request.prompt,
+        ...(request.system === undefined ? {} : { system: request.system }),
         depth: 1,
         maxDepth: 1,
         generation: 0,
@@ -176,6 +191,8 @@ function inProcessEngine(setup: EngineSetup): BenchEngine {
         logDir: path.join(setup.logDir, id),
         toolModules: setup.toolModules,
         streamText: false,
+        // As Engine.spawn settles a spawn's cache settings: the engine's, else the defaults.
+        cache: { mode: setup.cache ?? DEFAULT_CACHE_MODE, ttl: DEFAULT_CACHE_TTL },
       };
       return runs.start((signal) =>
         runChild(spec, { provider, signal, emit: request.onEvent ?? noEvents }),

@@ -131,6 +131,6 @@ function describeJob(job: Job): string {
   if (job.kind === 'governor') return `governor, ${job.label} at ${job.concurrency}`;
   if (job.kind === 'transport') return `transport ${job.transport} at ${job.concurrency}`;
   return job.kind === 'concurrency'
-    ? `concurrency ${job.concurrency}, ${job.engine}`
+    ? `concurrency ${job.concurrency}, ${job.engine}${job.cache === undefined ? '' : `, cache ${job.cache}`}`
     : `spawn, ${job.engine} with ${job.children} children`;
 }

@@ -14,8 +14,13 @@ import type { AnyTool } from '../../src/shared/tools/types.js';
 export { REPLY_DESCRIPTION, REPLY_SCHEMA } from '../../src/shared/tools/reply.js';
 export { REPLY_TOOL } from '../../src/shared/tools/types.js';
 
-/** A cohort child's system prompt when its spawn gives none: the delivery discipline alone. */
-export const AGENT_SYSTEM = childSystemPrompt(undefined);
+/**
+ * A cohort child's system prompt for a spawn's `system` (the agent's own text, then the delivery
+ * discipline); with none, the delivery discipline alone.
+ */
+export function agentSystem(system: string | undefined): string {
+  return childSystemPrompt(system);
+}
 
 /** What a tool's result says to the model when the tool was `reply`. */
 export const REPLY_RECORDED = 'Reply recorded.';

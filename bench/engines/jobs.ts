@@ -2,6 +2,7 @@
  * What the bench asks a fresh measuring process to do, and what it answers: plain data that
  * crosses the IPC channel of `child_process.fork`.
  */
+import type { CacheMode } from '../../src/shared/provider/cache.js';
 import type { ProviderConfig } from '../../src/shared/provider/config.js';
 import type { TransportName } from '../../src/shared/provider/transport/types.js';
 import type { AgentOutcome } from '../../src/shared/result.js';
@@ -22,6 +23,18 @@ export interface ConcurrencyJob {
   governorOff?: boolean;
   /** Traces cohort's agents into a tracer provider whose exporter counts and drops spans. */
   tracing?: boolean;
+  /** A long system prompt for every agent; unset, the agents have none of their own. */
+  system?: SharedSystem;
+  /** cohort's prompt-cache breakpoints (`EngineSetup.cache`); default: the engine's. */
+  cache?: CacheMode;
+}
+
+/** The long system prompts of a job's agents (scenario.ts `sharedSystemPrompt`). */
+export interface SharedSystem {
+  /** Characters of each prompt. */
+  chars: number;
+  /** Distinct prompts: agent `i` is given prompt `i mod prefixes`. */
+  prefixes: number;
 }
 
 export interface ConcurrencyMeasurement {
@@ -40,8 +53,17 @@ export interface ConcurrencyMeasurement {
   /** HTTP requests to the provider, retries included. */
   providerCalls: number;
   steps: number;
+  /** Input that neither read from nor wrote to the prompt cache. */
   inputTokens: number;
   outputTokens: number;
+  /** Input read back from, and written to, the prompt cache. */
+  cacheReadTokens: number;
+  cacheWriteTokens: number;
+  /**
+   * With a `system`: agents whose cache writes reached 90% of the shared prompt's tokens, that
+   * is, agents that wrote a shared prefix themselves instead of reading it.
+   */
+  prefixWriters?: number;
   /** Dollars the agents' results report (`usage.costUsd`); null when none has a price. */
   costUsd: number | null;
   /** Per agent, start → result, ms. */

@@ -32,7 +32,7 @@ import type { AgentResult } from '../../src/shared/result.js';
 import { AttemptLedger, failureOf } from './attempt-ledger.js';
 import type { AgentRequest, BenchEngine, EngineSetup } from './engines.js';
 import {
-  AGENT_SYSTEM,
+  agentSystem,
   loadAgentTools,
   REPLY_DESCRIPTION,
   REPLY_RECORDED,
@@ -124,7 +124,7 @@ async function runAgent(
     onEvent: request.onEvent,
   });
   const messages: BaseMessage[] = [
-    new SystemMessage(AGENT_SYSTEM),
+    new SystemMessage(agentSystem(request.system)),
     new HumanMessage(request.prompt),
   ];
   try {

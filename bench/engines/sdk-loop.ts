@@ -4,7 +4,8 @@
  * calls run, their results appended; until the model calls `reply`. On the main thread, no logs,
  * under the bench's limiter like every engine. It advertises what cohort's children see (the
  * tool modules' tools, then `reply`, and the same system prompt), so the scripted model plays
- * the same script and the requests weigh the same.
+ * the same script and the requests weigh the same. A request's `system` goes as the plain string
+ * a user would write, with no `cache_control`: the loop caches nothing.
  */
 import Anthropic, { type Middleware } from '@anthropic-ai/sdk';
 import type { AgentEvent } from '../../src/shared/events.js';
@@ -20,7 +21,7 @@ import type { AgentResult, AgentUsage } from '../../src/shared/result.js';
 import type { AnyTool } from '../../src/shared/tools/types.js';
 import type { AgentRequest, BenchEngine, EngineSetup } from './engines.js';
 import {
-  AGENT_SYSTEM,
+  agentSystem,
   loadAgentTools,
   REPLY_DESCRIPTION,
   REPLY_RECORDED,
@@ -36,7 +37,6 @@ interface LoopContext {
   client: Anthropic;
   config: ProviderConfig;
   endpoint: string;
-  system: string;
   toolParams: Anthropic.Tool[];
   tools: ReadonlyMap<string, AnyTool>;
 }
@@ -56,7 +56,6 @@ export async function sdkLoopEngine(setup: EngineSetup): Promise<BenchEngine> {
     client,
     config,
     endpoint: publicEndpoint(client.baseURL),
-    system: AGENT_SYSTEM,
     toolParams: [
       ...[...tools.values()].map((tool) => ({
         name: tool.name,
@@ -85,6 +84,7 @@ async function runAgent(
   signal: AbortSignal,
 ): Promise<AgentResult> {
   const { id, usage, settle } = startAgentRun(request.title);
+  const system = agentSystem(request.system);
   const messages: Anthropic.MessageParam[] = [{ role: 'user', content: request.prompt }];
   const counter = attemptCounter(id, usage, context.config.maxRetries + 1, request.onEvent);
   try {
@@ -94,7 +94,7 @@ async function runAgent(
           {
             model: context.config.model,
             max_tokens: context.config.maxTokens,
-            system: context.system,
+            system,
             messages,
             tools: context.toolParams,
           },
@@ -104,6 +104,10 @@ async function runAgent(
       usage.steps++;
       usage.inputTokens += message.usage.input_tokens;
       usage.outputTokens += message.usage.output_tokens;
+      // The loop sends no `cache_control`, so a server that caches like the API reports 0 here;
+      // they are counted all the same, as a user's loop that reads the usage would see them.
+      usage.cacheReadTokens += message.usage.cache_read_input_tokens ?? 0;
+      usage.cacheWriteTokens += message.usage.cache_creation_input_tokens ?? 0;
       messages.push({ role: 'assistant', content: message.content });
       const uses = message.content.filter((block) => block.type === 'tool_use');
       if (uses.length === 0) return settle({ outcome: 'empty' });
