@@ -138,7 +138,7 @@ export function planCache(request: ProviderRequest, model: string, ttl: CacheTtl
   const plan: CachePlan = { parts, history };
   if (messages.length === 1 && sharedTokens > 0) {
     plan.shared = {
-      key: prefixKey(model, parts),
+      key: prefixKey(model, system, parts),
       tokens: sharedTokens,
       ttlMs: ttl === '1h' ? 3_600_000 : 300_000,
     };
@@ -158,17 +158,28 @@ function markBlock(
   return copy;
 }
 
+/** The last shared prefix named on this thread: siblings mostly share one, so its hash is kept. */
+let lastPrefix: { text: string[]; key: string } | undefined;
+
 /**
  * The shared prefix's identity: the model, the tools, the system and the first message's lead.
- * Only an agent's first request computes it, and only when the prefix is cacheable.
+ * Only an agent's first request computes it, and only when the prefix is cacheable; the hash of an
+ * 80 KB system prompt is made once per distinct prefix, not once per agent (comparing the text
+ * costs a fraction of hashing it).
  */
-function prefixKey(model: string, parts: CachedParts): string {
-  const hash = createHash('sha256').update(model).update('\0').update(JSON.stringify(parts.tools));
-  const system = parts.system;
-  hash.update('\0').update(typeof system === 'string' ? system : JSON.stringify(system ?? ''));
+function prefixKey(model: string, system: string | undefined, parts: CachedParts): string {
   const first = parts.messages[0]?.content;
-  if (Array.isArray(first) && first.length > 1) {
-    hash.update('\0').update(JSON.stringify(first.slice(0, -1)));
-  }
-  return hash.digest('hex').slice(0, 32);
+  const text = [
+    model,
+    JSON.stringify(parts.tools),
+    system ?? '',
+    Array.isArray(first) && first.length > 1 ? JSON.stringify(first.slice(0, -1)) : '',
+  ];
+  const last = lastPrefix;
+  if (last && last.text.every((part, index) => part === text[index])) return last.key;
+  const hash = createHash('sha256');
+  for (const part of text) hash.update(part).update('\0');
+  const key = hash.digest('hex').slice(0, 32);
+  lastPrefix = { text, key };
+  return key;
 }
