@@ -176,7 +176,7 @@ function prefixKey(model: string, system: string | undefined, parts: CachedParts
     Array.isArray(first) && first.length > 1 ? JSON.stringify(first.slice(0, -1)) : '',
   ];
   const last = lastPrefix;
-  if (last && last.text.every((part, index) => part === text[index])) return last.key;
+  if (last?.text.every((part, index) => part === text[index])) return last.key;
   const hash = createHash('sha256');
   for (const part of text) hash.update(part).update('\0');
   const key = hash.digest('hex').slice(0, 32);
