@@ -11,7 +11,10 @@ import { performance } from 'node:perf_hooks';
 import { Writable } from 'node:stream';
 import Anthropic from '@anthropic-ai/sdk';
 import { afterEach, describe, expect, it } from 'vitest';
-import { DEFAULT_MINIMUM_CACHEABLE } from '../src/shared/provider/cache-minimums.js';
+import {
+  DEFAULT_MINIMUM_CACHEABLE,
+  minimumCacheable as minimumCacheableTokens,
+} from '../src/shared/provider/cache-minimums.js';
 import {
   mockCommand,
   type ScriptedModel,
@@ -21,7 +24,6 @@ import {
   startScriptedModel,
 } from '../src/testing/index.js';
 import { resolveOptions } from '../src/testing/load-model.js';
-import { minimumCacheableTokens } from '../src/testing/prompt-cache.js';
 import { parseMockFlags } from '../src/testing/serve-command.js';
 import { apiError } from './helpers.js';
 

@@ -12,13 +12,6 @@ import type { MessagesRequest } from './messages-api.js';
 import { CHARS_PER_TOKEN } from './output-shaping.js';
 import type { CacheTtl, PromptBlocks } from './prompt-blocks.js';
 
-/**
- * The shortest prefix the real API caches, in tokens, by model name (Anthropic's documented
- * minimums, the table the request builder uses too). A breakpoint whose prefix is shorter reads
- * and writes nothing, and is not an error.
- */
-export const minimumCacheableTokens = minimumCacheable;
-
 /** How many block boundaries before a breakpoint the lookup also tries, as the real API does. */
 export const LOOKBACK_BLOCKS = 20;
 
@@ -90,7 +83,7 @@ export class PromptCache {
     const { prompt } = request;
     if (prompt === undefined || request.thread !== undefined) return undefined;
     if (prompt.breakpoints.length === 0) return undefined;
-    const minimum = minimumCacheableTokens(request.model);
+    const minimum = minimumCacheable(request.model);
     const scope = `${apiKey}\u0000${request.model}\u0000`;
     let hit = -1;
     let hitTtlMs = 0;

@@ -50,6 +50,8 @@ export interface CachePlan {
    * previous step's breakpoint, with the static prefix): what the governor does not charge.
    */
   history: number;
+  /** The request's whole input, estimated as `estimateInputTokens` does (measured once). */
+  inputTokens: number;
 }
 
 /** Blocks the API lets carry `cache_control` (not thinking blocks). */
@@ -91,7 +93,6 @@ export function planCache(request: ProviderRequest, model: string, ttl: CacheTtl
   const out = messages.slice();
   const first = messages[0];
   let sharedTokens = staticMarked ? staticTokens : 0;
-  let sharedEnd: number | undefined;
   if (first && Array.isArray(first.content) && first.content.length > 1) {
     const lead = first.content.slice(0, -1);
     const leadTokens = tokensOf(characters + JSON.stringify(lead).length);
@@ -99,17 +100,19 @@ export function planCache(request: ProviderRequest, model: string, ttl: CacheTtl
     if (leadTokens >= minimum && MARKABLE.has((lead[at] as ContentBlockParam).type)) {
       out[0] = { ...first, content: markBlock(first.content, at, shared) } as MessageParam;
       sharedTokens = leadTokens;
-      sharedEnd = at;
     }
   }
 
   // The moving breakpoint, on the last block of the last message.
   let history = 0;
-  for (let index = 0; index < messages.length; index++) {
+  for (let index = 0; index < messages.length - 1; index++) {
     // The previous step's breakpoint was at the end of the message two before the last.
     if (index === messages.length - 2 && index > 0) history = tokensOf(characters);
     characters += sizeOf(messages[index] as object);
   }
+  // The last message is measured afresh: a session may still append to it.
+  const lastMessage = messages.at(-1);
+  if (lastMessage !== undefined) characters += JSON.stringify(lastMessage).length;
   if (history < minimum) history = 0;
   const total = tokensOf(characters);
   const lastIndex = out.length - 1;
@@ -125,17 +128,16 @@ export function planCache(request: ProviderRequest, model: string, ttl: CacheTtl
       }
     } else if (content.length > 0) {
       const at = content.length - 1;
+      // The last block: after a shared lead's breakpoint, never on it.
       const block = content[at] as ContentBlockParam;
-      // Already marked as the shared first message's lead: the moving one would be a fourth.
-      const taken = lastIndex === 0 && sharedEnd === at;
-      if (!taken && MARKABLE.has(block.type)) {
+      if (MARKABLE.has(block.type)) {
         out[lastIndex] = { ...last, content: markBlock(content, at, EPHEMERAL) } as MessageParam;
       }
     }
   }
   parts.messages = out;
 
-  const plan: CachePlan = { parts, history };
+  const plan: CachePlan = { parts, history, inputTokens: Math.max(1, total) };
   if (messages.length === 1 && sharedTokens > 0) {
     plan.shared = {
       key: prefixKey(model, system, parts),

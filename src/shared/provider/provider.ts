@@ -198,7 +198,7 @@ export class Provider {
     const admit: AdmitRequest = {
       key: `${this.#account} ${model}`,
       label: `${model} at ${this.#endpoint}`,
-      inputTokens: estimateInputTokens(request),
+      inputTokens: cache?.inputTokens ?? estimateInputTokens(request),
       maxTokens: this.config.maxTokens,
       priority: attempt > 1 || options.priority === true,
     };
