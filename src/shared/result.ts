@@ -1,26 +1,43 @@
 import type { BudgetKind } from './budget.js';
 import type { FailureCode } from './failure.js';
+import { redactSecrets } from './redact.js';
 
 /** What an agent's run came to. */
 export type AgentOutcome = 'complete' | 'empty' | 'cancelled' | 'capped' | 'failed';
 
-/** Why an agent was cancelled. */
-export type CancelReason = 'user' | 'ceiling' | 'clear' | 'shutdown' | 'parent';
+/**
+ * Why an agent was cancelled: one of the engine's own reasons (`user`, `ceiling`, `clear`,
+ * `shutdown`, `parent`, `timeout`), or any other text a caller gave (`group.cancel('client
+ * disconnected')`), at most `MAX_CANCEL_REASON` characters.
+ */
+export type CancelReason = KnownCancelReason | (string & {});
 
-export const CANCEL_REASONS: readonly CancelReason[] = [
+/** The reasons the engine itself gives. */
+export type KnownCancelReason = 'user' | 'ceiling' | 'clear' | 'shutdown' | 'parent' | 'timeout';
+
+export const CANCEL_REASONS: readonly KnownCancelReason[] = [
   'user',
   'ceiling',
   'clear',
   'shutdown',
   'parent',
+  'timeout',
 ];
 
-/** `value` as a cancel reason: itself when it is one, else `user`. */
+/** The longest cancel reason kept; a longer one is clipped. */
+export const MAX_CANCEL_REASON = 200;
+
+/**
+ * `value` as a cancel reason: a non-empty string, trimmed, clipped at `MAX_CANCEL_REASON` and
+ * with any key removed; anything else (an Error, undefined) is `user`.
+ */
 export function toCancelReason(value: unknown): CancelReason {
-  return (CANCEL_REASONS as readonly unknown[]).includes(value) ? (value as CancelReason) : 'user';
+  if (typeof value !== 'string') return 'user';
+  const text = value.trim().slice(0, MAX_CANCEL_REASON);
+  return text === '' ? 'user' : redactSecrets(text);
 }
 
-/** The cancel reason an aborted signal carries: its reason when that is one, else `user`. */
+/** The cancel reason an aborted signal carries: its reason when that is text, else `user`. */
 export function cancelReasonOf(signal: AbortSignal): CancelReason {
   return toCancelReason(signal.reason);
 }
@@ -66,6 +83,11 @@ export interface AgentResult {
    * failed. Decide on `outcome` and `code`, never on this text.
    */
   reason?: string;
+  /**
+   * Set exactly when `outcome` is `cancelled`: why, as given to `cancel` (`CancelReason`), so
+   * a group's own reason (`'deadline'`, `'client gone'`) reaches every result it cancelled.
+   */
+  cancelReason?: CancelReason;
   /** Set exactly when `outcome` is `failed`: what failed, as a stable code. */
   code?: FailureCode;
   /**

@@ -1,7 +1,12 @@
 import type { ChildSpec } from '../../shared/child-spec.js';
 import type { Failure } from '../../shared/failure.js';
 import type { MainMessage } from '../../shared/protocol.js';
-import { type AgentResult, type CancelReason, emptyUsage } from '../../shared/result.js';
+import {
+  type AgentResult,
+  type CancelReason,
+  emptyUsage,
+  toCancelReason,
+} from '../../shared/result.js';
 import {
   NOTHING_SERVED,
   type Served,
@@ -129,6 +134,10 @@ export abstract class SpawnedChild implements ChildHandle, ServedChild {
       return false;
     }
     this.status = 'settled';
+    // Every cancelled result says why in a field of its own, whoever made it.
+    if (result.outcome === 'cancelled' && result.cancelReason === undefined) {
+      result.cancelReason = toCancelReason(result.reason);
+    }
     this.#resolve(result);
     counts.delivered++;
     if (this.graceTimer) clearTimeout(this.graceTimer);
