@@ -10,6 +10,7 @@ export {
   Engine,
   type EngineOptions,
   type EngineWarning,
+  type SpawnContext,
 } from './main/engine.js';
 export type { EngineCheck } from './main/engine-check.js';
 export { type MapContext, type MapOptions, mapAgents } from './main/map-agents.js';
@@ -23,6 +24,7 @@ export {
   type SessionOptions,
   type TurnResult,
 } from './main/session.js';
+export type { Budget, BudgetKind, ModelPrice, PriceTable } from './shared/budget.js';
 export { parseDuration } from './shared/duration.js';
 export { CohortError, UsageError } from './shared/errors.js';
 export type { AgentEvent, AgentMode } from './shared/events.js';
@@ -32,9 +34,16 @@ export {
   JournalVersionError,
   readRun,
 } from './shared/journal/reader.js';
+export type { CacheMode, CacheTtl } from './shared/provider/cache.js';
 export type { ProviderConfig } from './shared/provider/config.js';
 export { clip, DEFAULT_REPLY_CAP, renderValue } from './shared/render.js';
-export type { AgentOutcome, AgentResult, AgentUsage, CancelReason } from './shared/result.js';
-export { outcomeTag } from './shared/result.js';
+export type {
+  AgentOutcome,
+  AgentResult,
+  AgentUsage,
+  CancelReason,
+  KnownCancelReason,
+} from './shared/result.js';
+export { CANCEL_REASONS, outcomeTag } from './shared/result.js';
 export type { AgentInfo, AgentReceipt, AgentToolInput } from './shared/tools/spawn-tools.js';
 export type { InputSchema, ToolContext, ToolDefinition } from './shared/tools/types.js';

@@ -234,6 +234,38 @@ describe('mapAgents bookkeeping (fake engine)', () => {
     expect(getEventListeners(controller.signal, 'abort')).toHaveLength(0);
   });
 
+  it('spawns nothing a slow source hands over after the signal aborted, and closes the source', async () => {
+    const { engine, children, spawned } = fakeEngine();
+    const controller = new AbortController();
+    let releaseSecond!: () => void;
+    let closed = false;
+    async function* specs() {
+      try {
+        yield { prompt: 'first' };
+        // The second spec arrives only after the caller has aborted.
+        await new Promise<void>((resolve) => {
+          releaseSecond = resolve;
+        });
+        yield { prompt: 'second' };
+        yield { prompt: 'third' };
+      } finally {
+        closed = true;
+      }
+    }
+    const results = mapAgents(engine, specs(), { concurrency: 5, signal: controller.signal });
+    const first = results.next();
+    await spawned(1);
+    controller.abort();
+    releaseSecond();
+    const seen: string[] = [];
+    const head = await first;
+    if (!head.done) seen.push(`${head.value.spec.prompt}:${head.value.result.outcome}`);
+    for await (const { spec, result } of results) seen.push(`${spec.prompt}:${result.outcome}`);
+    expect(seen).toEqual(['first:cancelled']);
+    expect(children.map((child) => child.spec.prompt)).toEqual(['first']);
+    expect(closed).toBe(true);
+  });
+
   it('checks `concurrency` up front', async () => {
     const { engine } = fakeEngine();
     await expect(mapAgents(engine, specsOf(1), { concurrency: 0 }).next()).rejects.toThrow(

@@ -23,7 +23,7 @@ import {
 import { DEFAULT_PROVIDER_CONFIG, type ProviderConfig } from '../shared/provider/config.js';
 import { redactSecrets } from '../shared/redact.js';
 import { DEFAULT_REPLY_CAP } from '../shared/render.js';
-import { type AgentResult, cancelReasonOf } from '../shared/result.js';
+import type { AgentResult } from '../shared/result.js';
 import type { AnyTool } from '../shared/tools/types.js';
 import type { AgentDefinition } from './agents/definition.js';
 import { engineAgents } from './agents/resolve.js';
@@ -50,6 +50,7 @@ import { type ChildCapabilities, capabilityFlags } from './runners/capabilities.
 import { type ChildHandle, ChildPool, type PoolStats } from './runners/local/pool.js';
 import type { ChildRunner } from './runners/types.js';
 import { type Adoption, AgentScope } from './scope.js';
+import { eventFilter, SignalWatch } from './signal-watch.js';
 import { ChildTrace } from './tracing/agent-trace.js';
 import { cohortTracer } from './tracing/otel-spans.js';
 import { TreeLedger } from './tree-budget.js';
@@ -227,6 +228,15 @@ export class Engine {
   }
 
   /**
+   * Throws the UsageError `spawn` would throw for these options for an agent at `depth` (default
+   * 1), and otherwise does nothing: the engine's own checks, for a service that checks a request
+   * before it accepts it, without running `checkEngine` again.
+   */
+  checkAgent(options: AgentOptions, depth = 1): void {
+    this.#check.checkAgent(options, depth);
+  }
+
+  /**
    * Spawns one child and returns its handle at once. Throws a UsageError for options the engine
    * refuses, an unknown tool name among them (`EngineCheck.checkAgent`).
    */
@@ -260,6 +270,8 @@ export class Engine {
           ...(context.mode ? { mode: context.mode } : {}),
         })
       : undefined;
+    // Events made on main (`agent-start`, `agent-settle`) are filtered as the worker's are.
+    const onEvent = eventFilter(agent.onEvent, agent.eventTypes);
     // What main serves the child beside its run (CAPABILITIES); their flags go in its spec.
     const capabilities: ChildCapabilities = {};
     if (this.governor) capabilities.governor = this.governor;
@@ -320,12 +332,12 @@ export class Engine {
     let bridge: HostBridge | undefined;
     let scope: AgentScope | undefined;
     const handle = this.#pool.spawn(spec, {
-      onEvent: agent.onEvent,
+      onEvent,
       jobId: context.jobId,
       makeBridge: needsBridge
         ? () => {
             bridge?.detach();
-            scope ??= this.#scopeFor(spec, agent.onEvent, { trace, tree });
+            scope ??= this.#scopeFor(spec, onEvent, { trace, tree });
             if (scope) this.#adopt(spec.id, scope);
             bridge = new HostBridge({
               hostTools: this.#hostTools,
@@ -340,16 +352,17 @@ export class Engine {
     });
     if (needsBridge) void handle.result.then(() => bridge?.shutdown());
     const signal = agent.signal;
-    if (signal) {
-      const onAbort = () => handle.cancel(cancelReasonOf(signal));
-      if (signal.aborted) onAbort();
-      else {
-        signal.addEventListener('abort', onAbort, { once: true });
-        void handle.result.then(() => signal.removeEventListener('abort', onAbort));
-      }
+    if (signal) this.#signals.watch(signal, handle);
+    // A child its caller started (not one an agent spawned: that agent's scope says so) is
+    // announced to its own listener like any other.
+    if (context.parent === undefined && onEvent) {
+      onEvent({ type: 'agent-start', agentId: id, title, depth, mode: context.mode ?? 'direct' });
     }
     return handle;
   }
+
+  /** Every signal a spawn was given, with one listener each, however many children share it. */
+  readonly #signals = new SignalWatch();
 
   #hostToolInfo(): HostToolInfo[] {
     return [...this.#hostTools.values()].map((tool) =>

@@ -58,6 +58,8 @@ export async function* mapAgents<Spec extends AgentOptions>(
           exhausted = true;
           break;
         }
+        // The source may have taken a while: a signal that aborted meanwhile admits nothing more.
+        if (signal?.aborted) break;
         const spec = next.value;
         const handle = engine.spawn(spec, options.contextOf?.(spec));
         running.set(handle.id, handle);
@@ -91,5 +93,7 @@ export async function* mapAgents<Spec extends AgentOptions>(
     signal?.removeEventListener('abort', onAbort);
     // A consumer that stops early must not leave children running unseen.
     for (const handle of running.values()) handle.cancel('user');
+    // A source not read to its end is told so (an async generator runs its own `finally`).
+    if (!exhausted) await iterator.return?.();
   }
 }
