@@ -12,7 +12,13 @@ export {
   type EngineWarning,
 } from './main/engine.js';
 export type { EngineCheck } from './main/engine-check.js';
-export { type MapContext, type MapOptions, mapAgents } from './main/map-agents.js';
+export {
+  type MapContext,
+  type MapOptions,
+  mapAgents,
+  type Spawner,
+  type SpecValue,
+} from './main/map-agents.js';
 export type { ChildHandle, ChildStatus, PoolStats } from './main/runners/local/pool.js';
 export type { QueueOptions } from './main/runners/queue/options.js';
 export {
@@ -36,5 +42,7 @@ export type { ProviderConfig } from './shared/provider/config.js';
 export { clip, DEFAULT_REPLY_CAP, renderValue } from './shared/render.js';
 export type { AgentOutcome, AgentResult, AgentUsage, CancelReason } from './shared/result.js';
 export { outcomeTag } from './shared/result.js';
+export type { StandardOutput, StandardSchema } from './shared/standard-schema.js';
+export type { OutputSchema } from './shared/tools/output-schema.js';
 export type { AgentInfo, AgentReceipt, AgentToolInput } from './shared/tools/spawn-tools.js';
 export type { InputSchema, ToolContext, ToolDefinition } from './shared/tools/types.js';

@@ -10,6 +10,7 @@ import type { AgentEvent } from '../src/shared/events.js';
 import type { ToolResultBlock } from '../src/shared/provider/types.js';
 import type { AgentResult } from '../src/shared/result.js';
 import type { StandardSchema } from '../src/shared/standard-schema.js';
+import { standardJsonSchema } from '../src/shared/tools/output-schema.js';
 import { BAD_REPLY_PREFIX } from '../src/shared/tools/reply.js';
 import { type ScriptedModel, type ScriptStep, startScriptedModel } from '../src/testing/index.js';
 import {
@@ -307,5 +308,31 @@ describe('a Standard Schema that cannot give a JSON Schema', () => {
       }),
     );
     expect(error.message).toContain('got a bare schema with neither');
+  });
+});
+
+describe('the conversion', () => {
+  it('runs once per schema object and gives plain JSON, which can cross threads', () => {
+    let calls = 0;
+    const schema: StandardSchema<unknown, string> = {
+      '~standard': {
+        version: 1,
+        vendor: 'counted',
+        jsonSchema: {
+          input: (options) => {
+            calls++;
+            // What no thread could be sent: a function, and a key left undefined.
+            return { type: 'string', target: options.target, describe: () => 'x', note: undefined };
+          },
+          output: () => ({}),
+        },
+      },
+    };
+    const first = standardJsonSchema('outputSchema', schema);
+    expect(first).toEqual({ type: 'string', target: 'draft-07' });
+    expect(Object.keys(first)).toEqual(['type', 'target']);
+    expect(structuredClone(first)).toEqual(first);
+    expect(standardJsonSchema('outputSchema', schema)).toBe(first);
+    expect(calls).toBe(1);
   });
 });
