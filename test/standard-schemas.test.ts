@@ -190,6 +190,31 @@ describe('a zod 4 schema', () => {
   });
 });
 
+describe('a recursive zod schema', () => {
+  it('refers to its own root, and still works nested in the reply tool: it gets an `$id` of its own', async () => {
+    const Node: z.ZodType<{ name: string; children?: { name: string }[] | undefined }> = z.object({
+      name: z.string(),
+      get children() {
+        return z.array(Node).optional();
+      },
+    });
+    const tree = { name: 'root', children: [{ name: 'leaf', children: [] }] };
+    const lead = 'Zod recursive.';
+    const result = await engine.run({
+      prompt: task(lead, [{ reply: { name: 'root', children: [{ name: 7 }] } }, { reply: tree }]),
+      outputSchema: Node,
+    });
+    expect(result).toMatchObject({ outcome: 'complete', value: tree });
+    expect(offeredSchema(lead)).toMatchObject({
+      $id: expect.stringMatching(/^urn:cohort:output-schema:[0-9a-f]{32}$/),
+      properties: { children: { items: { $ref: '#' } } },
+    });
+    // The nested node was checked against the root's schema: its number name was refused.
+    const refused = contentBlocks(readTranscript(result)[2]!)[0] as ToolResultBlock;
+    expect(refused.content).toContain('/children/0/name must be string');
+  });
+});
+
 describe('other schema libraries', () => {
   it('valibot, through toStandardJsonSchema: a typed value', async () => {
     const AUTHOR = toStandardJsonSchema(

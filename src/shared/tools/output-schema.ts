@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { Ajv, type ValidateFunction } from 'ajv';
 import { describeValue, expected, UsageError } from '../errors.js';
 import {
@@ -146,9 +147,11 @@ export function standardJsonSchema(name: string, schema: StandardSchema): Record
     );
   }
   let json: unknown;
+  let text: string | undefined;
   try {
     // A JSON round trip: whatever the library returned, what crosses threads is plain data.
-    json = JSON.parse(JSON.stringify(convert({ target: JSON_SCHEMA_TARGET })) ?? 'null');
+    text = JSON.stringify(convert({ target: JSON_SCHEMA_TARGET }));
+    json = JSON.parse(text ?? 'null');
   } catch (error) {
     const why = error instanceof Error ? error.message : String(error);
     throw new UsageError(
@@ -161,6 +164,12 @@ export function standardJsonSchema(name: string, schema: StandardSchema): Record
     );
   }
   const result = json as Record<string, unknown>;
+  // A recursive schema's root refers to itself as `#`, which, nested in the reply tool's input,
+  // would point at the wrapper. An `$id` of its own (from its text, so that equal schemas share
+  // one and unequal ones never do) makes `#` its own document again.
+  if (result.$id === undefined && outputSchemaProblem(result) !== undefined) {
+    result.$id = `urn:cohort:output-schema:${createHash('sha256').update(text!).digest('hex').slice(0, 32)}`;
+  }
   checkJsonSchema(name, result, `${vendor} whose JSON Schema compiles`);
   converted.set(schema, result);
   return result;
