@@ -58,7 +58,7 @@ export class Census {
 
   install(engine: Engine): void {
     const spawn = engine.spawn.bind(engine);
-    engine.spawn = (options: AgentOptions, context: SpawnContext = {}) => {
+    engine.spawn = <T>(options: AgentOptions<T>, context: SpawnContext = {}) => {
       const handle = spawn(options, context);
       this.#record(handle, context.depth ?? 1);
       return handle;

@@ -13,7 +13,13 @@ export {
   type SpawnContext,
 } from './main/engine.js';
 export type { EngineCheck } from './main/engine-check.js';
-export { type MapContext, type MapOptions, mapAgents } from './main/map-agents.js';
+export {
+  type MapContext,
+  type MapOptions,
+  mapAgents,
+  type Spawner,
+  type SpecValue,
+} from './main/map-agents.js';
 export type { ChildHandle, ChildStatus, PoolStats } from './main/runners/local/pool.js';
 export type { QueueOptions } from './main/runners/queue/options.js';
 export {
@@ -45,5 +51,7 @@ export type {
   KnownCancelReason,
 } from './shared/result.js';
 export { CANCEL_REASONS, outcomeTag } from './shared/result.js';
+export type { StandardOutput, StandardSchema } from './shared/standard-schema.js';
+export type { OutputSchema } from './shared/tools/output-schema.js';
 export type { AgentInfo, AgentReceipt, AgentToolInput } from './shared/tools/spawn-tools.js';
 export type { InputSchema, ToolContext, ToolDefinition } from './shared/tools/types.js';

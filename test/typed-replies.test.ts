@@ -143,7 +143,9 @@ describe('typed replies through the engine', () => {
         prompt: 'never runs',
         outputSchema: ['not', 'an', 'object'] as unknown as Record<string, unknown>,
       }),
-    ).toThrow(/^Expected `outputSchema` to be a JSON Schema \(an object\), got /);
+    ).toThrow(
+      /^Expected `outputSchema` to be a JSON Schema \(an object\) or a Standard Schema \(zod, valibot, arktype\) with a JSON Schema conversion, got /,
+    );
     expect(engine.liveCount).toBe(live);
     expect(proxy.requests.length).toBe(before);
   });

@@ -33,7 +33,7 @@ import { TRANSPORT_NAMES } from '../shared/provider/transport/types.js';
 import type { MessageParam } from '../shared/provider/types.js';
 import { DEFAULT_REPLY_CAP } from '../shared/render.js';
 import { checkTool } from '../shared/tools/modules.js';
-import { checkOutputSchema } from '../shared/tools/output-schema.js';
+import { checkOutputSchema, type OutputSchema } from '../shared/tools/output-schema.js';
 import type { AnyTool } from '../shared/tools/types.js';
 import {
   DEFAULT_AGENTS_PER_THREAD,
@@ -103,9 +103,14 @@ export const AGENT_FIELDS = {
   /**
    * A JSON Schema the reply's `result` must match (a typed reply): the result then carries the
    * parsed `value`; replies that do not match are refused, and a few refusals fail it `bad_reply`.
+   * Or a Standard Schema (zod 4, valibot, arktype) with a JSON Schema conversion: the model is
+   * shown, and replies are checked against, the JSON Schema of its input; its own `validate` then
+   * parses the value on main, so `value` is its output (transforms and defaults applied) and has
+   * its type. A value the JSON Schema passes and `validate` refuses (a refinement JSON Schema
+   * cannot state) fails the agent `bad_reply`. See `AgentOptions`.
    */
-  outputSchema: custom<Record<string, unknown>>(
-    'a JSON Schema (an object)',
+  outputSchema: custom<OutputSchema>(
+    'a JSON Schema (an object) or a Standard Schema (zod, valibot, arktype) with a JSON Schema conversion',
     checkedBy(checkOutputSchema),
   ),
   /** This child's limits, field by field over its agent file's and the engine's. */
@@ -150,8 +155,15 @@ export const AGENT_FIELDS = {
   ),
 } as const satisfies Fields;
 
-/** What one child is asked to do. */
-export type AgentOptions = OptionsOf<typeof AGENT_FIELDS>;
+/**
+ * What one child is asked to do. `T` is the type of its result's `value`: a Standard Schema's
+ * output type, inferred from `outputSchema`, or, for a JSON Schema, the type the caller names
+ * (`engine.run<Risks>(…)`), which only the schema checks.
+ */
+export type AgentOptions<T = unknown> = Omit<OptionsOf<typeof AGENT_FIELDS>, 'outputSchema'> & {
+  /** See `AGENT_FIELDS.outputSchema`. */
+  outputSchema?: OutputSchema<T> | undefined;
+};
 
 /** Provider settings an engine may be given; unset fields take `DEFAULT_PROVIDER_CONFIG`'s. */
 export const PROVIDER_FIELDS = {

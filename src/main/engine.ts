@@ -24,6 +24,7 @@ import { DEFAULT_PROVIDER_CONFIG, type ProviderConfig } from '../shared/provider
 import { redactSecrets } from '../shared/redact.js';
 import { DEFAULT_REPLY_CAP } from '../shared/render.js';
 import type { AgentResult } from '../shared/result.js';
+import { jsonOutputSchema } from '../shared/tools/output-schema.js';
 import type { AnyTool } from '../shared/tools/types.js';
 import type { AgentDefinition } from './agents/definition.js';
 import { engineAgents } from './agents/resolve.js';
@@ -51,6 +52,7 @@ import { type ChildHandle, ChildPool, type PoolStats } from './runners/local/poo
 import type { ChildRunner } from './runners/types.js';
 import { type Adoption, AgentScope } from './scope.js';
 import { eventFilter, SignalWatch } from './signal-watch.js';
+import { spawnStandard } from './standard-output.js';
 import { ChildTrace } from './tracing/agent-trace.js';
 import { cohortTracer } from './tracing/otel-spans.js';
 import { TreeLedger } from './tree-budget.js';
@@ -240,7 +242,10 @@ export class Engine {
    * Spawns one child and returns its handle at once. Throws a UsageError for options the engine
    * refuses, an unknown tool name among them (`EngineCheck.checkAgent`).
    */
-  spawn(options: AgentOptions, context: SpawnContext = {}): ChildHandle {
+  spawn<T = unknown>(options: AgentOptions<T>, context: SpawnContext = {}): ChildHandle<T> {
+    // A Standard Schema is converted to JSON Schema here, and parses the result on main.
+    const standard = spawnStandard(options, (plain) => this.spawn(plain, context));
+    if (standard) return standard;
     const depth = context.depth ?? 1;
     this.#check.checkAgent(options, depth);
     // An agent file's fields are the defaults; the spawn's own fields win.
@@ -308,7 +313,7 @@ export class Engine {
         agents.length > 0 && depth < this.maxDepth
           ? agents.map(({ name, description }) => ({ name, description }))
           : undefined,
-      outputSchema: agent.outputSchema,
+      outputSchema: jsonOutputSchema(agent.outputSchema),
       budget,
       prices: this.#options.prices,
       // Its own (or its agent file's), else its parent's, else this engine's when it was given
@@ -358,7 +363,8 @@ export class Engine {
     if (context.parent === undefined && onEvent) {
       onEvent({ type: 'agent-start', agentId: id, title, depth, mode: context.mode ?? 'direct' });
     }
-    return handle;
+    // For a JSON Schema, `T` is the caller's word: the schema, not the type, is checked.
+    return handle as ChildHandle<T>;
   }
 
   /** Every signal a spawn was given, with one listener each, however many children share it. */
@@ -418,8 +424,11 @@ export class Engine {
     });
   }
 
-  /** Runs one child and resolves with its AgentResult. Never rejects for agent failures. */
-  run(options: AgentOptions, context: SpawnContext = {}): Promise<AgentResult> {
+  /**
+   * Runs one child and resolves with its AgentResult. Never rejects for agent failures. `T`, the
+   * type of its `value`, is a Standard Schema `outputSchema`'s output type, or the one named.
+   */
+  run<T = unknown>(options: AgentOptions<T>, context: SpawnContext = {}): Promise<AgentResult<T>> {
     return this.spawn(options, context).result;
   }
 

@@ -1,6 +1,8 @@
 import { checkOption, wholeNumber } from '../shared/option-schema.js';
 import { type AgentResult, type CancelReason, cancelReasonOf } from '../shared/result.js';
-import type { AgentOptions, Engine, SpawnContext } from './engine.js';
+import type { StandardOutput, StandardSchema } from '../shared/standard-schema.js';
+import type { AgentOptions, SpawnContext } from './engine.js';
+import type { ChildHandle } from './runners/spawned-child.js';
 
 export interface MapOptions {
   /** Children in flight at once (default 50). */
@@ -14,8 +16,24 @@ export interface MapContext<Spec> {
   contextOf?: (spec: Spec) => SpawnContext;
 }
 
+/** What `mapAgents` spawns with: an engine, or anything with its `spawn`. */
+export interface Spawner {
+  spawn(options: AgentOptions, context?: SpawnContext): ChildHandle;
+}
+
+/**
+ * The type of a spec's result `value`: its Standard Schema's output type, else `unknown`.
+ */
+export type SpecValue<Spec> = Spec extends { outputSchema?: infer Schema }
+  ? Schema extends StandardSchema
+    ? StandardOutput<Schema>
+    : unknown
+  : unknown;
+
 /** A child that settled and has not been yielded yet. */
-type Settled<Spec> = { ok: true; spec: Spec; result: AgentResult } | { ok: false; error: unknown };
+type Settled<Spec> =
+  | { ok: true; spec: Spec; result: AgentResult<SpecValue<Spec>> }
+  | { ok: false; error: unknown };
 
 /**
  * Runs many children with a concurrency bound and yields each AgentResult as it settles.
@@ -24,10 +42,10 @@ type Settled<Spec> = { ok: true; spec: Spec; result: AgentResult } | { ok: false
  * `concurrency` until its result has been yielded.
  */
 export async function* mapAgents<Spec extends AgentOptions>(
-  engine: Pick<Engine, 'spawn'>,
+  engine: Spawner,
   specs: Iterable<Spec> | AsyncIterable<Spec>,
   options: MapOptions & MapContext<Spec> = {},
-): AsyncGenerator<{ spec: Spec; result: AgentResult }> {
+): AsyncGenerator<{ spec: Spec; result: AgentResult<SpecValue<Spec>> }> {
   const concurrency = checkOption('concurrency', wholeNumber(1), options.concurrency) ?? 50;
   const signal = options.signal;
   // Each child's result is watched once, when it is admitted, and lands here as it settles.
@@ -72,8 +90,9 @@ export async function* mapAgents<Spec extends AgentOptions>(
           resume?.();
         };
         // A result never rejects by contract; if one did, the consumer hears of it in turn.
-        handle.result.then(
-          (result: AgentResult) => land({ ok: true, spec, result }),
+        // The engine parsed a Standard Schema's value into its output type (`Engine.spawn`).
+        (handle.result as Promise<AgentResult<SpecValue<Spec>>>).then(
+          (result) => land({ ok: true, spec, result }),
           (error: unknown) => land({ ok: false, error }),
         );
       }

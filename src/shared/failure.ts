@@ -24,7 +24,10 @@ export const FAILURE_CODES = [
   'worker_lost',
   /** A call into the main thread could not complete: the host bridge closed under it. */
   'bridge_closed',
-  /** A typed reply did not match its `outputSchema` after the allowed number of tries. */
+  /**
+   * A typed reply did not match its `outputSchema` after the allowed number of tries, or, for a
+   * Standard Schema, its own `validate` refused a value its JSON Schema passed (on main).
+   */
   'bad_reply',
   /**
    * A run resumed (`cohort run --resume`) found a record of this agent that does not parse in

@@ -72,7 +72,7 @@ export interface AgentUsage {
  * The one result every spawned agent produces, exactly once.
  * Cancelled, capped and failed results carry no text.
  */
-export interface AgentResult {
+export interface AgentResult<T = unknown> {
   id: string;
   title: string;
   outcome: AgentOutcome;
@@ -101,9 +101,11 @@ export interface AgentResult {
   truncated: boolean;
   /**
    * The reply's `result` as parsed JSON, for an agent given an `outputSchema` (a typed reply): it
-   * matched the schema. `text` is the same value rendered.
+   * matched the schema. `text` is the value as the model gave it, rendered. For a Standard Schema
+   * (zod, valibot, arktype) it is what the schema's own `validate` made of it: its output, of its
+   * output type.
    */
-  value?: unknown;
+  value?: T;
   /**
    * The budget the agent reached (`budget` option, agent file, task line or engine default): it
    * then had one last turn with only `reply`. Set on a `complete` result (it replied in that turn)

@@ -18,15 +18,15 @@ import type { SpawnExtras } from './types.js';
 
 export type ChildStatus = 'queued' | 'running' | 'settled';
 
-/** A spawned child as main sees it. */
-export interface ChildHandle {
+/** A spawned child as main sees it; `T` is its result's `value` type (`AgentOptions<T>`). */
+export interface ChildHandle<T = unknown> {
   readonly id: string;
   readonly title: string;
   readonly status: ChildStatus;
   /** When it was spawned (performance.now()). */
   readonly spawnedAt: number;
   /** Settles exactly once, never rejects. */
-  readonly result: Promise<AgentResult>;
+  readonly result: Promise<AgentResult<T>>;
   /** Cancels it; false when it had settled already. */
   cancel(reason?: CancelReason): boolean;
 }
