@@ -80,9 +80,9 @@ export interface BenchOptions {
 }
 
 export const BENCH_USAGE = `Usage: cohort bench [part...] [options]     (npm run bench -- [part...] [options])
-Parts: model, transport, concurrency, spawn, governor, cache, scale, peers (default: all).
-Defaults are a quick sweep, except for transport, governor, cache, scale and peers, which run
-their full scenarios.
+Parts: model, transport, concurrency, spawn, governor, cache, scale, peers, embed (default:
+all). Defaults are a quick sweep, except for transport, governor, cache, scale, peers and
+embed, which run their full scenarios.
 
 concurrency — cohort vs in-process vs thread-per-child vs sdk-loop on one scripted model:
   --agents N            agents per case (default 100)
@@ -151,6 +151,10 @@ and stopWhen) and LangChain (ChatAnthropic with bound tools), each case in a fre
 order rotated each round: CPU per call, efficiency, wall. Its own defaults: --agents 2000
 --concurrency 200 --ttft-ms 200 --cpu-ms 0 --runs 3 --engines cohort,sdk-loop,ai-sdk,langchain;
 --steps, --tps, --jitter, --threads, --transport, --governor, --max-retries apply
+embed — an HTTP service on the library (node:http): 20 concurrent jobs × 50 documents, one
+agent per document (a tool step, then the reply; ttft 200 ms), cohort at its defaults beside
+the same service on the official-SDK loop, clean and with 1% random 529s: job p50/p99,
+/healthz p99, the service's event-loop p99, peak RSS and CPU; --runs applies
 all parts:
   --runs N              repetitions; figures are medians (default 1)
   --out FILE            JSON report (default bench-results/bench-<timestamp>.json)
