@@ -72,6 +72,14 @@ export class Engine {
   readonly #governorState: GovernorStateFile | undefined;
   readonly #options: EngineOptions;
   readonly #hostTools: ReadonlyMap<string, AnyTool>;
+  /**
+   * What every spec says of the host tools, the tool modules and the workspace, made once: a
+   * spawn used to rebuild them, and a burst of spawns paid for it on main (docs/BENCHMARKS.md,
+   * "Spawn burst"). Specs share these arrays; nothing changes them once made.
+   */
+  readonly #hostToolInfo: HostToolInfo[] | undefined;
+  readonly #toolModules: string[];
+  readonly #workspace: string | undefined;
   /** The start-up check's result: every spawn passes its `checkAgent`. */
   readonly #check: EngineCheck;
   #provider: ProviderConfig;
@@ -93,6 +101,9 @@ export class Engine {
     this.#governorState = state;
     this.#check = check;
     this.#hostTools = new Map((options.hostTools ?? []).map((tool) => [tool.name, tool]));
+    this.#hostToolInfo = this.#hostTools.size === 0 ? undefined : hostToolInfo(this.#hostTools);
+    this.#toolModules = (options.toolModules ?? []).map((modulePath) => path.resolve(modulePath));
+    this.#workspace = options.workspace === undefined ? undefined : path.resolve(options.workspace);
     this.#provider = { ...DEFAULT_PROVIDER_CONFIG, ...options.provider };
     this.maxDepth = options.maxDepth ?? DEFAULT_MAX_DEPTH;
     this.logDir = options.logDir ?? path.join(defaultLogRoot(), runFolderName());
@@ -145,9 +156,7 @@ export class Engine {
 
   /** The workspace folder, resolved, when there is one. */
   get workspace(): string | undefined {
-    return this.#options.workspace === undefined
-      ? undefined
-      : path.resolve(this.#options.workspace);
+    return this.#workspace;
   }
 
   /**
@@ -169,7 +178,7 @@ export class Engine {
 
   /** Tool module paths, resolved. */
   get toolModules(): string[] {
-    return (this.#options.toolModules ?? []).map((modulePath) => path.resolve(modulePath));
+    return [...this.#toolModules];
   }
 
   get ceilingMs(): number | undefined {
@@ -278,7 +287,7 @@ export class Engine {
       replyCap: this.#options.replyCap ?? DEFAULT_REPLY_CAP,
       logDir: this.logDir,
       logs: this.#options.logs,
-      toolModules: this.toolModules,
+      toolModules: this.#toolModules,
       // Text is streamed only to a listener that wants it: each delta crosses a thread.
       streamText:
         agent.streamText ??
@@ -289,8 +298,8 @@ export class Engine {
       preamble: agent.preamble,
       cache: this.cacheSettings(agent),
       tools: agent.tools,
-      workspace: this.workspace,
-      hostTools: this.#hostTools.size === 0 ? undefined : this.#hostToolInfo(),
+      workspace: this.#workspace,
+      hostTools: this.#hostToolInfo,
       agentName: definition?.name,
       agents:
         agents.length > 0 && depth < this.maxDepth
@@ -349,17 +358,6 @@ export class Engine {
       }
     }
     return handle;
-  }
-
-  #hostToolInfo(): HostToolInfo[] {
-    return [...this.#hostTools.values()].map((tool) =>
-      defined({
-        name: tool.name,
-        description: tool.description,
-        inputSchema: tool.inputSchema,
-        parallel: tool.parallel,
-      }),
-    );
   }
 
   /**
@@ -451,6 +449,18 @@ export class Engine {
       // Not empty, or already gone: either way there is nothing to tidy.
     }
   }
+}
+
+/** What a child's spec says of the engine's host tools. */
+function hostToolInfo(tools: ReadonlyMap<string, AnyTool>): HostToolInfo[] {
+  return [...tools.values()].map((tool) =>
+    defined({
+      name: tool.name,
+      description: tool.description,
+      inputSchema: tool.inputSchema,
+      parallel: tool.parallel,
+    }),
+  );
 }
 
 /** Options of the `checkEngine` check itself. */
