@@ -75,6 +75,14 @@ export class Engine {
   readonly #governorState: GovernorStateFile | undefined;
   readonly #options: EngineOptions;
   readonly #hostTools: ReadonlyMap<string, AnyTool>;
+  /**
+   * What every spec says of the host tools, the tool modules and the workspace, made once: a
+   * spawn used to rebuild them, and a burst of spawns paid for it on main (docs/BENCHMARKS.md,
+   * "Spawn burst"). Specs share these arrays; nothing changes them once made.
+   */
+  readonly #hostToolInfo: HostToolInfo[] | undefined;
+  readonly #toolModules: string[];
+  readonly #workspace: string | undefined;
   /** The start-up check's result: every spawn passes its `checkAgent`. */
   readonly #check: EngineCheck;
   #provider: ProviderConfig;
@@ -96,6 +104,9 @@ export class Engine {
     this.#governorState = state;
     this.#check = check;
     this.#hostTools = new Map((options.hostTools ?? []).map((tool) => [tool.name, tool]));
+    this.#hostToolInfo = this.#hostTools.size === 0 ? undefined : hostToolInfo(this.#hostTools);
+    this.#toolModules = (options.toolModules ?? []).map((modulePath) => path.resolve(modulePath));
+    this.#workspace = options.workspace === undefined ? undefined : path.resolve(options.workspace);
     this.#provider = { ...DEFAULT_PROVIDER_CONFIG, ...options.provider };
     this.maxDepth = options.maxDepth ?? DEFAULT_MAX_DEPTH;
     this.logDir = options.logDir ?? path.join(defaultLogRoot(), runFolderName());
@@ -148,9 +159,7 @@ export class Engine {
 
   /** The workspace folder, resolved, when there is one. */
   get workspace(): string | undefined {
-    return this.#options.workspace === undefined
-      ? undefined
-      : path.resolve(this.#options.workspace);
+    return this.#workspace;
   }
 
   /**
@@ -172,7 +181,7 @@ export class Engine {
 
   /** Tool module paths, resolved. */
   get toolModules(): string[] {
-    return (this.#options.toolModules ?? []).map((modulePath) => path.resolve(modulePath));
+    return [...this.#toolModules];
   }
 
   get ceilingMs(): number | undefined {
@@ -295,7 +304,7 @@ export class Engine {
       replyCap: this.#options.replyCap ?? DEFAULT_REPLY_CAP,
       logDir: this.logDir,
       logs: this.#options.logs,
-      toolModules: this.toolModules,
+      toolModules: this.#toolModules,
       // Text is streamed only to a listener that wants it: each delta crosses a thread.
       streamText:
         agent.streamText ??
@@ -306,8 +315,8 @@ export class Engine {
       preamble: agent.preamble,
       cache: this.cacheSettings(agent),
       tools: agent.tools,
-      workspace: this.workspace,
-      hostTools: this.#hostTools.size === 0 ? undefined : this.#hostToolInfo(),
+      workspace: this.#workspace,
+      hostTools: this.#hostToolInfo,
       agentName: definition?.name,
       agents:
         agents.length > 0 && depth < this.maxDepth
@@ -369,17 +378,6 @@ export class Engine {
 
   /** Every signal a spawn was given, with one listener each, however many children share it. */
   readonly #signals = new SignalWatch();
-
-  #hostToolInfo(): HostToolInfo[] {
-    return [...this.#hostTools.values()].map((tool) =>
-      defined({
-        name: tool.name,
-        description: tool.description,
-        inputSchema: tool.inputSchema,
-        parallel: tool.parallel,
-      }),
-    );
-  }
 
   /**
    * Agents of a stopped run that a resumed agent takes back into its scope (`Session.resume`),
@@ -473,6 +471,18 @@ export class Engine {
       // Not empty, or already gone: either way there is nothing to tidy.
     }
   }
+}
+
+/** What a child's spec says of the engine's host tools. */
+function hostToolInfo(tools: ReadonlyMap<string, AnyTool>): HostToolInfo[] {
+  return [...tools.values()].map((tool) =>
+    defined({
+      name: tool.name,
+      description: tool.description,
+      inputSchema: tool.inputSchema,
+      parallel: tool.parallel,
+    }),
+  );
 }
 
 /** Options of the `checkEngine` check itself. */

@@ -158,10 +158,25 @@ export function checkOptions<S extends Fields>(
   options: Readonly<Record<string, unknown>>,
   prefix = '',
 ): OptionsOf<S> {
-  for (const [key, field] of Object.entries(fields)) {
-    checkOption(`${prefix}${key}`, field, options[key], options);
+  for (const [key, field] of entriesOf(fields)) {
+    const value = options[key];
+    // Unset and optional: nothing to check, and no name to build (a spawn checks every field).
+    if (value === undefined && !field.required) continue;
+    checkOption(`${prefix}${key}`, field, value, options);
   }
   return options as OptionsOf<S>;
+}
+
+/** Each option set's fields as entries, listed once: a spawn checks its set on every call. */
+const ENTRIES = new WeakMap<Fields, readonly (readonly [string, Field])[]>();
+
+function entriesOf(fields: Fields): readonly (readonly [string, Field])[] {
+  let entries = ENTRIES.get(fields);
+  if (entries === undefined) {
+    entries = Object.entries(fields);
+    ENTRIES.set(fields, entries);
+  }
+  return entries;
 }
 
 /** What every field builder takes beside its own bounds. */
@@ -191,7 +206,12 @@ export type Defined<T> = {
  */
 export function defined<T extends object>(value: T): Defined<T> {
   const out: Record<string, unknown> = {};
-  for (const [key, item] of Object.entries(value)) if (item !== undefined) out[key] = item;
+  // A plain loop over own keys: a spawn builds its spec through here, and `Object.entries`
+  // allocated an array per key.
+  for (const key of Object.keys(value)) {
+    const item = (value as Record<string, unknown>)[key];
+    if (item !== undefined) out[key] = item;
+  }
   return out as Defined<T>;
 }
 

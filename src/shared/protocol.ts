@@ -12,13 +12,26 @@ import type { TraceOp, TraceSpanId } from './trace/types.js';
 // Every message that crosses between main and a worker is defined here, once, for both sides.
 
 /**
- * The piscina task for one child: its spec, and the host bridge's port when the child has host
- * tools or may spawn. Everything else the child says travels on its worker's uplink.
+ * One child as main hands it to a worker: its spec, and the host bridge's port when the child
+ * has host tools or may spawn. Everything else the child says travels on its worker's uplink.
  */
 export interface ChildTask {
   spec: ChildSpec;
   bridge?: MessagePort;
 }
+
+/**
+ * The piscina task: the children main handed one worker in one turn, as one post (a burst of
+ * spawns used to cost a piscina task and a post per child; docs/BENCHMARKS.md, "Spawn burst").
+ * They run side by side and apart; the task ends when the last of them has ended.
+ */
+export type ChildBatch = ChildTask[];
+
+/**
+ * What a batch's task resolves with: for each of its children, in order, `null` when its run
+ * ended (its result was posted on the uplink first), else the message of what its run threw.
+ */
+export type BatchEnds = (string | null)[];
 
 // ── A worker's uplink ──────────────────────────────────────────────────────────────────────────
 

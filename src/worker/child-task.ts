@@ -3,7 +3,7 @@ import { BudgetMeter } from '../shared/budget-meter.js';
 import { runChild } from '../shared/child.js';
 import { RemoteGate } from '../shared/governor/remote-gate.js';
 import { closeJournals } from '../shared/journal/writer.js';
-import type { ChildTask, WorkerMessage } from '../shared/protocol.js';
+import type { BatchEnds, ChildBatch, ChildTask, WorkerMessage } from '../shared/protocol.js';
 import type { ProviderConfig } from '../shared/provider/config.js';
 import { Provider } from '../shared/provider/provider.js';
 import type { CancelReason } from '../shared/result.js';
@@ -28,11 +28,27 @@ function providerFor(config: ProviderConfig): Provider {
 }
 
 /**
- * One piscina task = one child agent. Many run at once on this thread. Everything the child says
- * goes to main on the thread's uplink, tagged with its id, and its result is posted there before
- * the task resolves; cancel and governor admissions come back the same way.
+ * One piscina task = the children main handed this thread in one turn. Each runs on its own, as
+ * if it were a task of its own; the task ends when the last one has, with how each ended.
  */
-export default async function runChildTask(task: ChildTask): Promise<'settled'> {
+export default function runChildBatch(batch: ChildBatch): Promise<BatchEnds> {
+  return Promise.all(
+    batch.map((task) =>
+      runChildTask(task).then(
+        () => null,
+        (error: unknown) => (error instanceof Error ? error.message : String(error)),
+      ),
+    ),
+  );
+}
+
+/**
+ * One child agent; many run at once on this thread. Everything the child says goes to main on
+ * the thread's uplink, tagged with its id, and its result is posted there before its run ends
+ * (main reads what is left there when the batch's task ends); cancel and governor admissions come
+ * back the same way.
+ */
+async function runChildTask(task: ChildTask): Promise<'settled'> {
   const uplink = threadUplink();
   await uplink.ready;
   const { spec } = task;

@@ -12,12 +12,14 @@ const load = (): Promise<TaskModule> => {
   return loading;
 };
 
-async function runChildTask(task: Parameters<TaskModule['default']>[0]): Promise<'settled'> {
-  return (await load()).default(task);
+async function runChildBatch(
+  batch: Parameters<TaskModule['default']>[0],
+): ReturnType<TaskModule['default']> {
+  return (await load()).default(batch);
 }
 
 async function warm(): Promise<number> {
   return (await load()).warm();
 }
 
-export = Object.assign(runChildTask, { warm });
+export = Object.assign(runChildBatch, { warm });

@@ -2,7 +2,16 @@ import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Piscina } from 'piscina';
-import type { ChildTask } from '../../../shared/protocol.js';
+import type { BatchEnds, ChildBatch } from '../../../shared/protocol.js';
+
+/** Piscina's pick of a worker for a task (its `loadBalancer` option). */
+export type Balancer = NonNullable<
+  NonNullable<ConstructorParameters<typeof Piscina>[0]>['loadBalancer']
+>;
+/** A worker as a balancer sees it (`id` is its thread id). */
+export type BalancedWorker = Parameters<Balancer>[1][number];
+/** A task as a balancer sees it. */
+export type BalancedTask = Parameters<Balancer>[0];
 
 /** What a pool of worker threads is made from. */
 export interface PiscinaShape {
@@ -11,9 +20,11 @@ export interface PiscinaShape {
   minThreads: number;
   idleTimeoutMs?: number | undefined;
   maxOldGenerationSizeMb?: number | undefined;
+  /** Picks the worker of each task (the pool routes each batch to the thread it chose). */
+  balancer?: Balancer | undefined;
 }
 
-export type ChildPiscina = Piscina<ChildTask, 'settled'>;
+export type ChildPiscina = Piscina<ChildBatch, BatchEnds>;
 
 /** The compiled worker file; under vitest (TS sources) it is the build in dist/. */
 export function workerFile(): string {
@@ -36,7 +47,7 @@ export function builtFile(relative: string): string {
 }
 
 export function makePiscina(shape: PiscinaShape): ChildPiscina {
-  const piscina = new Piscina<ChildTask, 'settled'>({
+  const piscina = new Piscina<ChildBatch, BatchEnds>({
     filename: workerFile(),
     minThreads: shape.minThreads,
     maxThreads: shape.threads,
@@ -45,6 +56,7 @@ export function makePiscina(shape: PiscinaShape): ChildPiscina {
     atomics: 'disabled',
     idleTimeout: shape.idleTimeoutMs ?? 60_000,
     maxQueue: Number.POSITIVE_INFINITY,
+    ...(shape.balancer ? { loadBalancer: shape.balancer } : {}),
     ...(shape.maxOldGenerationSizeMb === undefined
       ? {}
       : { resourceLimits: { maxOldGenerationSizeMb: shape.maxOldGenerationSizeMb } }),

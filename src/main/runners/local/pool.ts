@@ -1,15 +1,20 @@
 import os from 'node:os';
-import type { Worker } from 'node:worker_threads';
+import type { MessagePort, Worker } from 'node:worker_threads';
 import type { ChildSpec } from '../../../shared/child-spec.js';
 import type { Failure } from '../../../shared/failure.js';
-import type { ChildTask } from '../../../shared/protocol.js';
+import type { BatchEnds, ChildTask } from '../../../shared/protocol.js';
 import { redactSecrets } from '../../../shared/redact.js';
 import type { CancelReason } from '../../../shared/result.js';
 import { type ChildHandle, noDeliveries, type PoolStats } from '../spawned-child.js';
 import type { ChildRunner, SpawnExtras } from '../types.js';
 import { Admission } from './admission.js';
 import { CrashForensics } from './forensics.js';
-import { type ChildPiscina, makePiscina } from './piscina.js';
+import {
+  type BalancedTask,
+  type BalancedWorker,
+  type ChildPiscina,
+  makePiscina,
+} from './piscina.js';
 import { type PoolSide, RunningChild } from './running-child.js';
 import { Uplinks } from './uplinks.js';
 
@@ -49,6 +54,22 @@ export class ChildPool implements ChildRunner {
   /** What every child of this pool reaches it by. */
   readonly #side: PoolSide;
   #closed = false;
+  /**
+   * Children started this turn and not yet handed to a worker: they go at the turn's end, one
+   * piscina task per thread (`#handOff`). A piscina task and a post per child were most of main's
+   * time in a burst of spawns (docs/BENCHMARKS.md, "Spawn burst").
+   */
+  #handoff: RunningChild[] = [];
+  /** Children handed to each thread (by thread id) and not yet released there. */
+  readonly #load = new Map<number, number>();
+  /** The thread each handed child went to, until it is released or starts again. */
+  readonly #placedOn = new Map<RunningChild, number>();
+  /** The batch whose `run` is on the stack: piscina asks the balancer for it synchronously. */
+  #placing: Placement | undefined;
+  /** Batches piscina queued (no worker ready), by task id, until it places them. */
+  readonly #placements = new Map<number, Placement>();
+  /** Batches piscina queued without asking the balancer (its queue was not empty), in order. */
+  readonly #unasked: Placement[] = [];
 
   constructor(options: PoolOptions = {}) {
     const threads = options.threads ?? Math.max(1, os.availableParallelism());
@@ -64,8 +85,15 @@ export class ChildPool implements ChildRunner {
       ping: (threadId) => uplinks.ping(threadId),
       readPending: (threadId) => uplinks.readPending(threadId),
       graceOver: (child) => this.#graceOver(child),
+      settled: (child) => this.#release(child),
     };
-    this.#piscina = makePiscina({ ...this.#shape(), threads, perThread, minThreads: threads });
+    this.#piscina = makePiscina({
+      ...this.#shape(),
+      threads,
+      perThread,
+      minThreads: threads,
+      balancer: (task, workers) => this.#balance(this.#piscina, task, workers),
+    });
     this.#uplinks.attach(this.#piscina);
     this.#admission = new Admission(threads * perThread, (child) => this.#start(child));
   }
@@ -89,6 +117,7 @@ export class ChildPool implements ChildRunner {
         threads: 1,
         perThread: 256,
         minThreads: 0,
+        balancer: (task, workers) => this.#balance(this.#quarantine!, task, workers),
       });
       this.#uplinks.attach(this.#quarantine);
     }
@@ -111,11 +140,7 @@ export class ChildPool implements ChildRunner {
   /** Resolves when every worker thread has loaded the child entry (the pool is warm). */
   async warm(): Promise<void> {
     const count = this.#piscina.maxThreads;
-    await Promise.all(
-      Array.from({ length: count }, () =>
-        this.#piscina.run(undefined as unknown as ChildTask, { name: 'warm' }),
-      ),
-    );
+    await Promise.all(Array.from({ length: count }, () => this.#piscina.run([], { name: 'warm' })));
   }
 
   spawn(spec: ChildSpec, extras: SpawnExtras = {}): ChildHandle {
@@ -128,16 +153,151 @@ export class ChildPool implements ChildRunner {
     return child;
   }
 
+  /** Starts a run of `child`: it goes to a worker with the rest of this turn's. */
   #start(child: RunningChild): void {
+    this.#unplace(child);
     child.startRun();
     this.#running.set(child.id, child);
-    const bridge = child.extras.makeBridge?.();
-    const task: ChildTask = bridge ? { spec: child.spec, bridge } : { spec: child.spec };
-    const pool = child.crashes > 0 ? this.#quarantinePool() : this.#piscina;
-    pool.run(task, bridge ? { transferList: [bridge] } : {}).then(
-      () => this.#finish(child, undefined),
-      (error: unknown) => this.#finish(child, error),
+    // A microtask, not the next turn: a spawn reaches its worker as soon as before, and a
+    // synchronous loop of spawns is one handoff.
+    if (this.#handoff.length === 0) queueMicrotask(() => this.#handOff());
+    this.#handoff.push(child);
+  }
+
+  /**
+   * Hands this turn's children to the workers: each to the thread with the fewest children (the
+   * bound of `agentsPerThread` holds per thread, as when each child was a task of its own), each
+   * thread's as one piscina task. A child cancelled before this never reaches a worker.
+   */
+  #handOff(): void {
+    const children = this.#handoff;
+    this.#handoff = [];
+    const batches = new Map<ChildPiscina, Map<number | undefined, RunningChild[]>>();
+    const threads = this.#piscina.threads.map((worker) => worker.threadId);
+    const planned = new Map<number, number>();
+    for (const child of children) {
+      if (!this.#running.has(child.id)) continue; // settled in between (closed, delivered)
+      if (child.cancelReason !== undefined) {
+        child.deliverFromMain({ outcome: 'cancelled', reason: child.cancelReason });
+        continue;
+      }
+      const pool = child.crashes > 0 ? this.#quarantinePool() : this.#piscina;
+      // The quarantine's one thread is piscina's to pick (it may not have started yet).
+      const thread = pool === this.#piscina ? this.#leastLoaded(threads, planned) : undefined;
+      if (thread !== undefined) planned.set(thread, (planned.get(thread) ?? 0) + 1);
+      let byThread = batches.get(pool);
+      if (!byThread) {
+        byThread = new Map();
+        batches.set(pool, byThread);
+      }
+      const batch = byThread.get(thread);
+      if (batch) batch.push(child);
+      else byThread.set(thread, [child]);
+    }
+    for (const [pool, byThread] of batches) {
+      for (const [thread, batch] of byThread) this.#runBatch(pool, thread, batch);
+    }
+  }
+
+  #leastLoaded(
+    threads: readonly number[],
+    planned: ReadonlyMap<number, number>,
+  ): number | undefined {
+    let best: number | undefined;
+    let bestLoad = Number.POSITIVE_INFINITY;
+    for (const thread of threads) {
+      const load = (this.#load.get(thread) ?? 0) + (planned.get(thread) ?? 0);
+      if (load < bestLoad) {
+        best = thread;
+        bestLoad = load;
+      }
+    }
+    return best;
+  }
+
+  #runBatch(pool: ChildPiscina, thread: number | undefined, children: RunningChild[]): void {
+    const tasks: ChildTask[] = [];
+    const transferList: MessagePort[] = [];
+    for (const child of children) {
+      const bridge = child.extras.makeBridge?.();
+      if (bridge) {
+        tasks.push({ spec: child.spec, bridge });
+        transferList.push(bridge);
+      } else tasks.push({ spec: child.spec });
+    }
+    this.#placing = { thread, children };
+    const ended = pool.run(tasks, transferList.length > 0 ? { transferList } : {});
+    if (this.#placing) this.#unasked.push(this.#placing);
+    this.#placing = undefined;
+    ended.then(
+      (ends: BatchEnds) => {
+        children.forEach((child, index) => {
+          const thrown = ends[index];
+          this.#finish(child, thrown == null ? undefined : new Error(thrown));
+        });
+      },
+      (error: unknown) => {
+        for (const child of children) this.#finish(child, error);
+      },
     );
+  }
+
+  /**
+   * Piscina's pick of a worker for a task: a batch goes to the thread `#handOff` chose for it,
+   * once that worker is ready; to the least loaded one when that thread is gone. Anything else
+   * (the warm tasks) goes to an idle worker, else the least busy.
+   */
+  #balance(
+    piscina: ChildPiscina,
+    task: BalancedTask,
+    workers: BalancedWorker[],
+  ): BalancedWorker | null {
+    let placement = this.#placements.get(task.taskId);
+    if (!placement) {
+      // Piscina's queue is in order: a task it queued unasked comes back in that order.
+      placement = this.#placing ?? this.#unasked.shift();
+      this.#placing = undefined;
+    }
+    const usable = workers.filter((worker) => !worker.terminating && !worker.destroyed);
+    if (!placement) {
+      return usable.reduce<BalancedWorker | null>(
+        (best, worker) =>
+          best === null || worker.currentUsage < best.currentUsage ? worker : best,
+        null,
+      );
+    }
+    let worker = usable.find((candidate) => candidate.id === placement.thread);
+    if (!worker) {
+      const alive =
+        placement.thread !== undefined &&
+        piscina.threads.some((thread) => thread.threadId === placement.thread);
+      // Its thread is still starting: it waits for it. Gone (or none chosen): the least loaded.
+      if (!alive) {
+        const least = this.#leastLoaded(
+          usable.map((candidate) => candidate.id),
+          new Map(),
+        );
+        worker = usable.find((candidate) => candidate.id === least);
+      }
+    }
+    if (!worker) {
+      this.#placements.set(task.taskId, placement);
+      return null;
+    }
+    this.#placements.delete(task.taskId);
+    this.#load.set(worker.id, (this.#load.get(worker.id) ?? 0) + placement.children.length);
+    for (const child of placement.children) this.#placedOn.set(child, worker.id);
+    return worker;
+  }
+
+  /** `child` no longer counts on the thread it was handed to. */
+  #unplace(child: RunningChild): void {
+    const thread = this.#placedOn.get(child);
+    if (thread === undefined) return;
+    this.#placedOn.delete(child);
+    const load = (this.#load.get(thread) ?? 1) - 1;
+    if (load > 0) this.#load.set(thread, load);
+    else this.#load.delete(thread);
   }
 
   /** The child's task ended, with or without a result on its worker's uplink. */
@@ -157,7 +317,6 @@ export class ChildPool implements ChildRunner {
         if (this.#afterCrash(child, why)) return;
       }
     }
-    this.#forensics.forget(child.threadId, child.id);
     this.#release(child);
   }
 
@@ -218,8 +377,16 @@ export class ChildPool implements ChildRunner {
     this.#start(child);
   }
 
+  /**
+   * Its run is over: when it settles (its result read on the uplink), or when its task ends
+   * without one. Its room goes to the next in line at once: the batch it came in may run on.
+   * Only once per run: a child not in `#running` (still queued, or released) is let be.
+   */
   #release(child: RunningChild): void {
+    if (this.#running.get(child.id) !== child) return;
     if (child.graceTimer) clearTimeout(child.graceTimer);
+    this.#forensics.forget(child.threadId, child.id);
+    this.#unplace(child);
     child.endRun();
     this.#running.delete(child.id);
     this.#admission.done();
@@ -298,6 +465,12 @@ export interface PoolOptions {
 
 export type { ChildHandle, ChildStatus, PoolStats } from '../spawned-child.js';
 export type { SpawnExtras } from '../types.js';
+
+/** A batch on its way to a worker: the thread `#handOff` chose for it, and its children. */
+interface Placement {
+  thread: number | undefined;
+  children: readonly RunningChild[];
+}
 
 /** Read afresh each time: reading an uplink may settle the child in between. */
 function isSettled(child: RunningChild): boolean {

@@ -22,6 +22,8 @@ export interface PoolSide {
   readPending(threadId: number): void;
   /** The child's cancel grace is over and it has not settled. */
   graceOver(child: RunningChild): void;
+  /** The child settled: its run, if it has one, is over for the pool. */
+  settled(child: RunningChild): void;
 }
 
 /**
@@ -164,6 +166,14 @@ export class RunningChild extends SpawnedChild {
     this.grace = { since: performance.now(), rounds };
     this.graceTimer = setTimeout(() => this.#pool.graceOver(this), this.#pool.graceMs);
     this.graceTimer.unref();
+  }
+
+  override deliver(result: AgentResult): boolean {
+    const first = super.deliver(result);
+    // After everyone heard of it (its capabilities' `settled` before their `runEnds`, as when
+    // the pool heard of it only at its task's end).
+    if (first) this.#pool.settled(this);
+    return first;
   }
 
   protected madeOnMain(ending: Ending): AgentResult {
