@@ -1,5 +1,8 @@
+import { writeFileSync } from 'node:fs';
+import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
+import { parseTasks } from '../src/cli/task-lines.js';
 import { Engine } from '../src/main/engine.js';
 import { Session } from '../src/main/session.js';
 import { UsageError } from '../src/shared/errors.js';
@@ -253,7 +256,47 @@ describe('the spawn timeout', () => {
   });
 });
 
+describe('the time budget', () => {
+  it('stops a hung tool when it runs out, and the agent gets its last turn', async () => {
+    rig = await startRig({ threads: 1, toolModules: [TIMEOUT_TOOLS] });
+    const result = await rig.engine.run({
+      prompt: scripted([
+        { calls: [{ name: 'hang_untimed', input: {} }] },
+        { reply: 'replied in its last turn' },
+      ]),
+      budget: { timeMs: 1000 },
+    });
+    expect(result).toMatchObject({
+      outcome: 'complete',
+      text: 'replied in its last turn',
+      budgetExceeded: 'time',
+    });
+    expect(String(firstToolResult(readTranscript(result)).content)).toMatch(
+      /`hang_untimed` was stopped: the agent's time budget ran out/,
+    );
+  });
+});
+
 describe('bad time limits', () => {
+  it('refuses a task line or an agent file whose timeout is out of range', async () => {
+    const parsed = parseTasks(
+      '{"id":"a","prompt":"p","timeout":0}\n{"id":"b","prompt":"p","timeout":"5s"}',
+    );
+    expect(parsed.tasks).toEqual([]);
+    expect(parsed.errors.map((error) => error.message)).toEqual([
+      expect.stringMatching(/`timeout` to be a whole number of milliseconds from 1 to 2147483647/),
+      expect.stringMatching(/`timeout` to be a whole number of milliseconds from 1 to 2147483647/),
+    ]);
+    const dir = tempDir('cohort-agents-');
+    writeFileSync(
+      path.join(dir, 'slow.md'),
+      '---\nname: slow\ndescription: x\ntimeout: 0\n---\nBe slow.\n',
+    );
+    await expect(Engine.start({ logDir: tempDir(), agentsDir: dir })).rejects.toThrowError(
+      /slow\.md:4: Expected `timeout` to be a whole number of milliseconds from 1/,
+    );
+  });
+
   it('refuses a spawn timeout out of range or not a number, naming the option', async () => {
     rig = await startRig({ threads: 1 });
     for (const timeout of [0, 2 ** 31, -5, 1.5, '5s', Number.NaN]) {
