@@ -185,7 +185,7 @@ describe('a malformed agent file is refused with file:line and what was expected
       text: withFields(['maxSteps: 3', 'colour: blue']),
       line: 5,
       says: [
-        'Expected a known field (name, description, model, tools, maxSteps, budget, outputSchema, patienceMs, cache, cacheTtl)',
+        'Expected a known field (name, description, model, tools, maxSteps, budget, outputSchema, patienceMs, timeout, cache, cacheTtl)',
         '`"colour"` (string)',
       ],
     },

@@ -3,8 +3,9 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { eventLog, expectResultsExactlyOnce, type Rig, scripted, startRig } from './helpers.js';
 
 // After a cancel, a child has `cancelGraceMs` to settle before main terminates its worker. A
-// worker that still answers main is not stuck in a synchronous loop: the child gets one more
-// grace, two in all, before its worker is terminated anyway.
+// cancel answers the child's running tool calls at once, so only a worker blocked in a
+// synchronous loop (or slow with a burst) lets a grace run out. A worker that still answers main
+// is not stuck: the child gets one more grace, two in all, before its worker is terminated anyway.
 
 const CANCEL_TOOLS = fileURLToPath(new URL('./fixtures/cancel-tools.mjs', import.meta.url));
 const GRACE_MS = 1000;
@@ -36,9 +37,9 @@ async function startInTools(
 }
 
 describe('cancel grace', () => {
-  it('does not terminate a worker whose cancelled children are slow to stop', async () => {
-    // They stop 1.2 to 1.6 s after their cancel: every one outlasts its first grace, and none
-    // settles within it, but the worker answers, so it is left to finish within the second.
+  it('does not wait for cancelled children slow to stop: each is answered at once', async () => {
+    // They would stop 1.2 to 1.6 s after their cancel, past a grace: their calls are answered
+    // at once instead, so they settle through their worker and none is terminated.
     const { handles, log } = await startInTools(3, (index) => [
       { calls: [{ name: 'linger', input: { ms: 1200 + 200 * index } }] },
     ]);
@@ -50,10 +51,24 @@ describe('cancel grace', () => {
     expectResultsExactlyOnce(rig!.engine, { allFromWorkers: true });
   });
 
-  it('gives no more graces while the engine closes: a slow worker is terminated', async () => {
-    // They stop 1.5 graces after the close: within a second grace, were there one.
+  it('does not terminate the worker of a child whose tool ignores its cancel', async () => {
+    const { handles, log } = await startInTools(2, (index) => [
+      { calls: [{ name: index === 0 ? 'ignore' : 'linger', input: { ms: 60_000 } }] },
+    ]);
+    const [ignoring, sibling] = handles;
+    ignoring!.cancel('user');
+    expect(await ignoring!.result).toMatchObject({ outcome: 'cancelled', reason: 'user' });
+    sibling!.cancel('user');
+    expect((await sibling!.result).outcome).toBe('cancelled');
+    expect(log.resumed()).toEqual([]);
+    expectResultsExactlyOnce(rig!.engine, { allFromWorkers: true });
+  });
+
+  it('gives no more graces while the engine closes: a blocked worker is terminated', async () => {
+    // Their worker is blocked for 1.5 graces after the close: within a second grace, were there
+    // one.
     const { handles } = await startInTools(2, () => [
-      { calls: [{ name: 'linger', input: { ms: 1.5 * GRACE_MS } }] },
+      { calls: [{ name: 'block', input: { ms: 1.5 * GRACE_MS } }] },
     ]);
     await rig!.engine.close();
     for (const handle of handles) {
@@ -64,9 +79,12 @@ describe('cancel grace', () => {
     expectResultsExactlyOnce(rig!.engine);
   });
 
-  it('terminates the worker of a child that ignores its cancel after its last grace', async () => {
+  it('terminates the worker of a child that blocks its thread past its grace', async () => {
+    // The sibling reaches its tool first: a blocked thread would hold its request up.
     const { handles, log } = await startInTools(2, (index) => [
-      { calls: [{ name: index === 0 ? 'ignore' : 'linger', input: { ms: 60_000 } }] },
+      index === 0
+        ? { delayMs: 500, calls: [{ name: 'block', input: { ms: 60_000 } }] }
+        : { calls: [{ name: 'linger', input: { ms: 60_000 } }] },
       { reply: 'the sibling finished on a fresh worker' },
     ]);
     const [stuck, sibling] = handles;

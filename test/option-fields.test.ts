@@ -77,6 +77,8 @@ describe('the flags named in engine messages', () => {
       toolModules: '--tools',
       maxOldGenerationSizeMb: '--worker-heap-mb',
       cancelGraceMs: '--cancel-grace',
+      toolTimeoutMs: '--tool-timeout',
+      toolGraceMs: '--tool-grace',
       maxSteps: '--max-steps',
       agentsDir: '--agents',
       prices: '--prices',

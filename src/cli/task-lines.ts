@@ -48,6 +48,8 @@ export const TASK_FIELDS = {
   }),
   /** How long one of its requests may keep being refused (429/529), in ms: over `--patience`. */
   patienceMs: AGENT_FIELDS.patienceMs,
+  /** Its wall-clock limit in ms from its spawn: over its agent file's and `--timeout`. */
+  timeout: AGENT_FIELDS.timeout,
   /** Prompt-cache breakpoints (`auto` or `off`): over its agent file's and `--cache`. */
   cache: AGENT_FIELDS.cache,
   /** Its shared prefix's cache lifetime (`5m` or `1h`): over its agent file's and `--cache-ttl`. */
@@ -75,6 +77,7 @@ const PROBLEM_ORDER: readonly (keyof typeof TASK_FIELDS)[] = [
   'outputSchema',
   'budget',
   'patienceMs',
+  'timeout',
   'cache',
   'cacheTtl',
   'preamble',
@@ -144,6 +147,7 @@ export function taskAgentOptions(task: BatchTask): AgentOptions {
     outputSchema: task.outputSchema,
     budget: task.budget,
     patienceMs: task.patienceMs,
+    timeout: task.timeout,
     cache: task.cache,
     cacheTtl: task.cacheTtl,
     preamble: task.preamble,

@@ -34,10 +34,12 @@ import type { MessageParam } from '../shared/provider/types.js';
 import { DEFAULT_REPLY_CAP } from '../shared/render.js';
 import { checkTool } from '../shared/tools/modules.js';
 import { checkOutputSchema, type OutputSchema } from '../shared/tools/output-schema.js';
+import { DEFAULT_TOOL_TIMEOUT_MS } from '../shared/tools/tool-timeout.js';
 import type { AnyTool } from '../shared/tools/types.js';
 import {
   DEFAULT_AGENTS_PER_THREAD,
   DEFAULT_CANCEL_GRACE_MS,
+  DEFAULT_TOOL_GRACE_MS,
   type PoolOptions,
 } from './runners/local/pool.js';
 import { checkQueueMode, QUEUE_OPTION } from './runners/queue/options.js';
@@ -73,6 +75,16 @@ export const CACHE_TTL = oneOf(CACHE_TTLS, CACHE_TTLS.join(' or '), {
   flag: '--cache-ttl',
   arg: CACHE_TTLS.join('|'),
   help: "the shared prefix's cache lifetime (default 5m; 1h for long\nbatches: writes cost 2x instead of 1.25x the input price)",
+});
+
+/**
+ * A child's wall-clock limit, in whole ms from its spawn (queueing for a thread included): past
+ * it, it is cancelled at once with reason `timeout` (docs/TOOLS.md, "Time limits").
+ */
+export const TIMEOUT = durationMs(1, {
+  flag: '--timeout',
+  arg: 'DURATION',
+  help: "each child's wall-clock limit from its spawn (e.g. 30s, 10m); past it\nthe child is cancelled at once, reason timeout",
 });
 
 /**
@@ -121,6 +133,14 @@ export const AGENT_FIELDS = {
    * the engine's `governor.patienceMs` (15 minutes). Only requests the governor paces wait.
    */
   patienceMs: PATIENCE_MS,
+  /**
+   * Its wall-clock limit in ms, counted from this spawn (time spent queued for a thread
+   * included). Past it the child is cancelled at once, with `cancelReason: 'timeout'`: its
+   * provider request in flight and its running tools are aborted, and its own agents are
+   * cancelled `parent`. Default: its agent file's, else none. Unlike `budget.timeMs`, which gives
+   * the agent a last turn to reply, a timeout ends it with no text.
+   */
+  timeout: TIMEOUT,
   /** Names of the tools to give it; default: all it may have. */
   tools: stringArray(),
   /** Prompt-cache breakpoints (`auto` or `off`); default: its agent file's, else the engine's. */
@@ -297,6 +317,29 @@ export const ENGINE_FIELDS = {
    * imports them in a throw-away worker: a module that never finishes importing is reported.
    */
   toolImportTimeoutMs: durationMs(1, { default: DEFAULT_IMPORT_TIMEOUT_MS }),
+  /**
+   * How long one tool call may run when its tool sets no `timeoutMs`, in ms (default 10 minutes).
+   * Past it the call's signal aborts and the model gets an `is_error` result naming the tool and
+   * the limit. The spawn family (`agent`, `agents`, `agent_cancel`) is never timed.
+   */
+  toolTimeoutMs: durationMs(1, {
+    default: DEFAULT_TOOL_TIMEOUT_MS,
+    flag: '--tool-timeout',
+    arg: 'DURATION',
+    help: `how long one tool call may run when its tool sets no timeoutMs\n(default ${formatDuration(DEFAULT_TOOL_TIMEOUT_MS)})`,
+  }),
+  /**
+   * How long past its time limit a tool running in a worker thread may keep that thread from
+   * answering main before the thread is terminated, in ms (default 1 s). The agent in that tool
+   * fails `tool_timeout`; the thread's other agents resume on another thread from their last
+   * committed step.
+   */
+  toolGraceMs: durationMs(0, {
+    default: DEFAULT_TOOL_GRACE_MS,
+    flag: '--tool-grace',
+    arg: 'DURATION',
+    help: `how long a tool past its time limit may block its worker thread\nbefore the thread is terminated (default ${formatDuration(DEFAULT_TOOL_GRACE_MS)})`,
+  }),
   /**
    * Plain functions registered on the main thread. The root calls them directly; children in
    * workers call them through the host bridge.

@@ -184,6 +184,11 @@ export class Engine {
     return [...this.#toolModules];
   }
 
+  /** The time limit of a tool call whose tool sets none (`toolTimeoutMs`; unset: 10 minutes). */
+  get toolTimeoutMs(): number | undefined {
+    return this.#options.toolTimeoutMs;
+  }
+
   get ceilingMs(): number | undefined {
     return this.#options.ceilingMs;
   }
@@ -305,6 +310,7 @@ export class Engine {
       logDir: this.logDir,
       logs: this.#options.logs,
       toolModules: this.#toolModules,
+      toolTimeoutMs: this.#options.toolTimeoutMs,
       // Text is streamed only to a listener that wants it: each delta crosses a thread.
       streamText:
         agent.streamText ??
@@ -348,6 +354,7 @@ export class Engine {
     const handle = this.#pool.spawn(spec, {
       onEvent,
       jobId: context.jobId,
+      timeoutMs: agent.timeout,
       makeBridge: needsBridge
         ? () => {
             bridge?.detach();
@@ -357,6 +364,7 @@ export class Engine {
               hostTools: this.#hostTools,
               agentId: spec.id,
               depth: spec.depth,
+              toolTimeoutMs: this.#options.toolTimeoutMs,
               ...(scope ? { scope } : {}),
             });
             return bridge.workerPort;

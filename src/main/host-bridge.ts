@@ -6,10 +6,12 @@ import {
   type BridgeResponse,
   type HostMethod,
   type HostMethods,
+  type HostToolOutcome,
   isBridgeRequest,
 } from '../shared/protocol.js';
 import { redactSecrets } from '../shared/redact.js';
 import { renderValue } from '../shared/render.js';
+import { toolLimitMs, toolTimeoutReason, toolTimeoutText } from '../shared/tools/tool-timeout.js';
 import type { AnyTool, ToolContext } from '../shared/tools/types.js';
 import { renderInbox } from './inbox.js';
 import type { AgentScope } from './scope.js';
@@ -47,6 +49,8 @@ export class HostBridge {
     scope?: AgentScope;
     agentId: string;
     depth: number;
+    /** The time limit of a host tool that sets none (`toolTimeoutMs`); default ten minutes. */
+    toolTimeoutMs?: number | undefined;
   }) {
     const { port1, port2 } = new MessageChannel();
     this.#port = port1;
@@ -62,15 +66,10 @@ export class HostBridge {
       return this.#scope;
     };
     const handlers: Handlers = {
-      callTool: async ({ name, input }, signal) => {
+      callTool: ({ name, input }, signal) => {
         const tool = options.hostTools.get(name);
         if (!tool) return { ok: false, error: `no host tool named \`${name}\`` };
-        try {
-          return { ok: true, text: renderValue(await tool.run(input, context(signal))) };
-        } catch (error) {
-          const message = error instanceof Error ? error.message : String(error);
-          return { ok: false, error: redactSecrets(message) };
-        }
+        return callHostTool(tool, input, context(signal), options.toolTimeoutMs);
       },
       runSync: ({ input, span, callId }, signal) =>
         scope().runSync(input, { ...context(signal), ...defined({ span, callId }) }),
@@ -145,4 +144,58 @@ export class HostBridge {
     }
     await this.#scope?.close('parent');
   }
+}
+
+/**
+ * Runs one host tool call for a child, within its time limit (its `timeoutMs`, else the engine's
+ * `toolTimeoutMs`). Past it the tool's signal aborts with a `TimeoutError` naming the tool and the
+ * limit, and the child gets the timeout as its `is_error` result at once, whether or not the tool
+ * stops: what it returns later is dropped. The child's cancel aborts the same signal (`signal`).
+ */
+function callHostTool(
+  tool: AnyTool,
+  input: unknown,
+  context: ToolContext,
+  fallbackMs: number | undefined,
+): Promise<HostToolOutcome> {
+  const limitMs = toolLimitMs(tool, fallbackMs);
+  const controller = new AbortController();
+  const callSignal = context.signal;
+  return new Promise<HostToolOutcome>((resolve) => {
+    let done = false;
+    const end = (outcome: HostToolOutcome, reason?: unknown): void => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      callSignal.removeEventListener('abort', onAbort);
+      if (reason !== undefined) controller.abort(reason);
+      resolve(outcome);
+    };
+    const onAbort = (): void =>
+      end({ ok: false, error: 'the call was aborted' }, callSignal.reason);
+    const timer = Number.isFinite(limitMs)
+      ? setTimeout(
+          () =>
+            end(
+              { ok: false, error: toolTimeoutText(tool.name, limitMs), timedOut: true },
+              toolTimeoutReason(tool.name, limitMs),
+            ),
+          limitMs,
+        )
+      : undefined;
+    callSignal.addEventListener('abort', onAbort, { once: true });
+    const failed = (error: unknown): void => {
+      const message = error instanceof Error ? error.message : String(error);
+      end({ ok: false, error: redactSecrets(message) });
+    };
+    try {
+      Promise.resolve(tool.run(input, { ...context, signal: controller.signal })).then(
+        (value) => end({ ok: true, text: renderValue(value) }),
+        failed,
+      );
+    } catch (error) {
+      failed(error);
+    }
+    if (callSignal.aborted) onAbort();
+  });
 }

@@ -47,6 +47,8 @@ export interface RootTurnInput {
   emit(event: AgentEvent): void;
   /** Where the turn's provider attempts' and tool calls' spans go, when the engine traces. */
   trace?: TraceSink | undefined;
+  /** The time limit of a tool call whose tool sets none (the engine's `toolTimeoutMs`). */
+  toolTimeoutMs?: number | undefined;
   /** Where the transcript's committed messages go (the run journal). */
   commit?: (messages: MessageParam[]) => void;
   /** A resumed run's turn: the last step's calls, committed and not answered, run again first. */
@@ -74,6 +76,7 @@ export async function runRootTurn(input: RootTurnInput): Promise<TurnResult> {
       usage,
       sink: rootSink(input.emit, input.commit),
       trace: input.trace,
+      toolTimeoutMs: input.toolTimeoutMs,
       ...(input.resumeFrom ? { resumeFrom: input.resumeFrom } : {}),
     });
     switch (outcome.kind) {

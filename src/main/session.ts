@@ -426,6 +426,7 @@ export class Session {
         generation,
         emit: (event) => this.#emit(event),
         trace: traced?.spans,
+        toolTimeoutMs: this.#engine.toolTimeoutMs,
         commit: (messages) => this.#journal.step(messages),
         resumeFrom: resume?.pending
           ? { steps: 0, counted: 0, nextStepFree: false, pending: resume.pending }

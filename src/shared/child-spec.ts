@@ -76,6 +76,11 @@ export interface ChildSpec {
   parent?: string;
   call?: string;
   mode?: 'sync' | 'async';
+  /**
+   * The time limit of a tool call whose tool sets none (`timeoutMs`), in ms: the engine's
+   * `toolTimeoutMs`. Unset: ten minutes (`DEFAULT_TOOL_TIMEOUT_MS`).
+   */
+  toolTimeoutMs?: number;
   /** Names of host tools registered on the main thread, reached through the host bridge. */
   hostTools?: HostToolInfo[];
   /** The agent file it was made from (`agent: NAME`), for its meta and its trace. */

@@ -39,7 +39,7 @@ export interface ChildRunDeps {
   /** Results of this child's own async agents. */
   inbox?: ChildInbox;
   /** A tool that runs in this worker entered or left its `run`: crash forensics rests on it. */
-  onLocalTool?: (phase: 'enter' | 'exit', callId: string) => void;
+  onLocalTool?: (phase: 'enter' | 'exit', call: ToolCall, limitMs?: number) => void;
   /** The child's budget (its own limits, and a tree budget's word from main). */
   budget?: BudgetGuard | undefined;
   /** Where its provider attempts' and tool calls' spans go, when it is traced. */
@@ -174,6 +174,7 @@ async function runLoop(run: ChildRun, deps: ChildRunDeps): Promise<AgentResult> 
     budget: deps.budget,
     price,
     trace: deps.trace,
+    toolTimeoutMs: spec.toolTimeoutMs,
     sink: childSink(spec, log, deps, remote),
   });
   return settle(run, outcome);
@@ -221,11 +222,11 @@ function childSink(
     ...(spec.liveEvents !== false ? rest : {}),
     ...(onLocalTool
       ? {
-          toolEnter: (call: ToolCall) => {
-            if (!remote.has(call.name)) onLocalTool('enter', call.id);
+          toolEnter: (call: ToolCall, limitMs: number) => {
+            if (!remote.has(call.name)) onLocalTool('enter', call, limitMs);
           },
           toolExit: (call: ToolCall) => {
-            if (!remote.has(call.name)) onLocalTool('exit', call.id);
+            if (!remote.has(call.name)) onLocalTool('exit', call);
           },
         }
       : {}),

@@ -22,6 +22,11 @@ export const FAILURE_CODES = [
   'worker_crashed',
   /** It lost its worker more often than the resume backstop allows. */
   'worker_lost',
+  /**
+   * A tool it ran in its worker thread went on past its time limit and kept the thread from
+   * answering (a synchronous loop): the thread was terminated, and the agent is not run again.
+   */
+  'tool_timeout',
   /** A call into the main thread could not complete: the host bridge closed under it. */
   'bridge_closed',
   /**

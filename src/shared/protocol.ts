@@ -70,7 +70,11 @@ export type DownlinkPost = ((MainMessage & { child: string }) | { type: 'ping' }
 export type WorkerMessage =
   | { type: 'started'; threadId: number }
   | { type: 'event'; event: AgentEvent }
-  | { type: 'tool-enter'; callId: string }
+  /**
+   * A timed call also names its tool and its limit: main's watchdog terminates this worker if the
+   * call is still open, and the worker silent, past that limit and the grace (`toolGraceMs`).
+   */
+  | { type: 'tool-enter'; callId: string; tool?: string; timeoutMs?: number }
   | { type: 'tool-exit'; callId: string }
   | { type: 'result'; result: AgentResult }
   /** A span operation of a traced child (`spec.traced`), replayed into main's tracer. */
@@ -187,7 +191,10 @@ export function forEachDownlinkMessage(
 // ── The host bridge ────────────────────────────────────────────────────────────────────────────
 
 /** A host tool's outcome as it crosses back to the worker: data, never an Error. */
-export type HostToolOutcome = { ok: true; text: string } | { ok: false; error: string };
+export type HostToolOutcome =
+  | { ok: true; text: string }
+  /** `timedOut`: the call ran past its tool's time limit; `error` is the model's text as it is. */
+  | { ok: false; error: string; timedOut?: true };
 
 /**
  * What a child in a worker may ask of the main thread: each method's input and output. Both ends

@@ -10,6 +10,7 @@ import {
   type SpawnRequest,
 } from '../shared/protocol.js';
 import { type AgentToolInput, spawnTools } from '../shared/tools/spawn-tools.js';
+import { ToolTimeoutError, UNTIMED } from '../shared/tools/tool-timeout.js';
 import type { AnyTool, ToolContext } from '../shared/tools/types.js';
 
 /** A call into main that will not complete: the child was cancelled, or the bridge closed. */
@@ -134,9 +135,13 @@ export function connectBridge(
     description: info.description,
     inputSchema: info.inputSchema,
     ...defined({ parallel: info.parallel }),
+    // Main times the host tool itself, so the tool's own signal says why it aborted.
+    timeoutMs: UNTIMED,
     run: async (input: unknown, context) => {
       const outcome = await host.call('callTool', { name: info.name, input }, context.signal);
-      if (!outcome.ok) throw new Error(outcome.error);
+      if (!outcome.ok) {
+        throw outcome.timedOut ? new ToolTimeoutError(outcome.error) : new Error(outcome.error);
+      }
       return outcome.text;
     },
   }));

@@ -78,8 +78,16 @@ async function runChildTask(task: ChildTask): Promise<'settled'> {
       gate,
       signal: controller.signal,
       emit: (event) => send({ type: 'event', event }),
-      onLocalTool: (phase, callId) => {
-        send({ type: phase === 'enter' ? 'tool-enter' : 'tool-exit', callId });
+      onLocalTool: (phase, call, limitMs) => {
+        // A timed call's limit goes with its enter: main's watchdog ends this thread if the call
+        // blocks it past that limit and the grace.
+        send(
+          phase === 'exit'
+            ? { type: 'tool-exit', callId: call.id }
+            : limitMs !== undefined && Number.isFinite(limitMs)
+              ? { type: 'tool-enter', callId: call.id, tool: call.name, timeoutMs: limitMs }
+              : { type: 'tool-enter', callId: call.id },
+        );
         // Posted before the tool's code runs (or anything after its end): if that code takes
         // the worker down, main must be able to read who was in a tool.
         uplink.flush();

@@ -1,6 +1,7 @@
 import { readlinkSync, realpathSync, statSync } from 'node:fs';
 import path from 'node:path';
 import type { Engine } from '../../main/engine.js';
+import { TIMEOUT } from '../../main/engine-options.js';
 import { mapAgents } from '../../main/map-agents.js';
 import { batchJobId } from '../../main/runners/queue/job.js';
 import { UsageError } from '../../shared/errors.js';
@@ -10,6 +11,7 @@ import type { MessageParam } from '../../shared/provider/types.js';
 import type { AgentResult } from '../../shared/result.js';
 import {
   type CliFlag,
+  durationFlag,
   type ParsedValues,
   parseCommand,
   stringFlag,
@@ -51,6 +53,7 @@ const CONCURRENCY_FLAG = wholeNumber(1, 100_000, {
 const OWN_FLAGS: readonly CliFlag[] = [
   OUT_FLAG,
   CONCURRENCY_FLAG,
+  TIMEOUT,
   { flag: '--retry-failed', help: 'rerun the tasks whose line in --out is failed' },
   { flag: '--strict', help: 'refuse to start when any task line is bad' },
   { flag: '--quiet', help: 'no progress and no summary on stderr' },
@@ -62,10 +65,13 @@ export const BATCH_USAGE = `Usage: cohort batch TASKS.jsonl --out RESULTS.jsonl 
 Runs one child agent per task line and appends one result line (the AgentResult plus "taskId")
 per task as it settles. TASKS.jsonl may be \`-\` for stdin. A task line is
   {"id", "prompt", "title"?, "system"?, "tools"?, "maxSteps"?, "model"?,
-   "agent"?, "outputSchema"?, "budget"?, "patienceMs"?, "cache"?, "cacheTtl"?, "preamble"?}
+   "agent"?, "outputSchema"?, "budget"?, "patienceMs"?, "timeout"?, "cache"?, "cacheTtl"?,
+   "preamble"?}
 ("agent" names an agent file in --agents; "outputSchema" puts the parsed reply in "value";
 "patienceMs" is how long one of its requests may be refused 429/529 before it fails, in ms,
-over its agent file's and --patience; "cache" and "cacheTtl" are over --cache and --cache-ttl;
+over its agent file's and --patience; "timeout" is its wall-clock limit in ms from its spawn
+(past it the task is cancelled, reason timeout), over its agent file's and --timeout; "cache"
+and "cacheTtl" are over --cache and --cache-ttl;
 "preamble" is text the tasks share, a document, sent before the prompt and cached once).
 Every line is checked as the engine would check it before anything starts: a bad line is
 reported with its number and gets no result line; the good lines run (--strict refuses to start).
@@ -287,7 +293,17 @@ function sameFileKey(file: string): string {
 async function readTasks(values: ParsedValues, tasksArg: string) {
   const label = tasksArg === '-' ? 'stdin' : safeLabel(tasksArg);
   const prepared = await prepareEngine(values);
-  const { tasks, errors } = checkTasks(parseTasks(await readTasksInput(tasksArg)), (task) =>
+  const timeout = timeoutFlag(values);
+  const parsed = parseTasks(await readTasksInput(tasksArg));
+  // `--timeout` is each task's default: its line's and its agent file's win.
+  if (timeout !== undefined) {
+    const agents = new Map(prepared.check.agents.map((agent) => [agent.name, agent]));
+    for (const task of parsed.tasks) {
+      const own = task.agent === undefined ? undefined : agents.get(task.agent)?.timeout;
+      task.timeout ??= own ?? timeout;
+    }
+  }
+  const { tasks, errors } = checkTasks(parsed, (task) =>
     prepared.check.checkAgent(taskAgentOptions(task)),
   );
   for (const error of errors) {
@@ -299,6 +315,17 @@ async function readTasks(values: ParsedValues, tasksArg: string) {
     );
   }
   return { prepared, tasks, errors };
+}
+
+/** `--timeout DURATION`: each task's wall-clock limit from its spawn, unless it sets its own. */
+function timeoutFlag(values: ParsedValues): number | undefined {
+  const ms = durationFlag(values, TIMEOUT);
+  if (ms === 0) {
+    throw new UsageError(
+      `Expected \`--timeout\` to be a duration above 0 like 30s, 10m or a number of milliseconds, got \`${String(values.timeout)}\``,
+    );
+  }
+  return ms;
 }
 
 /** `fn`, run at most once: later calls do nothing. */

@@ -111,6 +111,8 @@ export const ENGINE_FLAGS: readonly HelpRow[] = [
   ENGINE_FIELDS.maxDepth,
   ENGINE_FIELDS.ceilingMs,
   ENGINE_FIELDS.cancelGraceMs,
+  ENGINE_FIELDS.toolTimeoutMs,
+  ENGINE_FIELDS.toolGraceMs,
   ENGINE_FIELDS.maxOldGenerationSizeMb,
   LOG_ROOT_FLAG,
   RUN_FLAG,
@@ -147,6 +149,8 @@ export function engineOptionsFrom(
   const tools = values.tools as string[] | undefined;
   const heap = wholeNumberFlag(values, ENGINE_FIELDS.maxOldGenerationSizeMb);
   const grace = durationFlag(values, ENGINE_FIELDS.cancelGraceMs);
+  const toolTimeoutMs = durationFlag(values, ENGINE_FIELDS.toolTimeoutMs);
+  const toolGraceMs = durationFlag(values, ENGINE_FIELDS.toolGraceMs);
   const agentsDir = stringFlag(values, ENGINE_FIELDS.agentsDir);
   const budget = budgetFlag(values);
   const prices = pricesFlag(values);
@@ -166,6 +170,8 @@ export function engineOptionsFrom(
     toolModules: tools,
     maxOldGenerationSizeMb: heap,
     cancelGraceMs: grace,
+    toolTimeoutMs,
+    toolGraceMs,
     agentsDir,
     budget,
     prices,

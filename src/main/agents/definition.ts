@@ -36,6 +36,8 @@ export const AGENT_FILE_FIELDS = {
   budget: custom<Budget>('a mapping of limits', isMapping),
   outputSchema: custom<Record<string, unknown>>('a mapping (a JSON Schema)', isMapping),
   patienceMs: AGENT_FIELDS.patienceMs,
+  /** Its wall-clock limit in ms from its spawn (`AgentOptions.timeout`). */
+  timeout: AGENT_FIELDS.timeout,
   cache: AGENT_FIELDS.cache,
   cacheTtl: AGENT_FIELDS.cacheTtl,
 } as const satisfies Fields;
@@ -65,6 +67,8 @@ export interface AgentDefinition {
   outputSchema?: Record<string, unknown>;
   /** How long one of its requests may keep being refused (429/529) before it fails, in ms. */
   patienceMs?: number;
+  /** Its wall-clock limit in ms from its spawn: past it, it is cancelled `timeout`. */
+  timeout?: number;
   /** Its prompt-cache breakpoints and its shared prefix's lifetime (docs/CACHING.md). */
   cache?: CacheMode;
   cacheTtl?: CacheTtl;

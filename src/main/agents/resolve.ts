@@ -33,6 +33,7 @@ export function agentResolver(
       maxSteps: definition.maxSteps,
       outputSchema: definition.outputSchema,
       patienceMs: definition.patienceMs,
+      timeout: definition.timeout,
       cache: definition.cache,
       cacheTtl: definition.cacheTtl,
       ...defined(own),

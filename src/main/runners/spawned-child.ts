@@ -1,4 +1,5 @@
 import type { ChildSpec } from '../../shared/child-spec.js';
+import { formatDuration } from '../../shared/duration.js';
 import type { Failure } from '../../shared/failure.js';
 import type { MainMessage } from '../../shared/protocol.js';
 import {
@@ -86,6 +87,10 @@ export abstract class SpawnedChild implements ChildHandle, ServedChild {
   protected served: Served = NOTHING_SERVED;
   readonly #counts: DeliveryCounts;
   #resolve!: (result: AgentResult) => void;
+  /** What cancels it at its `timeout`, until it settles. */
+  #deadline: NodeJS.Timeout | undefined;
+  /** Set when its `timeout` fired: the `reason` its cancelled result says. */
+  #timedOut: string | undefined;
 
   constructor(spec: ChildSpec, extras: SpawnExtras, counts: DeliveryCounts) {
     this.id = spec.id;
@@ -96,6 +101,15 @@ export abstract class SpawnedChild implements ChildHandle, ServedChild {
     this.result = new Promise((resolve) => {
       this.#resolve = resolve;
     });
+    const timeoutMs = extras.timeoutMs;
+    if (timeoutMs !== undefined) {
+      // Wall clock from the spawn, queueing and resumes included: the caller's deadline.
+      this.#deadline = setTimeout(() => {
+        this.#timedOut = `timeout: no result within ${formatDuration(timeoutMs)}`;
+        this.cancel('timeout');
+      }, timeoutMs);
+      this.#deadline.unref();
+    }
   }
 
   /**
@@ -134,9 +148,14 @@ export abstract class SpawnedChild implements ChildHandle, ServedChild {
       return false;
     }
     this.status = 'settled';
+    clearTimeout(this.#deadline);
     // Every cancelled result says why in a field of its own, whoever made it.
     if (result.outcome === 'cancelled' && result.cancelReason === undefined) {
       result.cancelReason = toCancelReason(result.reason);
+    }
+    // Its timeout cancelled it: the reason says how long it had, the field stays `timeout`.
+    if (this.#timedOut !== undefined && result.cancelReason === 'timeout') {
+      result.reason = this.#timedOut;
     }
     this.#resolve(result);
     counts.delivered++;

@@ -33,6 +33,11 @@ export interface SpawnExtras {
    * only what is missing. Default: the agent's id. The local pool ignores it.
    */
   jobId?: string | undefined;
+  /**
+   * Its wall-clock limit in ms from this spawn (the `timeout` option): past it the child is
+   * cancelled with reason `timeout`, wherever it is (queued, running, resumed).
+   */
+  timeoutMs?: number | undefined;
   /** Makes the worker end of a fresh host bridge; called at each start (and resume). */
   makeBridge?: (() => MessagePort) | undefined;
   /**

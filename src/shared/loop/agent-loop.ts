@@ -47,8 +47,11 @@ export interface LoopSink {
   textDelta?(text: string): void;
   toolCall?(call: ToolCall): void;
   toolResult?(call: ToolCall, result: ToolResultBlock): void;
-  /** A tool starts running (after its input checked out); crash forensics hang on this. */
-  toolEnter?(call: ToolCall): void;
+  /**
+   * A tool starts running (after its input checked out), with its time limit in ms (`Infinity`:
+   * none); crash forensics and main's stuck-thread watchdog hang on this.
+   */
+  toolEnter?(call: ToolCall, limitMs: number): void;
   /** That tool returned or threw. */
   toolExit?(call: ToolCall): void;
   stepEnd?(step: number, usage: ProviderUsage): void;
@@ -117,6 +120,8 @@ export interface LoopOptions {
   price?: ModelPrice | undefined;
   /** Where the provider attempts' and tool calls' spans go, when the agent is traced. */
   trace?: TraceSink | undefined;
+  /** The time limit of a tool call whose tool sets none (docs/TOOLS.md); default ten minutes. */
+  toolTimeoutMs?: number | undefined;
 }
 
 /** Where a resumed child's loop stands, read back from its transcript. */
@@ -282,6 +287,9 @@ async function runBatch(
     tools: state.finalTurn === undefined ? options.tools : new Map(),
     outputSchema: options.outputSchema,
     trace: options.trace,
+    toolTimeoutMs: options.toolTimeoutMs,
+    // The time budget holds inside a step too: a tool still running when it runs out is stopped.
+    budgetSignal: options.budget?.spentSignal?.(),
     rules: { depth: options.depth, maxDepth: options.maxDepth },
     context: {
       signal,

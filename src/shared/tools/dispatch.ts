@@ -7,6 +7,12 @@ import type { TraceSink } from '../trace/types.js';
 import { GEN_AI } from '../trace/types.js';
 import { outputValidator } from './output-schema.js';
 import { BAD_REPLY_PREFIX, EXTRA_REPLY_TEXT, REPLY_ACK } from './reply.js';
+import {
+  ToolTimeoutError,
+  toolLimitMs,
+  toolTimeoutReason,
+  toolTimeoutText,
+} from './tool-timeout.js';
 import { type AnyTool, REPLY_TOOL, SPAWN_TOOLS, type ToolContext } from './types.js';
 
 const ajv = new Ajv({ allErrors: true, strict: false });
@@ -76,8 +82,8 @@ export interface DispatchOptions {
   rules: ToolSetRules;
   context: ToolContext;
   onToolResult?: (call: ToolCall, result: ToolResultBlock) => void;
-  /** A tool's `run` starts (its input checked out). */
-  onToolEnter?: (call: ToolCall) => void;
+  /** A tool's `run` starts (its input checked out), with its time limit (`Infinity`: none). */
+  onToolEnter?: (call: ToolCall, limitMs: number) => void;
   /** That `run` returned or threw. */
   onToolExit?: (call: ToolCall) => void;
   /**
@@ -88,6 +94,13 @@ export interface DispatchOptions {
   outputSchema?: Record<string, unknown> | undefined;
   /** Where each call's `execute_tool` span goes, when the agent is traced. */
   trace?: TraceSink | undefined;
+  /** The time limit of a call whose tool sets none (`timeoutMs`); default ten minutes. */
+  toolTimeoutMs?: number | undefined;
+  /**
+   * Aborts with `'time'` when the agent's time budget runs out: timed calls still running are
+   * stopped and answered, so the budget's last turn comes at once.
+   */
+  budgetSignal?: AbortSignal | undefined;
 }
 
 /** What the calls of one batch found so far: the replies taken, and the refused ones. */
@@ -181,16 +194,94 @@ async function answer(
       `Invalid input for \`${tool.name}\`: ${problems}. Expected input matching ${JSON.stringify(tool.inputSchema)}, got ${describeValue(call.input, 400)}`,
     );
   }
-  options.onToolEnter?.(call);
+  const limitMs = toolLimitMs(tool, options.toolTimeoutMs);
+  options.onToolEnter?.(call, limitMs);
   try {
-    const value = await tool.run(call.input, options.context);
-    return { type: 'tool_result', tool_use_id: call.id, content: renderValue(value) };
+    // Untimed tools (the spawn family, a child's proxies of host tools) observe the agent's
+    // signal themselves and are awaited as they are.
+    if (!Number.isFinite(limitMs))
+      return toolAnswer(call, await tool.run(call.input, options.context));
+    return await timedCall(call, tool, options, limitMs);
   } catch (error) {
-    const message = error instanceof Error ? error.message : String(error);
-    return failure(call, `\`${tool.name}\` failed: ${message}`);
+    return thrownAnswer(call, tool, error);
   } finally {
     options.onToolExit?.(call);
   }
+}
+
+function toolAnswer(call: ToolCall, value: unknown): ToolResultBlock {
+  return { type: 'tool_result', tool_use_id: call.id, content: renderValue(value) };
+}
+
+function thrownAnswer(call: ToolCall, tool: AnyTool, error: unknown): ToolResultBlock {
+  if (error instanceof ToolTimeoutError) return failure(call, error.message);
+  const message = error instanceof Error ? error.message : String(error);
+  return failure(call, `\`${tool.name}\` failed: ${message}`);
+}
+
+/**
+ * Runs a timed call with a signal of its own, and answers it at the first of: its end, its time
+ * limit, the agent's cancel, or the agent's time budget running out. In the last three the call's
+ * signal aborts (a timeout with a `TimeoutError` naming the tool and the limit, a cancel with the
+ * cancel's reason) and the call is answered at once, not when the tool notices: a tool that
+ * ignores its signal is left behind, and what it returns later is dropped. A tool that blocks its
+ * thread lets no timer fire; main's watchdog ends that thread (src/main/runners/local).
+ */
+function timedCall(
+  call: ToolCall,
+  tool: AnyTool,
+  options: DispatchOptions,
+  limitMs: number,
+): Promise<ToolResultBlock> {
+  const agentSignal = options.context.signal;
+  const budgetSignal = options.budgetSignal;
+  const controller = new AbortController();
+  return new Promise<ToolResultBlock>((resolve) => {
+    let done = false;
+    const end = (result: ToolResultBlock, reason?: unknown): void => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      agentSignal.removeEventListener('abort', onCancel);
+      budgetSignal?.removeEventListener('abort', onBudget);
+      if (reason !== undefined) controller.abort(reason);
+      resolve(result);
+    };
+    const onCancel = (): void =>
+      end(
+        failure(call, `\`${tool.name}\` was stopped: the agent was cancelled`),
+        agentSignal.reason,
+      );
+    const onBudget = (): void => {
+      if (budgetSignal?.reason !== 'time') return;
+      end(
+        failure(call, `\`${tool.name}\` was stopped: the agent's time budget ran out`),
+        'budget: time',
+      );
+    };
+    const timer = setTimeout(
+      () =>
+        end(
+          failure(call, toolTimeoutText(tool.name, limitMs)),
+          toolTimeoutReason(tool.name, limitMs),
+        ),
+      limitMs,
+    );
+    agentSignal.addEventListener('abort', onCancel, { once: true });
+    // A budget already spent when the batch began lets it run: its notice follows the batch.
+    if (budgetSignal && !budgetSignal.aborted) {
+      budgetSignal.addEventListener('abort', onBudget, { once: true });
+    }
+    try {
+      Promise.resolve(tool.run(call.input, { ...options.context, signal: controller.signal })).then(
+        (value) => end(toolAnswer(call, value)),
+        (error: unknown) => end(thrownAnswer(call, tool, error)),
+      );
+    } catch (error) {
+      end(thrownAnswer(call, tool, error));
+    }
+    if (agentSignal.aborted) onCancel();
+  });
 }
 
 /** A reply's `result`: taken, or refused when it does not match the output schema. */

@@ -1,6 +1,7 @@
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { describeValue, UsageError } from '../errors.js';
+import { accepts, durationMs } from '../option-schema.js';
 import type { AnyTool } from './types.js';
 
 const loaded = new Map<string, Promise<AnyTool[]>>();
@@ -84,5 +85,13 @@ function toolProblem(tool: unknown): string | undefined {
     problems.push('an `inputSchema` with type "object"');
   }
   if (typeof candidate.run !== 'function') problems.push('a `run` function');
-  return problems.length === 0 ? undefined : `lacks ${problems.join(', ')}`;
+  if (problems.length > 0) return `lacks ${problems.join(', ')}`;
+  const timeoutMs: unknown = candidate.timeoutMs;
+  if (timeoutMs !== undefined && !accepts(TOOL_TIMEOUT_MS, timeoutMs)) {
+    return `has a \`timeoutMs\` that is not ${TOOL_TIMEOUT_MS.expected}: got ${describeValue(timeoutMs, 60)}`;
+  }
+  return undefined;
 }
+
+/** A tool's own time limit (`timeoutMs`), and the engine's default one (`toolTimeoutMs`). */
+export const TOOL_TIMEOUT_MS = durationMs(1);

@@ -1,4 +1,5 @@
 import type { AgentSummary } from '../child-spec.js';
+import { UNTIMED } from './tool-timeout.js';
 import type { AnyTool, InputSchema, ToolContext } from './types.js';
 
 /** Input of the `agent` tool (README, "The contracts"). */
@@ -95,6 +96,8 @@ export function spawnTools(spawner: AgentSpawner, agents?: readonly AgentSummary
       ...agentToolShape(agents),
       // Sync children of one batch run concurrently and join before the next request.
       parallel: true,
+      // A sync call lasts as long as its child, which has limits of its own (`timeout`, budget).
+      timeoutMs: UNTIMED,
       run: async (input: AgentToolInput, context: ToolContext) =>
         input.mode === 'async'
           ? JSON.stringify(await spawner.spawnAsync(input, context))
@@ -104,6 +107,7 @@ export function spawnTools(spawner: AgentSpawner, agents?: readonly AgentSummary
       name: 'agents',
       description: 'List the live background (async) agents: id, title, status, logDir, elapsedMs.',
       inputSchema: { type: 'object', properties: {}, additionalProperties: false },
+      timeoutMs: UNTIMED,
       run: (_input: unknown, context: ToolContext) => spawner.list(context),
     },
     {
@@ -117,6 +121,7 @@ export function spawnTools(spawner: AgentSpawner, agents?: readonly AgentSummary
         required: ['id'],
         additionalProperties: false,
       },
+      timeoutMs: UNTIMED,
       run: (input: { id: string }, context: ToolContext) => spawner.cancel(input.id, context),
     },
   ];

@@ -10,7 +10,12 @@ export interface InputSchema {
 
 /** What a tool's `run` receives beside its input. */
 export interface ToolContext {
-  /** Aborted when the agent is cancelled; a tool that waits must observe it. */
+  /**
+   * Aborted when the agent is cancelled (its reason: the cancel reason), when this call runs past
+   * its time limit (a `TimeoutError` naming the tool and the limit), or when the agent's time
+   * budget runs out while it runs. A tool that waits must observe it: the call is answered at
+   * once either way, and what the tool does after that is dropped.
+   */
   signal: AbortSignal;
   agentId: string;
   /** 0 for the root, 1 for its children, … */
@@ -40,6 +45,14 @@ export interface ToolDefinition<Input = Record<string, unknown>> {
    * batch of them overlaps). Results still come back in call order.
    */
   parallel?: boolean;
+  /**
+   * How long one call may run, in whole ms (1 to 2³¹−1): past it the call's `signal` aborts and the
+   * model gets an `is_error` result naming the tool and the limit, and the agent goes on.
+   * Default: the engine's `toolTimeoutMs` (10 minutes). A tool that runs in a worker thread and
+   * blocks it past this limit and the engine's `toolGraceMs` has its thread terminated
+   * (docs/TOOLS.md, "Time limits").
+   */
+  timeoutMs?: number;
   run(input: Input, context: ToolContext): unknown;
 }
 

@@ -1,6 +1,7 @@
 import os from 'node:os';
 import type { MessagePort, Worker } from 'node:worker_threads';
 import type { ChildSpec } from '../../../shared/child-spec.js';
+import { formatDuration } from '../../../shared/duration.js';
 import type { Failure } from '../../../shared/failure.js';
 import type { BatchEnds, ChildTask } from '../../../shared/protocol.js';
 import { redactSecrets } from '../../../shared/redact.js';
@@ -27,6 +28,12 @@ const MAX_RESUMES = 100;
 
 export const DEFAULT_AGENTS_PER_THREAD = 2048;
 export const DEFAULT_CANCEL_GRACE_MS = 5000;
+/**
+ * How long past its time limit a tool may keep its worker from answering before the worker is
+ * terminated: long enough for a worker busy with a burst to answer a ping, short enough that the
+ * other children on a blocked thread lose little more than the stuck tool's limit.
+ */
+export const DEFAULT_TOOL_GRACE_MS = 1000;
 /**
  * Graces in all for a cancelled child whose worker still answers: a second one, so a worker
  * that was slow to read the cancel (a burst of thousands) is not terminated for it, and no more,
@@ -86,6 +93,9 @@ export class ChildPool implements ChildRunner {
       readPending: (threadId) => uplinks.readPending(threadId),
       graceOver: (child) => this.#graceOver(child),
       settled: (child) => this.#release(child),
+      toolGraceMs: options.toolGraceMs ?? DEFAULT_TOOL_GRACE_MS,
+      heardSince: (threadId, time) => uplinks.heardSince(threadId, time),
+      toolStuck: (child, threadId) => this.#terminateWorkerOf(child, threadId),
     };
     this.#piscina = makePiscina({
       ...this.#shape(),
@@ -308,6 +318,9 @@ export class ChildPool implements ChildRunner {
     if (!isSettled(child)) {
       if (child.cancelReason !== undefined) {
         child.deliverFromMain({ outcome: 'cancelled', reason: child.cancelReason });
+      } else if (child.stuckTool) {
+        // Its tool blocked the thread past its limit: run again, it would block the next one.
+        child.deliverFromMain({ outcome: 'failed', failure: stuckToolFailure(child.stuckTool) });
       } else if (this.#closed) {
         child.deliverFromMain({ outcome: 'cancelled', reason: 'shutdown' });
       } else {
@@ -457,6 +470,11 @@ export interface PoolOptions {
   /** Per-worker V8 heap limit, in MB: one runaway child cannot take the process down. */
   maxOldGenerationSizeMb?: number;
   /**
+   * How long past its time limit a tool may keep its worker from answering before the worker is
+   * terminated, in ms (default 1 s).
+   */
+  toolGraceMs?: number;
+  /**
    * Crashes of its worker a child may be blamed for (it was running a tool when the worker died)
    * before it settles `failed` instead of resuming (default 3).
    */
@@ -475,4 +493,12 @@ interface Placement {
 /** Read afresh each time: reading an uplink may settle the child in between. */
 function isSettled(child: RunningChild): boolean {
   return child.status === 'settled';
+}
+
+/** Why a child whose tool blocked its worker thread failed. */
+function stuckToolFailure(stuck: { tool: string; limitMs: number }): Failure {
+  return {
+    code: 'tool_timeout',
+    message: `tool \`${stuck.tool}\` ran past its ${formatDuration(stuck.limitMs)} time limit (timeoutMs ${stuck.limitMs}) and kept its worker thread from answering; the thread was terminated and its other agents resumed elsewhere`,
+  };
 }

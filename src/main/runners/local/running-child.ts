@@ -24,6 +24,22 @@ export interface PoolSide {
   graceOver(child: RunningChild): void;
   /** The child settled: its run, if it has one, is over for the pool. */
   settled(child: RunningChild): void;
+  /**
+   * How long past its time limit a tool may keep its worker silent before the worker is
+   * terminated, in ms (`toolGraceMs`).
+   */
+  readonly toolGraceMs: number;
+  /** Whether `threadId`'s worker has posted anything since `time` (its event loop turns). */
+  heardSince(threadId: number, time: number): boolean;
+  /** A tool of `child` blocks its worker past its limit and the grace: end that worker. */
+  toolStuck(child: RunningChild, threadId: number): void;
+}
+
+/** A timed tool call of a child that runs in its worker, as main's watchdog keeps it. */
+interface WatchedTool {
+  tool: string;
+  limitMs: number;
+  timer: NodeJS.Timeout;
 }
 
 /**
@@ -46,6 +62,14 @@ export class RunningChild extends SpawnedChild {
   threadId: number | undefined;
   /** Its current run's calls of tools that run in the worker, entered and not yet exited. */
   readonly openTools = new Set<string>();
+  /**
+   * The timed ones among them, each with the watchdog timer that fires at its limit. A call still
+   * open then, on a worker that does not answer a ping within `toolGraceMs`, is blocking its
+   * thread (a synchronous loop): no timer of that worker can fire, so main ends the thread.
+   */
+  readonly #watched = new Map<string, WatchedTool>();
+  /** The call that blocked its worker and had it terminated: the child fails `tool_timeout`. */
+  stuckTool: { tool: string; limitMs: number } | undefined;
   readonly #pool: PoolSide;
   /** Whether a run of it is on a worker and heard: from its start until its task ends. */
   #inRun = false;
@@ -61,6 +85,7 @@ export class RunningChild extends SpawnedChild {
   startRun(): void {
     this.threadId = undefined;
     this.openTools.clear();
+    this.#unwatchAll();
     this.#early = undefined;
     this.#inRun = true;
     runStarts(this.served);
@@ -69,6 +94,7 @@ export class RunningChild extends SpawnedChild {
   /** Its run's task ended, or its worker died: nothing more of that run is heard. */
   endRun(): void {
     this.#inRun = false;
+    this.#unwatchAll();
     runEnds(this.served);
   }
 
@@ -114,9 +140,13 @@ export class RunningChild extends SpawnedChild {
         return;
       case 'tool-enter':
         this.openTools.add(message.callId);
+        if (message.timeoutMs !== undefined) {
+          this.#watch(message.callId, message.tool ?? '(unnamed)', message.timeoutMs);
+        }
         return;
       case 'tool-exit':
         this.openTools.delete(message.callId);
+        this.#unwatch(message.callId);
         return;
       case 'result':
         this.deliverFromWorker(message.result);
@@ -124,6 +154,56 @@ export class RunningChild extends SpawnedChild {
       default:
         receive(this.served, message);
     }
+  }
+
+  /**
+   * Watches a timed call: its worker answers it at its limit, unless a synchronous loop blocks
+   * that worker's event loop. One timer per timed call, cleared at its exit: nothing is paid
+   * while no tool runs.
+   */
+  #watch(callId: string, tool: string, limitMs: number): void {
+    const timer = setTimeout(() => this.#limitReached(callId), limitMs);
+    timer.unref();
+    this.#watched.set(callId, { tool, limitMs, timer });
+  }
+
+  #unwatch(callId: string): void {
+    const watched = this.#watched.get(callId);
+    if (!watched) return;
+    clearTimeout(watched.timer);
+    this.#watched.delete(callId);
+  }
+
+  #unwatchAll(): void {
+    for (const watched of this.#watched.values()) clearTimeout(watched.timer);
+    this.#watched.clear();
+  }
+
+  /** The call's limit passed on main: ask its worker to answer, and look again after the grace. */
+  #limitReached(callId: string): void {
+    const watched = this.#watched.get(callId);
+    const threadId = this.threadId;
+    if (!watched || threadId === undefined || this.status === 'settled') return;
+    const since = performance.now();
+    this.#pool.ping(threadId);
+    watched.timer = setTimeout(
+      () => this.#graceEnded(callId, threadId, since),
+      this.#pool.toolGraceMs,
+    );
+    watched.timer.unref();
+  }
+
+  #graceEnded(callId: string, threadId: number, since: number): void {
+    // Its exit may be waiting on the uplink: read it first.
+    const answered = this.#pool.heardSince(threadId, since);
+    const watched = this.#watched.get(callId);
+    if (!watched || this.status === 'settled' || this.threadId !== threadId) return;
+    this.#watched.delete(callId);
+    // A worker that answers turns its event loop, so its own timer answers the call: a slow
+    // worker (a burst of thousands of children) is never terminated for that.
+    if (answered) return;
+    this.stuckTool = { tool: watched.tool, limitMs: watched.limitMs };
+    this.#pool.toolStuck(this, threadId);
   }
 
   /** Sends it `message` on its current run, once that run's worker is known. */
