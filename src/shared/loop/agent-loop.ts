@@ -117,6 +117,8 @@ export interface LoopOptions {
   price?: ModelPrice | undefined;
   /** Where the provider attempts' and tool calls' spans go, when the agent is traced. */
   trace?: TraceSink | undefined;
+  /** The spawn's `context`, handed to every tool it calls (`ToolContext.context`). */
+  context?: unknown;
 }
 
 /** Where a resumed child's loop stands, read back from its transcript. */
@@ -288,6 +290,7 @@ async function runBatch(
       agentId: options.agentId,
       depth: options.depth,
       workspace: options.workspace,
+      ...(options.context === undefined ? {} : { context: options.context }),
     },
     ...(sink.toolResult ? { onToolResult: sink.toolResult } : {}),
     ...(sink.toolEnter ? { onToolEnter: sink.toolEnter } : {}),

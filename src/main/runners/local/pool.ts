@@ -133,6 +133,7 @@ export class ChildPool implements ChildRunner {
     this.#running.set(child.id, child);
     const bridge = child.extras.makeBridge?.();
     const task: ChildTask = bridge ? { spec: child.spec, bridge } : { spec: child.spec };
+    if (child.extras.private) task.private = child.extras.private;
     const pool = child.crashes > 0 ? this.#quarantinePool() : this.#piscina;
     pool.run(task, bridge ? { transferList: [bridge] } : {}).then(
       () => this.#finish(child, undefined),
