@@ -1,4 +1,5 @@
 import { UsageError } from '../shared/errors.js';
+import type { ChildPrivate } from '../shared/protocol.js';
 import type { ProviderConfig } from '../shared/provider/config.js';
 import { registerSecret } from '../shared/redact.js';
 import type { AgentOptions, Carried, SpawnProvider } from './engine-options.js';
@@ -42,6 +43,18 @@ export function carriedOf(
   if (apiKey === undefined) return { context };
   registerSecret(apiKey);
   return context === undefined ? { apiKey } : { context, apiKey };
+}
+
+/**
+ * What of `carried` goes to the child's worker: its key, and its context only when the worker
+ * has tools that read it (host tools get it on main, where a context need not be clonable).
+ */
+export function privateOf(
+  carried: Carried | undefined,
+  rules: CarriedRules,
+): ChildPrivate | undefined {
+  if (carried === undefined || rules.workerTools) return carried;
+  return carried.apiKey === undefined ? undefined : { apiKey: carried.apiKey };
 }
 
 /**

@@ -28,7 +28,7 @@ import { type AgentResult, cancelReasonOf } from '../shared/result.js';
 import type { AnyTool } from '../shared/tools/types.js';
 import type { AgentDefinition } from './agents/definition.js';
 import { engineAgents } from './agents/resolve.js';
-import { type CarriedRules, carriedOf, withServer } from './carried.js';
+import { type CarriedRules, carriedOf, privateOf, withServer } from './carried.js';
 import {
   agentCheck,
   checkPricedBudget,
@@ -366,7 +366,7 @@ export class Engine {
           }
         : undefined,
       capabilities,
-      private: carried,
+      private: privateOf(carried, this.#carriedRules),
     });
     this.#track(handle);
     if (needsBridge) void handle.result.then(() => bridge?.shutdown());
