@@ -12,6 +12,14 @@ export {
   type EngineWarning,
 } from './main/engine.js';
 export type { EngineCheck } from './main/engine-check.js';
+export type { SpawnProvider } from './main/engine-options.js';
+export {
+  DRAIN_REASON,
+  Group,
+  type GroupOptions,
+  type GroupState,
+  type GroupTotals,
+} from './main/group.js';
 export { type MapContext, type MapOptions, mapAgents } from './main/map-agents.js';
 export type { ChildHandle, ChildStatus, PoolStats } from './main/runners/local/pool.js';
 export type { QueueOptions } from './main/runners/queue/options.js';
@@ -23,6 +31,7 @@ export {
   type SessionOptions,
   type TurnResult,
 } from './main/session.js';
+export type { Budget, BudgetKind } from './shared/budget.js';
 export { parseDuration } from './shared/duration.js';
 export { CohortError, UsageError } from './shared/errors.js';
 export type { AgentEvent, AgentMode } from './shared/events.js';
