@@ -7,6 +7,8 @@ import type { AgentEvent } from '../src/shared/events.js';
 import type { AnyTool, ToolContext } from '../src/shared/tools/types.js';
 import {
   contentBlocks,
+  eventLog,
+  hostGate,
   type Rig,
   readJournal,
   scripted,
@@ -125,6 +127,39 @@ describe('per-spawn context', () => {
     });
     expect(own.outcome).toBe('complete');
     expect(host.seen.at(-1)?.context).toEqual({ tenant: 'other' });
+  });
+
+  it('goes with its child and its key to the fresh worker it resumes on after a crash', async () => {
+    const hold = hostGate('hold');
+    rig = await startRig({
+      threads: 1,
+      maxCrashes: 1,
+      toolModules: [TEST_TOOLS, CONTEXT_TOOLS],
+      hostTools: [hold.tool],
+    });
+    const log = eventLog();
+    const proxy = await recordingProxy(rig.model.url);
+    const key = 'resumed-key-40d1c7a2';
+    const waiter = rig.engine.spawn({
+      title: 'waiter',
+      prompt: scripted([calls('hold'), calls('whose'), { reply: 'waiter done' }], 'WAITER'),
+      context: { tenant: 'resumed-co' },
+      provider: { apiKey: key, baseURL: proxy.url },
+      onEvent: log.onEvent,
+    });
+    await hold.entered();
+    const culprit = await rig.engine.run({ prompt: scripted([calls('exit')]) });
+    expect(culprit).toMatchObject({ outcome: 'failed', code: 'worker_crashed' });
+    hold.open();
+    expect(await waiter.result).toMatchObject({ outcome: 'complete', text: 'waiter done' });
+    expect(log.resumed()).toEqual([waiter.id]);
+    const outputs = toolOutputs(rig.logDir, 'whose').get(waiter.id) ?? [];
+    expect(outputs.map((output) => JSON.parse(output).tenant)).toEqual(['resumed-co']);
+    // Its requests after the resume carried its key too: its first step, then its last two.
+    const seen = proxy.requestsOf('WAITER');
+    expect(seen.length).toBeGreaterThanOrEqual(3);
+    expect(new Set(seen.map((request) => request.credential))).toEqual(new Set([key]));
+    await proxy.close();
   });
 
   it('one a worker tool cannot be given is refused at spawn; host tools alone take anything', async () => {
