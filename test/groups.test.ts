@@ -140,7 +140,7 @@ describe('groups', () => {
     await hold.entered(2);
     // Both first steps are counted: the group's budget is spent while both wait, so each one's
     // next step is its last turn (only `reply` offered), where its script calls `echo`.
-    await vi.waitFor(() => expect(group.totals.steps).toBe(2));
+    await vi.waitFor(() => expect(group.totals.steps).toBe(2), { timeout: 30_000 });
     hold.open();
     const results = await Promise.all([a.result, b.result]);
     for (const result of results) {
