@@ -217,6 +217,17 @@ describe('groups', () => {
     expect(inner.spawn({ prompt: 'after' }).status).toBe('settled');
   });
 
+  it('a nested group’s spending adds to its parent’s', async () => {
+    const parent = engine.group({ budget: { steps: 100 }, patienceMs: 60_000 });
+    const inner = parent.group({ name: 'inner' });
+    const result = await inner.run({ prompt: scripted([echo('x'), { reply: 'inner done' }]) });
+    expect(result.outcome).toBe('complete');
+    expect(inner.totals).toMatchObject({ steps: 2, agents: { spawned: 1, settled: 1 } });
+    expect(parent.totals).toMatchObject({ steps: 2, agents: { spawned: 1, settled: 1 } });
+    expect(parent.totals.inputTokens).toBe(inner.totals.inputTokens);
+    expect(inner.totals.inputTokens).toBeGreaterThan(0);
+  });
+
   it('bad group options are refused before anything runs, naming the option', () => {
     const refused = (options: Record<string, unknown>) => {
       try {
