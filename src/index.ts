@@ -13,6 +13,14 @@ export {
   type SpawnContext,
 } from './main/engine.js';
 export type { EngineCheck } from './main/engine-check.js';
+export type { SpawnProvider } from './main/engine-options.js';
+export {
+  DRAIN_REASON,
+  Group,
+  type GroupOptions,
+  type GroupState,
+  type GroupTotals,
+} from './main/group.js';
 export {
   type MapContext,
   type MapOptions,

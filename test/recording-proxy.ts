@@ -1,6 +1,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { MessageParam } from '../src/shared/provider/types.js';
+import { apiKeyOf } from '../src/testing/requests.js';
 import { contentBlocks } from './helpers.js';
 
 // A recording proxy in front of the scripted model: a test reads the very requests the model
@@ -12,6 +13,8 @@ export interface SeenRequest {
   system?: string;
   messages: MessageParam[];
   tools?: { name: string; description: string; input_schema: Record<string, unknown> }[];
+  /** The credential the request carried (its bearer token or `x-api-key`): set by the proxy. */
+  credential?: string;
 }
 
 export interface RecordingProxy {
@@ -32,7 +35,9 @@ export async function recordingProxy(target: string): Promise<RecordingProxy> {
       const body = Buffer.concat(chunks);
       const url = new URL(request.url ?? '/', target);
       if (request.method === 'POST' && url.pathname === '/v1/messages') {
-        requests.push(JSON.parse(body.toString('utf8')) as SeenRequest);
+        const seen = JSON.parse(body.toString('utf8')) as SeenRequest;
+        seen.credential = apiKeyOf(request.headers);
+        requests.push(seen);
       }
       const upstream = http.request(
         url,

@@ -5,7 +5,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Engine } from '../src/main/engine.js';
 import { Session } from '../src/main/session.js';
 import type { ContentBlockParam } from '../src/shared/provider/types.js';
-import { redactEvent, redactSecrets, StreamRedactor } from '../src/shared/redact.js';
+import {
+  redactEvent,
+  redactSecrets,
+  registerSecret,
+  StreamRedactor,
+} from '../src/shared/redact.js';
 import { type ScriptedModel, startScriptedModel } from '../src/testing/index.js';
 import { runCli } from './cli-helpers.js';
 import { type Rig, scripted, startRig, tempDir } from './helpers.js';
@@ -319,6 +324,54 @@ describe('streamed text is redacted across chunk boundaries', () => {
       expect(redactor.push(KEY.slice(20))).toBe(KEY.slice(20));
       expect(redactor.flush()).toBe('');
     });
+  });
+});
+
+describe('keys given in code (`provider.apiKey`) are redacted as the environment’s is', () => {
+  // Registered for this thread's life, as a spawn's key is: unlike any text of another test.
+  const ONE = 'zq9-REGKEY-one-7731';
+  const TWO = 'zq9-REGKEY-two-8842';
+  registerSecret(ONE);
+  registerSecret(TWO);
+
+  it('in whole texts, beside the environment key', () => {
+    withKey(KEY, () => {
+      expect(redactSecrets(`a ${ONE} b ${TWO} c ${KEY}`)).toBe(
+        'a [redacted] b [redacted] c [redacted]',
+      );
+    });
+    // Too short to tell from prose: not registered.
+    registerSecret('short');
+    expect(redactSecrets('a short text')).toBe('a short text');
+  });
+
+  it('for any text cut anywhere, the stream joins to redactSecrets(whole) and holds no key', () => {
+    const piece = fc.oneof(
+      fc.constantFrom(ONE, TWO, KEY, 'zq9-REGKEY-', 'sk-ant-'),
+      fc
+        .constantFrom(ONE, TWO)
+        .chain((key) => fc.nat({ max: key.length - 1 }).map((length) => key.slice(0, length))),
+      fc.string({ unit: fc.constantFrom('z', 'q', '9', '-', 'R', ' ', '.'), maxLength: 8 }),
+    );
+    const cases = fc
+      .array(piece, { maxLength: 10 })
+      .map((pieces) => pieces.join(''))
+      .chain((text) =>
+        fc.array(fc.nat({ max: text.length }), { maxLength: 10 }).map((cuts) => ({ text, cuts })),
+      );
+    fc.assert(
+      fc.property(fc.boolean(), cases, (keySet, { text, cuts }) =>
+        withKey(keySet ? KEY : undefined, () => {
+          const whole = redactSecrets(text);
+          const { pushed, flushed } = streamThrough(text, cuts);
+          const joined = pushed.join('') + flushed;
+          expect(joined).toBe(whole);
+          expect(joined.includes(ONE)).toBe(false);
+          expect(joined.includes(TWO)).toBe(false);
+        }),
+      ),
+      { numRuns: 500 },
+    );
   });
 });
 

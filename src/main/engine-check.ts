@@ -18,6 +18,7 @@ import {
   type AgentOptions,
   ENGINE_FIELDS,
   type EngineOptions,
+  isHttpUrl,
 } from './engine-options.js';
 import { builtFile } from './runners/local/piscina.js';
 
@@ -109,15 +110,6 @@ function checkCanMakeFolder(name: string, folder: string): void {
     const parent = path.dirname(current);
     if (parent === current) return;
     current = parent;
-  }
-}
-
-function isHttpUrl(text: string): boolean {
-  try {
-    const { protocol } = new URL(text);
-    return protocol === 'http:' || protocol === 'https:';
-  } catch {
-    return false;
   }
 }
 

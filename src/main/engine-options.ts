@@ -3,6 +3,7 @@ import type { Budget, PriceTable } from '../shared/budget.js';
 import { checkBudget } from '../shared/budget-meter.js';
 import { DEFAULT_MAX_DEPTH, DEFAULT_MAX_STEPS } from '../shared/child-spec.js';
 import { formatDuration } from '../shared/duration.js';
+import { UsageError } from '../shared/errors.js';
 import type { AgentEvent } from '../shared/events.js';
 import {
   checkGovernorOptions,
@@ -76,6 +77,63 @@ export const CACHE_TTL = oneOf(CACHE_TTLS, CACHE_TTLS.join(' or '), {
   arg: CACHE_TTLS.join('|'),
   help: "the shared prefix's cache lifetime (default 5m; 1h for long\nbatches: writes cost 2x instead of 1.25x the input price)",
 });
+
+/** Whether `text` is an http:// or https:// URL. */
+export function isHttpUrl(text: string): boolean {
+  try {
+    const { protocol } = new URL(text);
+    return protocol === 'http:' || protocol === 'https:';
+  } catch {
+    return false;
+  }
+}
+
+/** A Messages API server, as a spawn or a group names one: an http:// or https:// URL. */
+export const BASE_URL = custom<string>(
+  'an http:// or https:// URL',
+  (value) => typeof value === 'string' && isHttpUrl(value),
+);
+
+/**
+ * An API key given in code: printable ASCII without spaces, as a header value must be. A refusal
+ * says what arrived without showing it: a value given as a key may be one.
+ */
+export const API_KEY = custom<string>(
+  'a non-empty string of printable characters without spaces',
+  checkedBy(checkApiKey),
+);
+
+function checkApiKey(name: string, value: unknown): void {
+  if (typeof value === 'string' && /^[\x21-\x7e]+$/.test(value)) return;
+  const got =
+    typeof value !== 'string'
+      ? value === null
+        ? 'null'
+        : `a value of type ${typeof value}`
+      : value === ''
+        ? 'an empty string'
+        : `a string of ${value.length} characters with a space, a control or a non-ASCII character in it (not shown: it may be a key)`;
+  throw new UsageError(
+    `Expected \`${name}\` to be a non-empty string of printable characters without spaces, got ${got}`,
+  );
+}
+
+/**
+ * A spawn's or a group's own credentials and server (docs/GROUPS.md): the key its requests carry
+ * instead of the environment's, the server they go to, the model. The key never reaches a spec,
+ * the journal, a result, an event, a trace or a message; it is redacted wherever it shows up.
+ */
+export const SPAWN_PROVIDER_FIELDS = {
+  /** The API key its requests carry; default: its parent's, else `ANTHROPIC_API_KEY`. */
+  apiKey: API_KEY,
+  /** The Messages API server (http or https); default: its parent's, else the engine's. */
+  baseURL: BASE_URL,
+  /** The model; a spawn's own `model` wins over it. */
+  model: MODEL,
+} as const satisfies Fields;
+
+/** A spawn's or a group's own credentials and server. */
+export type SpawnProvider = OptionsOf<typeof SPAWN_PROVIDER_FIELDS>;
 
 /**
  * A child's wall-clock limit, in whole ms from its spawn (queueing for a thread included): past
@@ -173,6 +231,18 @@ export const AGENT_FIELDS = {
       value !== null &&
       Array.isArray((value as { messages?: unknown }).messages),
   ),
+  /**
+   * Any value its tools get as `ToolContext.context`: the request, tenant or user it works for.
+   * Host tools get the value itself; worker tools (tool modules, workspace tools) a structured
+   * clone, so with those it must be clonable (checked at spawn). Default: its group's, else its
+   * parent's (an agent's own agents inherit it). Never journaled nor sent to the model.
+   */
+  context: custom<unknown>('any value', () => true),
+  /**
+   * Its own credentials and server (`apiKey`, `baseURL`, `model`), field by field over its
+   * group's and its parent's (an agent's own agents inherit them). Refused in queue mode.
+   */
+  provider: nested<SpawnProvider>(SPAWN_PROVIDER_FIELDS),
 } as const satisfies Fields;
 
 /**
@@ -491,4 +561,19 @@ export interface SpawnContext {
    * `inc`, from the transcript in `AgentOptions.resumeFrom`.
    */
   resumeOf?: { id: string; inc: number };
+  /** Its id, given before it starts (a group's handle of a spawn it queued). */
+  id?: string;
+  /**
+   * What its parent's tools saw as `context` and the key its parent's requests carried: it
+   * inherits both unless its options give its own (`context`, `provider.apiKey`).
+   */
+  inherited?: Carried;
+}
+
+/** What a spawn carries beside its spec, to its tools and its provider: never journaled. */
+export interface Carried {
+  /** The value its tools get as `ToolContext.context`; `undefined` is none. */
+  context?: unknown;
+  /** The key its provider requests carry; unset, the environment's. */
+  apiKey?: string;
 }

@@ -1,10 +1,11 @@
 import { mkdirSync, readdirSync, rmdirSync } from 'node:fs';
 import path from 'node:path';
 import { context as otelContext, type Tracer } from '@opentelemetry/api';
+import type { Budget } from '../shared/budget.js';
 import { mergeBudgets } from '../shared/budget-meter.js';
 import type { ChildSpec, HostToolInfo } from '../shared/child-spec.js';
 import { DEFAULT_MAX_DEPTH, DEFAULT_MAX_STEPS } from '../shared/child-spec.js';
-import { expected } from '../shared/errors.js';
+import { expected, UsageError } from '../shared/errors.js';
 import type { AgentEvent } from '../shared/events.js';
 import { Governor } from '../shared/governor/governor.js';
 import { newAgentId } from '../shared/ids.js';
@@ -28,6 +29,7 @@ import { jsonOutputSchema } from '../shared/tools/output-schema.js';
 import type { AnyTool } from '../shared/tools/types.js';
 import type { AgentDefinition } from './agents/definition.js';
 import { engineAgents } from './agents/resolve.js';
+import { type CarriedRules, carriedOf, privateOf, withServer } from './carried.js';
 import {
   agentCheck,
   checkPricedBudget,
@@ -38,6 +40,7 @@ import {
 } from './engine-check.js';
 import {
   type AgentOptions,
+  type Carried,
   DEFAULT_CEILING_MS,
   type EngineOptions,
   MODEL,
@@ -45,6 +48,7 @@ import {
   warner,
 } from './engine-options.js';
 import { type GovernorStateFile, openGovernorState } from './governor-state.js';
+import { checkGroup, Group, type GroupEngine, type GroupOptions } from './group.js';
 import { HostBridge } from './host-bridge.js';
 import { defaultLogRoot, runFolderName } from './run-folder.js';
 import { type ChildCapabilities, capabilityFlags } from './runners/capabilities.js';
@@ -57,8 +61,15 @@ import { ChildTrace } from './tracing/agent-trace.js';
 import { cohortTracer } from './tracing/otel-spans.js';
 import { TreeLedger } from './tree-budget.js';
 
-export type { AgentOptions, EngineOptions, EngineWarning, SpawnContext } from './engine-options.js';
+export type {
+  AgentOptions,
+  EngineOptions,
+  EngineWarning,
+  SpawnContext,
+  SpawnProvider,
+} from './engine-options.js';
 export { DEFAULT_CEILING_MS } from './engine-options.js';
+export type { Group, GroupOptions, GroupState, GroupTotals } from './group.js';
 
 /**
  * The engine: a warm pool of worker threads running child agents, many to a thread.
@@ -91,6 +102,18 @@ export class Engine {
   readonly #madeLogDir: boolean;
   /** cohort's tracer from `tracerProvider`; unset, nothing is traced. */
   readonly tracer: Tracer | undefined;
+  /** How a spawn's `context` and `provider.apiKey` are checked (worker tools, queue mode). */
+  readonly #carriedRules: CarriedRules;
+  /** Children spawned and not settled, for `drain`. */
+  #live = 0;
+  /** Set by `drain`: spawns from outside the engine's agents are refused. */
+  #draining: Promise<void> | undefined;
+  /** Resolves `drain`'s wait when the last live child settles. */
+  #idle: (() => void) | undefined;
+  /** Top-level groups with agents queued or running: `drain` and `close` reach them. */
+  readonly #busyGroups = new Set<Group>();
+  /** What the engine gives its groups (`group`). */
+  readonly #groupSide: GroupEngine;
 
   private constructor(
     options: EngineOptions,
@@ -112,6 +135,11 @@ export class Engine {
     this.logDir = options.logDir ?? path.join(defaultLogRoot(), runFolderName());
     this.#madeLogDir = mkdirSync(this.logDir, { recursive: true }) !== undefined;
     this.tracer = options.tracerProvider ? cohortTracer(options.tracerProvider) : undefined;
+    this.#carriedRules = {
+      workerTools: (options.toolModules ?? []).length > 0 || options.workspace !== undefined,
+      queued: options.queue !== undefined,
+    };
+    this.#groupSide = this.#makeGroupSide();
   }
 
   /**
@@ -257,6 +285,8 @@ export class Engine {
    * refuses, an unknown tool name among them (`EngineCheck.checkAgent`).
    */
   spawn<T = unknown>(options: AgentOptions<T>, context: SpawnContext = {}): ChildHandle<T> {
+    // Draining, the engine starts no agent but its own agents' (their parents are running).
+    if (this.#draining && context.parent === undefined) throw drainRefusal();
     // A Standard Schema is converted to JSON Schema here, and parses the result on main.
     const standard = spawnStandard(options, (plain) => this.spawn(plain, context));
     if (standard) return standard;
@@ -264,13 +294,11 @@ export class Engine {
     this.#check.checkAgent(options, depth);
     // An agent file's fields are the defaults; the spawn's own fields win.
     const { options: agent, definition } = this.#check.resolve(options);
-    const id = context.resumeOf?.id ?? newAgentId();
-    const provider = context.provider ?? this.#provider;
-    // A title (the prompt's start, when none is given) reaches results, events and span names:
-    // a key in it is removed like anywhere else.
-    const title = redactSecrets(
-      agent.title ?? agent.prompt.slice(0, 60).replace(/\s+/g, ' ').trim(),
-    );
+    const id = context.resumeOf?.id ?? context.id ?? newAgentId();
+    const provider = withServer(context.provider ?? this.#provider, agent.provider);
+    // Its tools' context and its key travel beside its spec, never in it (`ChildPrivate`).
+    const carried = carriedOf(agent, context.inherited, this.#carriedRules);
+    const title = spawnTitle(agent);
     const budget = mergeBudgets(this.#options.budget, agent.budget);
     // The model may differ from the one checked at start (`setModel`, a session's provider).
     checkPricedBudget(budget, agent.model ?? provider.model, this.#options.prices);
@@ -358,7 +386,7 @@ export class Engine {
       makeBridge: needsBridge
         ? () => {
             bridge?.detach();
-            scope ??= this.#scopeFor(spec, onEvent, { trace, tree });
+            scope ??= this.#scopeFor(spec, onEvent, { trace, tree, carried });
             if (scope) this.#adopt(spec.id, scope);
             bridge = new HostBridge({
               hostTools: this.#hostTools,
@@ -366,12 +394,15 @@ export class Engine {
               depth: spec.depth,
               toolTimeoutMs: this.#options.toolTimeoutMs,
               ...(scope ? { scope } : {}),
+              ...(carried?.context === undefined ? {} : { context: carried.context }),
             });
             return bridge.workerPort;
           }
         : undefined,
       capabilities,
+      private: privateOf(carried, this.#carriedRules),
     });
+    this.#track(handle);
     if (needsBridge) void handle.result.then(() => bridge?.shutdown());
     const signal = agent.signal;
     if (signal) this.#signals.watch(signal, handle);
@@ -411,7 +442,15 @@ export class Engine {
   #scopeFor(
     spec: ChildSpec,
     onEvent: ((event: AgentEvent) => void) | undefined,
-    { trace, tree }: { trace: ChildTrace | undefined; tree: TreeLedger | undefined },
+    {
+      trace,
+      tree,
+      carried,
+    }: {
+      trace: ChildTrace | undefined;
+      tree: TreeLedger | undefined;
+      carried: Carried | undefined;
+    },
   ): AgentScope | undefined {
     if (spec.depth >= spec.maxDepth) return undefined;
     return new AgentScope({
@@ -427,7 +466,92 @@ export class Engine {
       ...(onEvent ? { emit: onEvent } : {}),
       ...(trace ? { traceContextOf: (span) => trace.contextOf(span) } : {}),
       tree,
+      carried,
     });
+  }
+
+  /** Counts a live child until it settles, for `drain`. */
+  #track(handle: ChildHandle): void {
+    this.#live++;
+    void handle.result.then(() => {
+      if (--this.#live === 0 && this.#idle) {
+        const resolve = this.#idle;
+        this.#idle = undefined;
+        resolve();
+      }
+    });
+  }
+
+  /**
+   * A group of spawns with its own signal, budget, concurrency cap, timeout, and defaults for
+   * its spawns' `context`, `provider` (`apiKey`, `baseURL`, `model`) and `patienceMs`
+   * (docs/GROUPS.md). Throws a UsageError naming the option (`group.maxConcurrency`) before
+   * anything of it runs.
+   */
+  group(options: GroupOptions = {}): Group {
+    checkGroup(this.#groupSide, options);
+    return new Group(this.#groupSide, options);
+  }
+
+  /**
+   * Finishes what runs and starts nothing new: every group drains (its queued spawns settle
+   * cancelled, reason `drain`), and spawns from outside the engine's own agents throw. Resolves
+   * when every child has settled. `close()` afterwards stops the threads.
+   */
+  drain(): Promise<void> {
+    if (this.#draining) return this.#draining;
+    for (const group of [...this.#busyGroups]) void group.drain();
+    this.#draining =
+      this.#live === 0
+        ? Promise.resolve()
+        : new Promise<void>((resolve) => {
+            this.#idle = resolve;
+          });
+    return this.#draining;
+  }
+
+  #makeGroupSide(): GroupEngine {
+    // A getter's own `this` is the object: the engine's provider is read through this name.
+    const engine = this;
+    return {
+      spawn: (options, context) => this.spawn(options, context),
+      check: (options, context) => this.#checkSpawn(options, context),
+      stopped: () =>
+        this.#closing
+          ? { cancelled: 'shutdown' }
+          : this.#draining
+            ? { refused: drainRefusal().message }
+            : undefined,
+      active: (group, busy) => {
+        if (busy) this.#busyGroups.add(group);
+        else this.#busyGroups.delete(group);
+      },
+      get provider() {
+        return engine.#provider;
+      },
+      rules: this.#carriedRules,
+      checkPricedBudget: (budget: Budget | undefined, model: string | undefined) =>
+        checkPricedBudget(budget, model ?? this.#provider.model, this.#options.prices),
+      logDir: this.logDir,
+      logs: this.#options.logs,
+    };
+  }
+
+  /**
+   * Checks a spawn as `spawn` does, without spawning it (a group's queued spawn), and returns
+   * the title it would have.
+   */
+  #checkSpawn(options: AgentOptions, context: SpawnContext): string {
+    this.#check.checkAgent(options, context.depth ?? 1);
+    const { options: agent } = this.#check.resolve(options);
+    const provider = withServer(context.provider ?? this.#provider, agent.provider);
+    checkPricedBudget(
+      mergeBudgets(this.#options.budget, agent.budget),
+      agent.model ?? provider.model,
+      this.#options.prices,
+    );
+    carriedOf(agent, context.inherited, this.#carriedRules);
+    return spawnTitle(agent);
   }
 
   /**
@@ -446,6 +570,10 @@ export class Engine {
     // Main's own log writes (results it made for queued or cancelled children) are not awaited
     // where they are queued; they are here, before the empty run folder is looked at. The state
     // file is written last: the children's final responses may still teach the governor.
+    if (!this.#closing) {
+      // Groups' queued spawns are not in the pool: they settle here, cancelled too.
+      for (const group of [...this.#busyGroups]) group.cancel('shutdown');
+    }
     this.#closing ??= this.#pool
       .close('shutdown')
       .then(() => closeJournals())
@@ -490,6 +618,18 @@ function hostToolInfo(tools: ReadonlyMap<string, AnyTool>): HostToolInfo[] {
       inputSchema: tool.inputSchema,
       parallel: tool.parallel,
     }),
+  );
+}
+
+/** The title of a spawn: its own, else its prompt's start; a key in it is removed. */
+function spawnTitle(agent: AgentOptions): string {
+  // A title reaches results, events and span names: a key in it is removed like anywhere else.
+  return redactSecrets(agent.title ?? agent.prompt.slice(0, 60).replace(/\s+/g, ' ').trim());
+}
+
+function drainRefusal(): UsageError {
+  return new UsageError(
+    'The engine is draining: it starts no new agents (`drain()` was called; `close()` ends it)',
   );
 }
 

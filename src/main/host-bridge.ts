@@ -51,16 +51,18 @@ export class HostBridge {
     depth: number;
     /** The time limit of a host tool that sets none (`toolTimeoutMs`); default ten minutes. */
     toolTimeoutMs?: number | undefined;
+    /** The spawn's `context`, which its host tools get as `ToolContext.context`. */
+    context?: unknown;
   }) {
     const { port1, port2 } = new MessageChannel();
     this.#port = port1;
     this.workerPort = port2;
     this.#scope = options.scope;
-    const context = (signal: AbortSignal): ToolContext => ({
-      signal,
-      agentId: options.agentId,
-      depth: options.depth,
-    });
+    const toolContext = options.context;
+    const context = (signal: AbortSignal): ToolContext =>
+      toolContext === undefined
+        ? { signal, agentId: options.agentId, depth: options.depth }
+        : { signal, agentId: options.agentId, depth: options.depth, context: toolContext };
     const scope = (): AgentScope => {
       if (!this.#scope) throw new Error('this agent may not spawn agents');
       return this.#scope;

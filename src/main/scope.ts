@@ -11,6 +11,7 @@ import type {
 import type { ToolContext } from '../shared/tools/types.js';
 import type { TraceSpanId } from '../shared/trace/types.js';
 import type { AgentOptions, SpawnContext } from './engine.js';
+import type { Carried } from './engine-options.js';
 import { DETACHED } from './host-bridge.js';
 import { AgentRegistry } from './registry.js';
 import type { ChildHandle } from './runners/local/pool.js';
@@ -46,6 +47,8 @@ export interface ScopeOptions {
   traceContextOf?: (span: TraceSpanId | undefined) => Context;
   /** The tree budget the owner belongs to: its children's spending counts against it. */
   tree?: TreeLedger | undefined;
+  /** The owner's tools' `context` and its API key, which its children inherit. */
+  carried?: Carried | undefined;
 }
 
 /**
@@ -278,7 +281,7 @@ export class AgentScope implements AgentSpawner {
     call: Pick<ToolContext, 'span' | 'callId'> | undefined,
   ): ChildHandle {
     const span = call?.span;
-    const { traceContextOf, tree, patienceMs } = this.#options;
+    const { traceContextOf, tree, patienceMs, carried } = this.#options;
     const handle = this.#options.spawn(
       {
         prompt: input.prompt,
@@ -301,6 +304,7 @@ export class AgentScope implements AgentSpawner {
         ...(traceContextOf ? { traceParent: traceContextOf(span) } : {}),
         ...(tree ? { tree } : {}),
         ...(patienceMs === undefined ? {} : { patienceMs }),
+        ...(carried ? { inherited: carried } : {}),
       },
     );
     // A spawn that races the scope's close still gets its one result: cancelled at once.

@@ -50,6 +50,8 @@ export interface ChildRunDeps {
    * kept elsewhere from these can resume the child on another machine.
    */
   checkpoint?: ((write: { replace: boolean; lines: string }) => void) | undefined;
+  /** The spawn's `context` for its tools (`ToolContext.context`); never journaled. */
+  context?: unknown;
 }
 
 /** The tools a child may have, before its spec's `tools` selection. */
@@ -175,6 +177,7 @@ async function runLoop(run: ChildRun, deps: ChildRunDeps): Promise<AgentResult> 
     price,
     trace: deps.trace,
     toolTimeoutMs: spec.toolTimeoutMs,
+    ...(deps.context === undefined ? {} : { context: deps.context }),
     sink: childSink(spec, log, deps, remote),
   });
   return settle(run, outcome);

@@ -12,12 +12,26 @@ import type { TraceOp, TraceSpanId } from './trace/types.js';
 // Every message that crosses between main and a worker is defined here, once, for both sides.
 
 /**
- * One child as main hands it to a worker: its spec, and the host bridge's port when the child
- * has host tools or may spawn. Everything else the child says travels on its worker's uplink.
+/**
+ * One child as main hands it to a worker: its spec, the host bridge's port when the child has
+ * host tools or may spawn, and what it carries beside its spec (`private`). Everything else the
+ * child says travels on its worker's uplink.
  */
 export interface ChildTask {
   spec: ChildSpec;
   bridge?: MessagePort;
+  private?: ChildPrivate;
+}
+
+/**
+ * What a child's task carries beside its spec, because the spec is journaled (its start record),
+ * kept on main for the child's life and, in queue mode, stored in Redis: none of this may be.
+ */
+export interface ChildPrivate {
+  /** The spawn's `context`, as its worker tools see it (`ToolContext.context`): a clone. */
+  context?: unknown;
+  /** The key its provider requests carry (`provider.apiKey`), instead of the environment's. */
+  apiKey?: string;
 }
 
 /**

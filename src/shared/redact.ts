@@ -9,22 +9,53 @@ const KEY_SHAPED = new RegExp(`${SHAPE_PREFIX}[A-Za-z0-9_-]{${SHAPE_MIN_CHARS},}
 /** A key's characters; any other character ends a key-shaped run. */
 const NON_KEY_CHAR = /[^A-Za-z0-9_-]/;
 
+/** The shortest secret redacted as itself: a shorter one would mangle prose. */
+const MIN_SECRET_CHARS = 8;
+
+/**
+ * Keys given in code rather than the environment (a spawn's or a group's `provider.apiKey`),
+ * registered on each thread that holds one. They stay registered for the thread's life: a key
+ * a model echoes after its agent settled must still be caught, and a service's keys are few.
+ */
+const registered = new Set<string>();
+
+/**
+ * Makes `secret` one of the texts `redactSecrets` and `StreamRedactor` remove, on this thread,
+ * from now on. A secret shorter than 8 characters is not registered (it could not be told from
+ * prose); the key shape still catches real Anthropic keys.
+ */
+export function registerSecret(secret: string): void {
+  if (secret.length >= MIN_SECRET_CHARS) registered.add(secret);
+}
+
 /**
  * The credential from the environment that requests carry (the API key, else the bearer token),
  * when it is long enough to redact without mangling prose.
  */
 function environmentKey(): string | undefined {
   const key = process.env[API_KEY_ENV]?.trim() || process.env[AUTH_TOKEN_ENV]?.trim();
-  return key && key.length >= 8 ? key : undefined;
+  return key && key.length >= MIN_SECRET_CHARS ? key : undefined;
+}
+
+/** Every exact secret to remove: the environment's credential, then the registered keys. */
+function exactSecrets(): string[] {
+  const key = environmentKey();
+  if (registered.size === 0) return key ? [key] : [];
+  const all = [...registered];
+  if (key && !registered.has(key)) all.unshift(key);
+  return all;
 }
 
 /**
  * Removes secrets from text bound for a log, a transcript, an event or an error: the API key from
- * the environment wherever it appears, and anything shaped like an Anthropic key.
+ * the environment and every registered key (`registerSecret`) wherever they appear, and anything
+ * shaped like an Anthropic key.
  */
 export function redactSecrets(text: string): string {
-  const key = environmentKey();
-  const out = key ? text.split(key).join(REDACTED) : text;
+  let out = text;
+  for (const secret of exactSecrets()) {
+    if (out.includes(secret)) out = out.split(secret).join(REDACTED);
+  }
   return out.replace(KEY_SHAPED, REDACTED);
 }
 
@@ -41,29 +72,36 @@ export function redactSecrets(text: string): string {
  * tail of a broken stream may be a piece of a key, so it is dropped rather than shown.
  */
 export class StreamRedactor {
-  // Two stages in the order redactSecrets applies them: the exact key, then the key shape.
-  readonly #key: KeyStage | undefined;
+  // Stages in the order redactSecrets applies them: each exact secret, then the key shape.
+  readonly #keys: KeyStage[];
   readonly #shape = new ShapeStage();
 
   constructor() {
-    const key = environmentKey();
-    this.#key = key === undefined ? undefined : new KeyStage(key);
+    this.#keys = exactSecrets().map((secret) => new KeyStage(secret));
   }
 
   /** The part of the text so far that can no longer belong to a secret, redacted. */
   push(chunk: string): string {
-    return this.#shape.push(this.#key ? this.#key.push(chunk) : chunk);
+    let text = chunk;
+    for (const stage of this.#keys) text = stage.push(text);
+    return this.#shape.push(text);
   }
 
   /** The stream ended: releases the held tail, redacted, and starts afresh. */
   flush(): string {
-    const rest = this.#key ? this.#key.flush() : '';
+    // Each stage's held tail goes through the stages after it, as pushed text would.
+    let rest = '';
+    for (let index = 0; index < this.#keys.length; index++) {
+      let released = this.#keys[index]!.push(rest);
+      released += this.#keys[index]!.flush();
+      rest = released;
+    }
     return this.#shape.push(rest) + this.#shape.flush();
   }
 
   /** The stream broke off: drops the held tail and starts afresh. */
   discard(): void {
-    this.#key?.flush();
+    for (const stage of this.#keys) stage.flush();
     this.#shape.flush();
   }
 }

@@ -6,6 +6,7 @@ import { closeJournals } from '../shared/journal/writer.js';
 import type { BatchEnds, ChildBatch, ChildTask, WorkerMessage } from '../shared/protocol.js';
 import type { ProviderConfig } from '../shared/provider/config.js';
 import { Provider } from '../shared/provider/provider.js';
+import { registerSecret } from '../shared/redact.js';
 import type { CancelReason } from '../shared/result.js';
 import { TraceRecorder } from '../shared/trace/recorder.js';
 import { connectBridge } from './bridge-client.js';
@@ -14,14 +15,16 @@ import { threadUplink } from './uplink.js';
 /** Children running on this thread now. */
 let live = 0;
 
-// One client per provider config per thread: connections are pooled across the thread's children.
+// One client per provider config (and key) per thread: connections are pooled across the
+// thread's children. The map's keys hold API keys given in code; they never leave this thread.
 const providers = new Map<string, Provider>();
 
-function providerFor(config: ProviderConfig): Provider {
-  const key = JSON.stringify(config);
+function providerFor(config: ProviderConfig, apiKey: string | undefined): Provider {
+  const key =
+    apiKey === undefined ? JSON.stringify(config) : `${JSON.stringify(config)}\n${apiKey}`;
   let provider = providers.get(key);
   if (!provider) {
-    provider = new Provider(config);
+    provider = new Provider(config, apiKey);
     providers.set(key, provider);
   }
   return provider;
@@ -52,6 +55,9 @@ async function runChildTask(task: ChildTask): Promise<'settled'> {
   const uplink = threadUplink();
   await uplink.ready;
   const { spec } = task;
+  const apiKey = task.private?.apiKey;
+  // Before anything of the child runs: its journal, events and result are redacted of its key.
+  if (apiKey !== undefined) registerSecret(apiKey);
   const bridge = task.bridge ? connectBridge(task.bridge, spec, () => uplink.flush()) : undefined;
   const controller = new AbortController();
   const send = (message: WorkerMessage) => uplink.send(spec.id, message);
@@ -74,7 +80,7 @@ async function runChildTask(task: ChildTask): Promise<'settled'> {
   live++;
   try {
     const result = await runChild(spec, {
-      provider: providerFor(spec.provider),
+      provider: providerFor(spec.provider, apiKey),
       gate,
       signal: controller.signal,
       emit: (event) => send({ type: 'event', event }),
@@ -97,6 +103,7 @@ async function runChildTask(task: ChildTask): Promise<'settled'> {
       budget,
       trace,
       ...(spec.checkpoint ? { checkpoint: (write) => send({ type: 'checkpoint', ...write }) } : {}),
+      ...(task.private && 'context' in task.private ? { context: task.private.context } : {}),
     });
     send({ type: 'result', result });
   } finally {

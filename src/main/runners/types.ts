@@ -1,6 +1,7 @@
 import type { MessagePort } from 'node:worker_threads';
 import type { ChildSpec } from '../../shared/child-spec.js';
 import type { AgentEvent } from '../../shared/events.js';
+import type { ChildPrivate } from '../../shared/protocol.js';
 import type { CancelReason } from '../../shared/result.js';
 import type { ChildCapabilities } from './capabilities.js';
 import type { ChildHandle, PoolStats } from './spawned-child.js';
@@ -45,4 +46,9 @@ export interface SpawnExtras {
    * spec must carry their flags (`capabilityFlags`); a runner serves what it can of them.
    */
   capabilities?: ChildCapabilities | undefined;
+  /**
+   * What its task carries beside its spec (its tools' `context`, its API key): never in the
+   * spec, so never journaled. The queue runner is never given it (the engine refuses both).
+   */
+  private?: ChildPrivate | undefined;
 }

@@ -122,6 +122,8 @@ export interface LoopOptions {
   trace?: TraceSink | undefined;
   /** The time limit of a tool call whose tool sets none (docs/TOOLS.md); default ten minutes. */
   toolTimeoutMs?: number | undefined;
+  /** The spawn's `context`, handed to every tool it calls (`ToolContext.context`). */
+  context?: unknown;
 }
 
 /** Where a resumed child's loop stands, read back from its transcript. */
@@ -296,6 +298,7 @@ async function runBatch(
       agentId: options.agentId,
       depth: options.depth,
       workspace: options.workspace,
+      ...(options.context === undefined ? {} : { context: options.context }),
     },
     ...(sink.toolResult ? { onToolResult: sink.toolResult } : {}),
     ...(sink.toolEnter ? { onToolEnter: sink.toolEnter } : {}),

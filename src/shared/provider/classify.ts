@@ -26,6 +26,8 @@ export interface FailureContext {
   /** The request URL, without credentials or query (see `publicEndpoint`). */
   endpoint: string;
   requestTimeoutMs: number;
+  /** The key was given in code (`provider.apiKey` of a spawn or a group), not the environment. */
+  keyInCode?: boolean;
 }
 
 /**
@@ -70,7 +72,7 @@ export function classify(error: unknown, context: FailureContext): AttemptFailur
     const failure =
       error.status === undefined
         ? streamErrorEvent(error, endpoint)
-        : httpFailure(error, error.status, endpoint);
+        : httpFailure(error, error.status, endpoint, context.keyInCode);
     // The server's id of the request travels with the error, for its support to look up.
     if (typeof error.requestID === 'string' && error.requestID !== '') {
       failure.error.requestId = excerpt(error.requestID, 100);
@@ -199,12 +201,17 @@ function innermostText(error: unknown): string {
 }
 
 /** A status the server answered with. */
-function httpFailure(error: APIError, status: number, endpoint: string): AttemptFailure {
+function httpFailure(
+  error: APIError,
+  status: number,
+  endpoint: string,
+  keyInCode = false,
+): AttemptFailure {
   const said = `${endpoint} answered ${status}: ${serverSaid(error)}`;
   const headers = error.headers;
   if (status === 401 || status === 403) {
     return {
-      error: { code: 'auth', status, message: `${credentialHint(said)}` },
+      error: { code: 'auth', status, message: credentialHint(said, keyInCode) },
       headers,
     };
   }
@@ -234,7 +241,10 @@ function httpFailure(error: APIError, status: number, endpoint: string): Attempt
 }
 
 /** What a 401 or 403 says about the credential that was sent (the key wins over the token). */
-function credentialHint(said: string): string {
+function credentialHint(said: string, keyInCode: boolean): string {
+  if (keyInCode) {
+    return `the API key was refused (${said}); check the \`provider.apiKey\` of the spawn or its group`;
+  }
   if (process.env[API_KEY_ENV]?.trim()) {
     return `the API key was refused (${said}); check the key in ${API_KEY_ENV}`;
   }

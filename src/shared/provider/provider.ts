@@ -52,10 +52,17 @@ export class Provider {
   readonly #endpoint: string;
   /** The governor's key without the model: a hash of the base URL and the API key. */
   readonly #account: string;
+  /** Whether the key was given in code rather than read from the environment. */
+  readonly #keyInCode: boolean;
 
-  constructor(config: ProviderConfig) {
+  /**
+   * `apiKey`: a key given in code (a spawn's or a group's `provider.apiKey`); unset, the
+   * environment's. The governor's key hashes it, so each key's limits are learned apart.
+   */
+  constructor(config: ProviderConfig, apiKey?: string) {
     this.config = config;
-    this.#transport = createTransport(config);
+    this.#transport = createTransport(config, apiKey);
+    this.#keyInCode = apiKey !== undefined;
     // The transport's base URL: it has resolved ANTHROPIC_BASE_URL and the default already.
     this.#endpoint = publicEndpoint(this.#transport.baseURL);
     this.#account = accountKey(this.#transport.baseURL, this.#transport.credential);
@@ -257,7 +264,11 @@ export class Provider {
         const message = `no stream event from ${this.#endpoint} for ${formatMs(idleMs)} (the limit is set by --idle-timeout, provider.idleTimeoutMs)`;
         return { ok: false, error: { code: 'stalled', message }, usage: assembler.usage };
       }
-      const context = { endpoint: this.#endpoint, requestTimeoutMs: this.config.requestTimeoutMs };
+      const context = {
+        endpoint: this.#endpoint,
+        requestTimeoutMs: this.config.requestTimeoutMs,
+        keyInCode: this.#keyInCode,
+      };
       // An HTTP status is an answer too: the transport throws it before the head is read.
       const failure = classify(error, context);
       const answered = reached || failure.error.status !== undefined;

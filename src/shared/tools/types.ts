@@ -22,6 +22,12 @@ export interface ToolContext {
   depth: number;
   /** The read-only workspace root, when the agent has one. */
   workspace?: string | undefined;
+  /**
+   * What the caller gave the agent's spawn as `context` (or its group, or the agent that spawned
+   * it): the request, tenant or user the agent works for. A host tool gets the value itself; a
+   * tool that runs in a worker gets a structured clone of it. Unset when none was given.
+   */
+  context?: unknown;
   /** This call's `execute_tool` span, when the agent is traced: a spawn hangs its child under it. */
   span?: TraceSpanId;
   /**

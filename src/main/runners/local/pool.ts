@@ -230,10 +230,10 @@ export class ChildPool implements ChildRunner {
     const transferList: MessagePort[] = [];
     for (const child of children) {
       const bridge = child.extras.makeBridge?.();
-      if (bridge) {
-        tasks.push({ spec: child.spec, bridge });
-        transferList.push(bridge);
-      } else tasks.push({ spec: child.spec });
+      const task: ChildTask = bridge ? { spec: child.spec, bridge } : { spec: child.spec };
+      if (child.extras.private) task.private = child.extras.private;
+      if (bridge) transferList.push(bridge);
+      tasks.push(task);
     }
     this.#placing = { thread, children };
     const ended = pool.run(tasks, transferList.length > 0 ? { transferList } : {});

@@ -17,12 +17,13 @@ export function resolveBaseURL(config: ProviderConfig): string {
 }
 
 /**
- * The credential sent as `Authorization: Bearer`: ANTHROPIC_API_KEY, else ANTHROPIC_AUTH_TOKEN,
- * else a placeholder (the scripted model ignores keys). The SDK (1.14) prefers the key when both
- * are set and sends either one as a bearer token, so both transports send the same header.
+ * The credential sent as `Authorization: Bearer`: the key given in code (a spawn's or a group's
+ * `provider.apiKey`), else ANTHROPIC_API_KEY, else ANTHROPIC_AUTH_TOKEN, else a placeholder (the
+ * scripted model ignores keys). The SDK (1.14) prefers the key when both are set and sends either
+ * one as a bearer token, so both transports send the same header.
  */
-export function resolveCredential(): string {
-  return readEnv(API_KEY_ENV) ?? readEnv(AUTH_TOKEN_ENV) ?? PLACEHOLDER_KEY;
+export function resolveCredential(apiKey?: string): string {
+  return apiKey ?? readEnv(API_KEY_ENV) ?? readEnv(AUTH_TOKEN_ENV) ?? PLACEHOLDER_KEY;
 }
 
 /**

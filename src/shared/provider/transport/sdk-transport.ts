@@ -23,8 +23,8 @@ export class SdkTransport implements Transport {
   readonly credential: string;
   readonly #client: Anthropic;
 
-  constructor(config: ProviderConfig) {
-    this.credential = resolveCredential();
+  constructor(config: ProviderConfig, apiKey?: string) {
+    this.credential = resolveCredential(apiKey);
     this.#client = new Anthropic({
       // Passed as the key whether it came from ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN: the SDK
       // sends either as `Authorization: Bearer`, and a passed key keeps it from reading others.

@@ -52,9 +52,9 @@ export class UndiciTransport implements Transport {
   /** Every header but the attempt's, as undici's flat name, value, name, value… list. */
   readonly #headers: string[];
 
-  constructor(config: ProviderConfig) {
+  constructor(config: ProviderConfig, apiKey?: string) {
     this.baseURL = resolveBaseURL(config);
-    this.credential = resolveCredential();
+    this.credential = resolveCredential(apiKey);
     this.#target = target(this.baseURL);
     this.#headers = [...requestHeaders(config, this.credential)].flat();
     this.#dispatcher = makeDispatcher(config);
