@@ -112,8 +112,11 @@ describe("a worker's uplink", () => {
     const handles = Array.from({ length: 60 }, (_, index) =>
       rig!.engine.spawn({ title: `parked ${index}`, prompt: parked }),
     );
-    // Same turn as the spawns: no child's worker is known yet, so each cancel waits for its
-    // child's `started` and then goes down that worker's uplink.
+    // After the handoff (a microtask after the spawns) and before main has read any child's
+    // `started` (that takes a turn): each cancel waits for its child's `started` and then goes
+    // down that worker's uplink. (A cancel in the spawns' own turn never reaches a worker: see
+    // test/spawn-burst.test.ts.)
+    await Promise.resolve();
     const cancelled = handles.filter((_, index) => index % 2 === 0);
     for (const handle of cancelled) handle.cancel('user');
     for (const handle of cancelled) {

@@ -37,9 +37,10 @@ async function cohortJobs(
   return {
     run: async (docs, signal) => {
       const job = ++jobs;
+      const group = engine.group({ name: `job ${job}`, signal });
       const outcomes: Record<string, number> = {};
       const runs = Array.from({ length: docs }, (_, index) =>
-        engine.run({ title: `job ${job} doc ${index}`, prompt: agentPrompt(index, SHAPE), signal }),
+        group.run({ title: `job ${job} doc ${index}`, prompt: agentPrompt(index, SHAPE) }),
       );
       for (const result of await Promise.all(runs)) {
         outcomes[result.outcome] = (outcomes[result.outcome] ?? 0) + 1;

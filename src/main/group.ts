@@ -16,7 +16,7 @@ import {
 import { type CarriedRules, carriedOf } from './carried.js';
 import type { AgentOptions, Carried, SpawnContext } from './engine-options.js';
 import { GROUP_FIELDS, GROUP_PREFIX, type GroupOptions } from './group-options.js';
-import { type MapOptions, mapAgents } from './map-agents.js';
+import { type MapOptions, mapAgents, type SpecValue } from './map-agents.js';
 import type { ChildHandle, ChildStatus } from './runners/spawned-child.js';
 import { TreeLedger } from './tree-budget.js';
 
@@ -186,12 +186,16 @@ export class Group {
    * a UsageError for options the engine refuses, and once the group (or one above it, or the
    * engine) drains. A spawn into a cancelled group settles at once, cancelled with its reason.
    */
-  spawn(options: AgentOptions): ChildHandle {
-    return this.#admit(options, this.#spawnContext());
+  spawn<T = unknown>(options: AgentOptions<T>): ChildHandle<T> {
+    // `T` is the spawn's as for `Engine.spawn`: a Standard Schema's output type, or the one named.
+    return this.#admit(options as AgentOptions, this.#spawnContext()) as ChildHandle<T>;
   }
 
-  /** Runs one agent of the group and resolves with its AgentResult; never rejects for its outcome. */
-  run(options: AgentOptions): Promise<AgentResult> {
+  /**
+   * Runs one agent of the group and resolves with its AgentResult; never rejects for its outcome.
+   * `T`, the type of its `value`, is a Standard Schema `outputSchema`'s output type, or the one named.
+   */
+  run<T = unknown>(options: AgentOptions<T>): Promise<AgentResult<T>> {
     return this.spawn(options).result;
   }
 
@@ -202,7 +206,7 @@ export class Group {
   map<Spec extends AgentOptions>(
     specs: Iterable<Spec> | AsyncIterable<Spec>,
     options: MapOptions = {},
-  ): AsyncGenerator<{ spec: Spec; result: AgentResult }> {
+  ): AsyncGenerator<{ spec: Spec; result: AgentResult<SpecValue<Spec>> }> {
     return mapAgents({ spawn: (spec: AgentOptions) => this.spawn(spec) }, specs, options);
   }
 
