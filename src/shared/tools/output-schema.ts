@@ -94,7 +94,16 @@ export function checkOutputSchema(name: string, value: unknown): void {
   checkJsonSchema(name, value as Record<string, unknown>, 'a JSON Schema');
 }
 
+/**
+ * JSON Schema objects that passed `checkJsonSchema`, by identity: a service passing one schema
+ * object to a thousand spawns pays for its check once, not its stringify and walk per spawn
+ * (docs/BENCHMARKS.md, "Spawn burst"). A schema mutated after its first spawn is checked no
+ * more on main; the worker still compiles what it is given.
+ */
+const checkedSchemas = new WeakSet<object>();
+
 function checkJsonSchema(name: string, schema: Record<string, unknown>, what: string): void {
+  if (checkedSchemas.has(schema)) return;
   try {
     outputValidator(schema);
   } catch (error) {
@@ -107,6 +116,7 @@ function checkJsonSchema(name: string, schema: Record<string, unknown>, what: st
   if (unusable !== undefined) {
     throw new UsageError(`Expected \`${name}\` to be usable as a reply's schema, but ${unusable}`);
   }
+  checkedSchemas.add(schema);
 }
 
 /**
