@@ -75,6 +75,9 @@ export interface BenchOptions {
   scenarios: GovernorScenarioName[];
   /** Distinct shared system prompts in the `cache` part (agent i gets prompt i mod N). */
   prefixes: number;
+  /** The `embed` part's concurrent jobs, and documents (agents) per job. */
+  jobs: number;
+  docs: number;
   /** The flags given on the command line, by name: a part may default the others its own way. */
   given: string[];
 }
@@ -154,7 +157,9 @@ order rotated each round: CPU per call, efficiency, wall. Its own defaults: --ag
 embed — an HTTP service on the library (node:http): 20 concurrent jobs × 50 documents, one
 agent per document (a tool step, then the reply; ttft 200 ms), cohort at its defaults beside
 the same service on the official-SDK loop, clean and with 1% random 529s: job p50/p99,
-/healthz p99, the service's event-loop p99, peak RSS and CPU; --runs applies
+/healthz p99, the service's event-loop p99, peak RSS and CPU; --runs applies:
+  --jobs N              concurrent jobs (default 20)
+  --docs N              documents, one agent each, per job (default 50)
 all parts:
   --runs N              repetitions; figures are medians (default 1)
   --out FILE            JSON report (default bench-results/bench-<timestamp>.json)
@@ -191,6 +196,8 @@ const FLAGS = {
   'cohort-children': { type: 'string' },
   scenarios: { type: 'string' },
   prefixes: { type: 'string' },
+  jobs: { type: 'string' },
+  docs: { type: 'string' },
   runs: { type: 'string' },
   out: { type: 'string', short: 'o' },
   chart: { type: 'string' },
@@ -255,6 +262,8 @@ export function parseBenchArgs(
     cohortChildren: intFlag(values, 'cohort-children', 0, 100_000) ?? 1000,
     scenarios: scenariosFlag(values) ?? [],
     prefixes: intFlag(values, 'prefixes', 1, 1000) ?? 1,
+    jobs: intFlag(values, 'jobs', 1, 1000) ?? 20,
+    docs: intFlag(values, 'docs', 1, 10_000) ?? 50,
     given: Object.keys(values).filter((name) => values[name] !== undefined),
   };
 }

@@ -1,8 +1,8 @@
 /**
  * The `embed` part: cohort as the backend engine of an HTTP service, beside the same service on
  * the hand-written official-SDK loop. The service (embed-service.ts, a process of its own) runs
- * one agent per document of each job; the bench is its client: 20 concurrent jobs × 50
- * documents, each agent a tool step and a reply against the scripted model (ttft 200 ms), once
+ * one agent per document of each job; the bench is its client: `--jobs` (20) concurrent jobs ×
+ * `--docs` (50) documents, each agent a tool step and a reply against the scripted model (ttft 200 ms), once
  * with a clean model and once with 1% of requests answered 529 at random. Per case: job time
  * p50 and p99 at the client, `/healthz` p99 polled every 20 ms during the load, and the
  * service's main-thread event-loop delay p99, peak RSS and CPU. Each case gets a fresh model
@@ -27,8 +27,6 @@ import {
   type JobAnswer,
 } from './embed-jobs.js';
 
-const JOBS = 20;
-const DOCS = 50;
 const TTFT_MS = 200;
 const LOSSES = [0, 0.01] as const;
 const HEALTH_EVERY_MS = 20;
@@ -123,10 +121,17 @@ function pollHealth(port: number): { stop(): Promise<number[]> } {
   };
 }
 
+/** The load: concurrent jobs × documents per job. */
+interface Load {
+  jobs: number;
+  docs: number;
+}
+
 async function measureCase(
   engine: EmbedEngine,
   loss: number,
   round: number,
+  { jobs, docs }: Load,
 ): Promise<EmbedMeasurement> {
   const model = await startModelProcess([
     ...loadFlags({ ttftMs: TTFT_MS, overload: loss }),
@@ -139,12 +144,14 @@ async function measureCase(
     await postJob(service.port, 5);
     await service.ask('probe-start');
     const health = pollHealth(service.port);
-    const jobs = await Promise.all(Array.from({ length: JOBS }, () => postJob(service.port, DOCS)));
+    const answers = await Promise.all(
+      Array.from({ length: jobs }, () => postJob(service.port, docs)),
+    );
     const healthz = await health.stop();
     const figures = (await service.ask('probe-stop'))!;
-    const times = jobs.map((job) => job.ms);
-    const incomplete = jobs.reduce(
-      (sum, job) => sum + DOCS - (job.answer.outcomes.complete ?? 0),
+    const times = answers.map((job) => job.ms);
+    const incomplete = answers.reduce(
+      (sum, job) => sum + docs - (job.answer.outcomes.complete ?? 0),
       0,
     );
     return {
@@ -241,16 +248,18 @@ function table(summary: EmbedMeasurement[]): string {
 
 export const embedPart: BenchPart = {
   name: 'embed',
-  description: `an HTTP service on the library: ${JOBS} concurrent jobs × ${DOCS} documents, cohort beside the official-SDK loop, clean and with 1% random 529s`,
+  description:
+    'an HTTP service on the library: concurrent jobs × documents, cohort beside the official-SDK loop, clean and with 1% random 529s',
   async run(context: BenchContext): Promise<PartReport> {
     const rounds = Math.max(1, context.options.runs);
+    const load: Load = { jobs: context.options.jobs, docs: context.options.docs };
     const measured: EmbedMeasurement[] = [];
     for (let round = 0; round < rounds; round++) {
       for (const loss of LOSSES) {
         const order = round % 2 === 0 ? EMBED_ENGINES : [...EMBED_ENGINES].reverse();
         for (const engine of order) {
           context.log(`embed: round ${round + 1}/${rounds}, ${caseName({ engine, loss })}`);
-          measured.push(await measureCase(engine, loss, round));
+          measured.push(await measureCase(engine, loss, round, load));
         }
       }
     }
@@ -262,6 +271,10 @@ export const embedPart: BenchPart = {
         );
       }
     }
-    return { rows: rowsOf(summary), table: table(summary), data: { rounds, measured, summary } };
+    return {
+      rows: rowsOf(summary),
+      table: table(summary),
+      data: { ...load, rounds, measured, summary },
+    };
   },
 };
