@@ -206,6 +206,25 @@ describe('Provider against the scripted model (real SDK, real HTTP)', () => {
     await closed;
   });
 
+  it('aborts before the response head: answers at once, and the server still sees the connection close', async () => {
+    const controller = new AbortController();
+    const arrived = nextEvent(model, 'request');
+    const closed = nextEvent(model, 'client-closed');
+    const pending = provider().complete(request([{ delayMs: 600_000, text: 'too late' }]), {
+      signal: controller.signal,
+    });
+    await arrived;
+    controller.abort('user');
+    // Answered before the request is torn down (a later turn): the teardown must still happen.
+    expect(await pending).toMatchObject({
+      ok: false,
+      calls: 1,
+      error: { code: 'aborted', message: 'aborted: user' },
+    });
+    expect(getEventListeners(controller.signal, 'abort')).toHaveLength(0);
+    await closed;
+  });
+
   it('removes every abort listener it adds, whatever ends the request', async () => {
     const controller = new AbortController();
     const cases: ScriptStep[][] = [

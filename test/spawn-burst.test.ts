@@ -69,6 +69,7 @@ describe('a burst of spawns', () => {
     rig = await startRig({ threads: 2, agentsPerThread: 500, governor: { enabled: false } });
     const before = rig.engine.stats;
     const requestsBefore = rig.model.stats.requests;
+    const closedBefore = rig.model.stats.clientClosed;
     const parked = scripted([{ delayMs: 600_000, reply: 'too late' }], 'Wait.');
     const handles = Array.from({ length: 2000 }, () =>
       rig!.engine.spawn({ prompt: parked, maxSteps: 1, streamText: false }),
@@ -96,6 +97,12 @@ describe('a burst of spawns', () => {
     }).toEqual({ workerResults: 1000, mainResults: 1000, delivered: 2000, duplicates: 0 });
     // No request beyond the first 1,000: a cancelled child in line never started.
     expect(rig.model.stats.requests - requestsBefore).toBe(1000);
+    // The results come before the requests are torn down; every parked request is still aborted:
+    // the model sees each of the 1,000 connections close.
+    while (rig.model.stats.clientClosed - closedBefore < 1000) {
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    expect(rig.model.stats.clientClosed - closedBefore).toBe(1000);
   });
 
   it('a child cancelled in the turn it was spawned never reaches a worker', async () => {

@@ -16,7 +16,8 @@
  * - **cancel** (case `cancel` only): `--parked` (10,000) children parked in a provider call (a
  *   600 s scripted delay), the governor off so every request goes out; once the model holds
  *   every request, each handle is cancelled in one loop. `cancelMs`: the loop's start → every
- *   result settled (all `cancelled`).
+ *   result settled (all `cancelled`). `closedMs`: the loop's start → the model has seen every
+ *   parked request's connection close (its `clientClosed`, polled every 20 ms).
  *
  * Cases: `plain`; `ungoverned` (`plain` with the governor off: no admission traffic on main);
  * `host` (a host tool registered); `schema` (an `outputSchema`); `budget` (a
@@ -58,6 +59,7 @@ export interface MainRun {
   eldMaxMs?: number;
   allMs?: number;
   cancelMs?: number;
+  closedMs?: number;
   cancelled?: number;
 }
 
@@ -74,19 +76,21 @@ function mainThreadCpuNs(): number {
 async function startModel(): Promise<{
   child: ChildProcess;
   url: string;
-  requests(): Promise<number>;
+  stats(): Promise<{ requests: number; clientClosed: number }>;
 }> {
   const file = fileURLToPath(new URL('./spawn-burst-model.js', import.meta.url));
   const child = fork(file, [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
   const [hello] = (await once(child, 'message')) as [{ url: string }];
-  const requests = async (): Promise<number> => {
+  const stats = async (): Promise<{ requests: number; clientClosed: number }> => {
     child.send('stats');
     for (;;) {
-      const [reply] = (await once(child, 'message')) as [{ stats?: { requests: number } }];
-      if (reply.stats) return reply.stats.requests;
+      const [reply] = (await once(child, 'message')) as [
+        { stats?: { requests: number; clientClosed: number } },
+      ];
+      if (reply.stats) return reply.stats;
     }
   };
-  return { child, url: hello.url, requests };
+  return { child, url: hello.url, stats };
 }
 
 function engineOptions(
@@ -187,10 +191,10 @@ async function measureBurst(engine: Engine, name: CaseName, children: number): P
 
 async function measureCancel(
   engine: Engine,
-  model: { requests(): Promise<number> },
+  model: { stats(): Promise<{ requests: number; clientClosed: number }> },
   children: number,
 ): Promise<MainRun> {
-  const before = await model.requests();
+  const before = await model.stats();
   const handles: ChildHandle[] = [];
   // In waves, so the spawns themselves are not what is measured.
   for (let first = 0; first < children; first += 500) {
@@ -200,7 +204,7 @@ async function measureCancel(
     await allStarted(handles);
   }
   for (const deadline = performance.now() + 120_000; performance.now() < deadline; ) {
-    if ((await model.requests()) - before >= children) break;
+    if ((await model.stats()).requests - before.requests >= children) break;
     await sleep(50);
   }
   // Parked: every request is at the model, the children idle in their provider calls.
@@ -209,10 +213,17 @@ async function measureCancel(
   for (const handle of handles) handle.cancel();
   const results = await Promise.all(handles.map((handle) => handle.result));
   const cancelMs = performance.now() - begin;
+  // The results may come before the sockets close: the model must still see every one close.
+  for (const deadline = performance.now() + 60_000; performance.now() < deadline; ) {
+    if ((await model.stats()).clientClosed - before.clientClosed >= children) break;
+    await sleep(20);
+  }
+  const closedMs = performance.now() - begin;
   return {
     case: 'cancel',
     children,
     cancelMs,
+    closedMs,
     cancelled: results.filter((result) => result.outcome === 'cancelled').length,
   };
 }
@@ -309,6 +320,7 @@ async function main(argv: string[]): Promise<void> {
       eldMaxMs: figure('eldMaxMs'),
       allMs: figure('allMs'),
       cancelMs: figure('cancelMs'),
+      closedMs: figure('closedMs'),
       cancelled: figure('cancelled'),
     };
   });

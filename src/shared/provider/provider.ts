@@ -9,6 +9,7 @@ import { type AttemptFailure, classify, excerpt, formatMs, publicEndpoint } from
 import type { ProviderConfig } from './config.js';
 import { estimateInputTokens } from './request-size.js';
 import { backoffMs, retryAfterMs, shouldRetry } from './retry.js';
+import { abortSoon } from './teardown.js';
 import {
   createTransport,
   type MessagesBody,
@@ -223,8 +224,24 @@ export class Provider {
     options: CompleteOptions,
     onHead: ((headers: Headers) => void) | undefined,
   ): Promise<AttemptOutcome> {
+    const assembler = new TurnAssembler();
+    // A response arrived: a failure after this is not the provider being unreachable.
+    let reached = false;
     const controller = new AbortController();
-    const onAbort = () => controller.abort(options.signal.reason);
+    // A request still waiting for its response head is answered `aborted` at once and torn down
+    // a few turns later (teardown.ts): the caller's result does not wait behind the socket. Once
+    // the response is streaming, the abort ends its events, so it is aborted at once.
+    let halt: ((reason: unknown) => void) | undefined;
+    const halted = new Promise<never>((_, reject) => {
+      halt = reject;
+    });
+    const onAbort = () => {
+      if (reached) controller.abort(options.signal.reason);
+      else {
+        halt?.(options.signal.reason);
+        abortSoon(controller, options.signal.reason);
+      }
+    };
     options.signal.addEventListener('abort', onAbort, { once: true });
     const idleMs = this.config.idleTimeoutMs;
     let idleTimer: NodeJS.Timeout | undefined;
@@ -232,15 +249,12 @@ export class Provider {
       if (idleTimer) idleTimer.refresh();
       else idleTimer = setTimeout(() => controller.abort(STALLED), idleMs);
     };
-    const assembler = new TurnAssembler();
-    // A response arrived: a failure after this is not the provider being unreachable.
-    let reached = false;
     try {
       // Until headers arrive the request timeout applies; the idle limit covers the stream.
-      const response = await this.#transport.send(body, {
-        signal: controller.signal,
-        attempt,
-      });
+      const sending = this.#transport.send(body, { signal: controller.signal, attempt });
+      // Answered by `halted` first, it rejects (or its body is let go) when torn down.
+      sending.catch(ignore);
+      const response = await Promise.race([sending, halted]);
       reached = true;
       armIdle();
       const notAStream = await notAnEventStream(response, this.#endpoint);
@@ -442,6 +456,8 @@ function gaveUp(error: ProviderError, attempts: number): ProviderError {
     ? { ...error, message: `${error.message} (after ${attempts} attempts)` }
     : error;
 }
+
+function ignore(): void {}
 
 function aborted(calls: number, usage: ProviderUsage, signal: AbortSignal): ProviderResult {
   return { ok: false, error: abortError(signal), calls, usage };

@@ -8,6 +8,7 @@ import {
 } from '@anthropic-ai/sdk';
 import { Agent, type Dispatcher, EnvHttpProxyAgent, interceptors } from 'undici';
 import type { ProviderConfig } from '../config.js';
+import { stackless } from '../teardown.js';
 import { decodeBody } from './content-coding.js';
 import { fetchRefusal, messagesURL, resolveBaseURL, resolveCredential } from './endpoint.js';
 import { requestHeaders } from './request-headers.js';
@@ -159,7 +160,8 @@ function makeDispatcher(config: ProviderConfig): Dispatcher {
  * ETIMEDOUT) is `APIConnectionTimeoutError`; the rest is `APIConnectionError` with the cause.
  */
 function requestFailure(error: unknown, signal: AbortSignal): Error {
-  if (signal.aborted) return new APIUserAbortError();
+  // Read by no one when the caller aborted (the provider knows why): no stack to capture.
+  if (signal.aborted) return stackless(() => new APIUserAbortError());
   const cause = error instanceof Object ? (error as { cause?: unknown }).cause : undefined;
   const text = String(error) + (cause === undefined ? '' : String(cause));
   if (isAbortError(error) || /timed? ?out/i.test(text)) return new APIConnectionTimeoutError();
