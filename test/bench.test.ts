@@ -1017,3 +1017,53 @@ describe.skipIf(redisMissing)(
     });
   },
 );
+
+describe('npm run bench embed: a tiny run of the service beside the SDK loop', () => {
+  const dir = tempDir('cohort-bench-embed-');
+  const out = path.join(dir, 'report.json');
+  const stdout = collector();
+  const stderr = collector();
+  let code: number;
+  // biome-ignore lint/suspicious/noExplicitAny: the report is JSON read back from disk.
+  let data: any;
+  // biome-ignore lint/suspicious/noExplicitAny: the report is JSON read back from disk.
+  let rows: any[];
+
+  beforeAll(async () => {
+    code = await runBench(
+      ['embed', '--jobs', '2', '--docs', '3', '--out', out, '--chart', path.join(dir, 'c.svg')],
+      { stdout, stderr },
+    );
+    const part = JSON.parse(readFileSync(out, 'utf8')).parts.embed;
+    data = part.data;
+    rows = part.rows;
+  }, 60_000);
+
+  it('serves every job of both services, clean and with 529s, and reports each figure', () => {
+    expect(code, stderr.text()).toBe(0);
+    expect(data).toMatchObject({ jobs: 2, docs: 3, rounds: 1 });
+    const cases = data.summary.map(
+      (item: { engine: string; loss: number }) => `${item.engine} ${item.loss}`,
+    );
+    expect(cases).toEqual(['cohort 0', 'sdk-loop 0', 'cohort 0.01', 'sdk-loop 0.01']);
+    for (const item of data.summary) {
+      // Every agent of every job completed: the 529s were retried.
+      expect(item.incomplete, `${item.engine} ${item.loss}`).toBe(0);
+      expect(item.jobMs.p50).toBeGreaterThan(0);
+      expect(item.jobMs.p99).toBeGreaterThanOrEqual(item.jobMs.p50);
+      expect(item.peakRssMB).toBeGreaterThan(0);
+      expect(item.cpuS).toBeGreaterThan(0);
+      for (const [where, value] of numbersIn(item)) {
+        expect(Number.isFinite(value) && value >= 0, where).toBe(true);
+      }
+    }
+    const table = stdout.text();
+    expect(table).toMatch(/^cohort clean +\d/m);
+    expect(table).toMatch(/^sdk-loop 1% 529 +\d/m);
+    const ratios = rows.filter((row: { metric: string }) => row.metric === 'job p50 ratio');
+    expect(ratios.map((row: { case: string }) => row.case)).toEqual([
+      'cohort / sdk-loop clean',
+      'cohort / sdk-loop 1% 529',
+    ]);
+  });
+});
