@@ -3,8 +3,7 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { AgentDefinition } from '../src/main/agents/definition.js';
 import { budgetFromData, loadAgentDefinitions } from '../src/main/agents/load.js';
-import { UsageError } from '../src/shared/errors.js';
-import { tempDir } from './helpers.js';
+import { tempDir, usageError } from './helpers.js';
 
 const GOOD = [
   '---',
@@ -38,17 +37,6 @@ function folderWith(files: Record<string, string>): string {
   const dir = tempDir('cohort-agents-');
   for (const [name, text] of Object.entries(files)) writeFileSync(path.join(dir, name), text);
   return dir;
-}
-
-/** The UsageError `run` throws; fails the test when it returns or throws something else. */
-function usageError(run: () => unknown): UsageError {
-  try {
-    run();
-  } catch (error) {
-    if (error instanceof UsageError) return error;
-    throw error;
-  }
-  throw new Error('Expected a UsageError, got none');
 }
 
 /** Loads a folder holding just `NAME.md`, which must be refused; returns the file and message. */

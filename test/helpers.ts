@@ -7,6 +7,7 @@ import { fileURLToPath } from 'node:url';
 import Anthropic, { type APIError } from '@anthropic-ai/sdk';
 import { expect } from 'vitest';
 import { Engine, type EngineOptions } from '../src/main/engine.js';
+import { UsageError } from '../src/shared/errors.js';
 import type { AgentEvent } from '../src/shared/events.js';
 import { isSegmentName } from '../src/shared/journal/format.js';
 import { type AgentHistory, histories, parseSegment } from '../src/shared/journal/reader.js';
@@ -331,4 +332,15 @@ export async function closedPort(): Promise<number> {
   const port = (server.address() as AddressInfo).port;
   await new Promise<void>((resolve) => server.close(() => resolve()));
   return port;
+}
+
+/** The UsageError `run` throws; fails the test when it returns or throws something else. */
+export function usageError(run: () => unknown): UsageError {
+  try {
+    run();
+  } catch (error) {
+    if (error instanceof UsageError) return error;
+    throw error;
+  }
+  throw new Error('Expected a UsageError, got none');
 }

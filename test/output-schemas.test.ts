@@ -3,14 +3,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseAgentFile } from '../src/main/agents/load.js';
 import { checkEngine, Engine } from '../src/main/engine.js';
 import type { EngineCheck } from '../src/main/engine-check.js';
-import { UsageError } from '../src/shared/errors.js';
 import { runAgentLoop } from '../src/shared/loop/agent-loop.js';
 import { DEFAULT_PROVIDER_CONFIG } from '../src/shared/provider/config.js';
 import { Provider } from '../src/shared/provider/provider.js';
 import type { MessageParam } from '../src/shared/provider/types.js';
 import { outputValidator } from '../src/shared/tools/output-schema.js';
 import { type ScriptedModel, type ScriptStep, startScriptedModel } from '../src/testing/index.js';
-import { readTranscript, scripted, TEST_TOOLS, tempDir } from './helpers.js';
+import { readTranscript, scripted, TEST_TOOLS, tempDir, usageError } from './helpers.js';
 import { promptOf, type RecordingProxy, recordingProxy } from './recording-proxy.js';
 
 // Output schemas (typed replies) as users and models write them: two that share an `$id`, many
@@ -40,17 +39,6 @@ afterAll(async () => {
   await proxy.close();
   await model.close();
 });
-
-/** The UsageError `run` throws; fails the test when it returns or throws something else. */
-function usageError(run: () => unknown): UsageError {
-  try {
-    run();
-  } catch (error) {
-    if (error instanceof UsageError) return error;
-    throw error;
-  }
-  throw new Error('Expected a UsageError, got none');
-}
 
 const SHARED_ID = 'https://schemas.cohort.invalid/reply.json';
 

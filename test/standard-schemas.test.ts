@@ -5,7 +5,6 @@ import { afterAll, beforeAll, describe, expect, expectTypeOf, it } from 'vitest'
 import { z } from 'zod';
 import { checkEngine, Engine } from '../src/main/engine.js';
 import { mapAgents } from '../src/main/map-agents.js';
-import { UsageError } from '../src/shared/errors.js';
 import type { AgentEvent } from '../src/shared/events.js';
 import type { ToolResultBlock } from '../src/shared/provider/types.js';
 import type { AgentResult } from '../src/shared/result.js';
@@ -19,6 +18,7 @@ import {
   readTranscript,
   scripted,
   tempDir,
+  usageError,
 } from './helpers.js';
 import { type RecordingProxy, recordingProxy } from './recording-proxy.js';
 
@@ -53,17 +53,6 @@ const task = (lead: string, steps: ScriptStep[]) => scripted(steps, lead);
 function offeredSchema(lead: string): unknown {
   const reply = proxy.requestsOf(lead)[0]?.tools?.find((tool) => tool.name === 'reply');
   return (reply?.input_schema.properties as { result?: unknown } | undefined)?.result;
-}
-
-/** The UsageError `run` throws; fails the test when it returns or throws something else. */
-function usageError(run: () => unknown): UsageError {
-  try {
-    run();
-  } catch (error) {
-    if (error instanceof UsageError) return error;
-    throw error;
-  }
-  throw new Error('Expected a UsageError, got none');
 }
 
 // A transform (a string becomes its word count) and a default (`tags`): the model writes the
