@@ -80,13 +80,11 @@ const parentOf = (span: ReadableSpan) => span.parentSpanContext?.spanId;
 const startMs = (span: ReadableSpan) => span.startTime[0] * 1e3 + span.startTime[1] / 1e6;
 
 function childrenOf(spans: ReadableSpan[], parent: ReadableSpan): ReadableSpan[] {
-  return (
-    spans
-      .filter((span) => parentOf(span) === idOf(parent))
-      // Calls of one batch open their spans in the same millisecond, which the clock may not tell
-      // apart: then their names (a tool call's names its call id, in call order) decide.
-      .sort((a, b) => startMs(a) - startMs(b) || a.name.localeCompare(b.name))
-  );
+  // Calls of one batch open their spans in the same millisecond, which the clock may not tell
+  // apart: then their names (a tool call's names its call id, in call order) decide.
+  return spans
+    .filter((span) => parentOf(span) === idOf(parent))
+    .sort((a, b) => startMs(a) - startMs(b) || a.name.localeCompare(b.name));
 }
 
 /**

@@ -11,7 +11,7 @@ import {
 } from '../shared/protocol.js';
 import { redactSecrets } from '../shared/redact.js';
 import { renderValue } from '../shared/render.js';
-import { toolLimitMs, toolTimeoutReason, toolTimeoutText } from '../shared/tools/tool-timeout.js';
+import { runTimed, toolLimitMs, toolTimeoutText } from '../shared/tools/tool-timeout.js';
 import type { AnyTool, ToolContext } from '../shared/tools/types.js';
 import { renderInbox } from './inbox.js';
 import type { AgentScope } from './scope.js';
@@ -150,54 +150,34 @@ export class HostBridge {
 
 /**
  * Runs one host tool call for a child, within its time limit (its `timeoutMs`, else the engine's
- * `toolTimeoutMs`). Past it the tool's signal aborts with a `TimeoutError` naming the tool and the
- * limit, and the child gets the timeout as its `is_error` result at once, whether or not the tool
- * stops: what it returns later is dropped. The child's cancel aborts the same signal (`signal`).
+ * `toolTimeoutMs`; `runTimed`). Past it the tool's signal aborts with a `TimeoutError` naming the
+ * tool and the limit, and the child gets the timeout as its `is_error` result at once, whether or
+ * not the tool stops: what it returns later is dropped. The child's cancel aborts the same signal.
  */
-function callHostTool(
+async function callHostTool(
   tool: AnyTool,
   input: unknown,
   context: ToolContext,
   fallbackMs: number | undefined,
 ): Promise<HostToolOutcome> {
   const limitMs = toolLimitMs(tool, fallbackMs);
-  const controller = new AbortController();
   const callSignal = context.signal;
-  return new Promise<HostToolOutcome>((resolve) => {
-    let done = false;
-    const end = (outcome: HostToolOutcome, reason?: unknown): void => {
-      if (done) return;
-      done = true;
-      clearTimeout(timer);
-      callSignal.removeEventListener('abort', onAbort);
-      if (reason !== undefined) controller.abort(reason);
-      resolve(outcome);
-    };
-    const onAbort = (): void =>
-      end({ ok: false, error: 'the call was aborted' }, callSignal.reason);
-    const timer = Number.isFinite(limitMs)
-      ? setTimeout(
-          () =>
-            end(
-              { ok: false, error: toolTimeoutText(tool.name, limitMs), timedOut: true },
-              toolTimeoutReason(tool.name, limitMs),
-            ),
-          limitMs,
-        )
-      : undefined;
-    callSignal.addEventListener('abort', onAbort, { once: true });
-    const failed = (error: unknown): void => {
-      const message = error instanceof Error ? error.message : String(error);
-      end({ ok: false, error: redactSecrets(message) });
-    };
-    try {
-      Promise.resolve(tool.run(input, { ...context, signal: controller.signal })).then(
-        (value) => end({ ok: true, text: renderValue(value) }),
-        failed,
-      );
-    } catch (error) {
-      failed(error);
+  const ended = await runTimed(tool, input, context, limitMs, [
+    { signal: callSignal, reason: () => callSignal.reason },
+  ]);
+  switch (ended.kind) {
+    case 'value':
+      return { ok: true, text: renderValue(ended.value) };
+    case 'threw': {
+      const error = ended.error;
+      return {
+        ok: false,
+        error: redactSecrets(error instanceof Error ? error.message : String(error)),
+      };
     }
-    if (callSignal.aborted) onAbort();
-  });
+    case 'timeout':
+      return { ok: false, error: toolTimeoutText(tool.name, limitMs), timedOut: true };
+    case 'stopped':
+      return { ok: false, error: 'the call was aborted' };
+  }
 }

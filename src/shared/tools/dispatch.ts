@@ -8,9 +8,10 @@ import { GEN_AI } from '../trace/types.js';
 import { outputValidator } from './output-schema.js';
 import { BAD_REPLY_PREFIX, EXTRA_REPLY_TEXT, REPLY_ACK } from './reply.js';
 import {
+  type CallStop,
+  runTimed,
   ToolTimeoutError,
   toolLimitMs,
-  toolTimeoutReason,
   toolTimeoutText,
 } from './tool-timeout.js';
 import { type AnyTool, REPLY_TOOL, SPAWN_TOOLS, type ToolContext } from './types.js';
@@ -220,14 +221,11 @@ function thrownAnswer(call: ToolCall, tool: AnyTool, error: unknown): ToolResult
 }
 
 /**
- * Runs a timed call with a signal of its own, and answers it at the first of: its end, its time
- * limit, the agent's cancel, or the agent's time budget running out. In the last three the call's
- * signal aborts (a timeout with a `TimeoutError` naming the tool and the limit, a cancel with the
- * cancel's reason) and the call is answered at once, not when the tool notices: a tool that
- * ignores its signal is left behind, and what it returns later is dropped. A tool that blocks its
- * thread lets no timer fire; main's watchdog ends that thread (src/main/runners/local).
+ * A timed call (`runTimed`), stopped also by the agent's cancel and by its time budget running
+ * out during the call, and its ending as the model reads it. A tool that blocks its thread lets no
+ * timer fire; main's watchdog ends that thread (src/main/runners/local).
  */
-function timedCall(
+async function timedCall(
   call: ToolCall,
   tool: AnyTool,
   options: DispatchOptions,
@@ -235,53 +233,32 @@ function timedCall(
 ): Promise<ToolResultBlock> {
   const agentSignal = options.context.signal;
   const budgetSignal = options.budgetSignal;
-  const controller = new AbortController();
-  return new Promise<ToolResultBlock>((resolve) => {
-    let done = false;
-    const end = (result: ToolResultBlock, reason?: unknown): void => {
-      if (done) return;
-      done = true;
-      clearTimeout(timer);
-      agentSignal.removeEventListener('abort', onCancel);
-      budgetSignal?.removeEventListener('abort', onBudget);
-      if (reason !== undefined) controller.abort(reason);
-      resolve(result);
-    };
-    const onCancel = (): void =>
-      end(
-        failure(call, `\`${tool.name}\` was stopped: the agent was cancelled`),
-        agentSignal.reason,
+  const stops: CallStop[] = [{ signal: agentSignal, reason: () => agentSignal.reason }];
+  // A budget already spent when the batch began lets it run: its notice follows the batch.
+  if (budgetSignal) {
+    stops.push({
+      signal: budgetSignal,
+      applies: () => budgetSignal.reason === 'time',
+      reason: () => 'budget: time',
+      onlyLater: true,
+    });
+  }
+  const ended = await runTimed(tool, call.input, options.context, limitMs, stops);
+  switch (ended.kind) {
+    case 'value':
+      return toolAnswer(call, ended.value);
+    case 'threw':
+      return thrownAnswer(call, tool, ended.error);
+    case 'timeout':
+      return failure(call, toolTimeoutText(tool.name, limitMs));
+    case 'stopped':
+      return failure(
+        call,
+        ended.index === 0
+          ? `\`${tool.name}\` was stopped: the agent was cancelled`
+          : `\`${tool.name}\` was stopped: the agent's time budget ran out`,
       );
-    const onBudget = (): void => {
-      if (budgetSignal?.reason !== 'time') return;
-      end(
-        failure(call, `\`${tool.name}\` was stopped: the agent's time budget ran out`),
-        'budget: time',
-      );
-    };
-    const timer = setTimeout(
-      () =>
-        end(
-          failure(call, toolTimeoutText(tool.name, limitMs)),
-          toolTimeoutReason(tool.name, limitMs),
-        ),
-      limitMs,
-    );
-    agentSignal.addEventListener('abort', onCancel, { once: true });
-    // A budget already spent when the batch began lets it run: its notice follows the batch.
-    if (budgetSignal && !budgetSignal.aborted) {
-      budgetSignal.addEventListener('abort', onBudget, { once: true });
-    }
-    try {
-      Promise.resolve(tool.run(call.input, { ...options.context, signal: controller.signal })).then(
-        (value) => end(toolAnswer(call, value)),
-        (error: unknown) => end(thrownAnswer(call, tool, error)),
-      );
-    } catch (error) {
-      end(thrownAnswer(call, tool, error));
-    }
-    if (agentSignal.aborted) onCancel();
-  });
+  }
 }
 
 /** A reply's `result`: taken, or refused when it does not match the output schema. */

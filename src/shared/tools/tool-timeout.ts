@@ -1,4 +1,5 @@
 import { formatDuration } from '../duration.js';
+import type { AnyTool, ToolContext } from './types.js';
 
 /**
  * How long a tool call may run when neither its tool (`timeoutMs`) nor the engine
@@ -41,4 +42,78 @@ export function toolTimeoutReason(name: string, limitMs: number): DOMException {
  */
 export class ToolTimeoutError extends Error {
   override readonly name = 'ToolTimeoutError';
+}
+
+/** Something that stops a timed call before its limit: a signal, and the reason its call's signal then gets. */
+export interface CallStop {
+  signal: AbortSignal;
+  /** Whether this abort stops the call (default: every abort does). */
+  applies?: () => boolean;
+  /** The reason the call's own signal aborts with. */
+  reason: () => unknown;
+  /** Only an abort during the call stops it; one before it began lets it run. */
+  onlyLater?: boolean;
+}
+
+/** How a timed call ended: its tool's value or throw, its limit, or the stop at `stops[index]`. */
+export type TimedEnd =
+  | { kind: 'value'; value: unknown }
+  | { kind: 'threw'; error: unknown }
+  | { kind: 'timeout' }
+  | { kind: 'stopped'; index: number };
+
+/**
+ * Runs one tool call with a signal of its own and resolves at the first of: its end, its time
+ * limit (`limitMs`; `Infinity`: none), or one of `stops` aborting. In the last two the call's
+ * signal aborts (a timeout with a `TimeoutError` naming the tool and the limit, a stop with its
+ * reason) and the call is answered at once, not when the tool notices: a tool that ignores its
+ * signal is left behind, and what it returns later is dropped. Worker tools (dispatch.ts) and
+ * host tools on main (host-bridge.ts) both run through it.
+ */
+export function runTimed(
+  tool: AnyTool,
+  input: unknown,
+  context: ToolContext,
+  limitMs: number,
+  stops: readonly CallStop[],
+): Promise<TimedEnd> {
+  const controller = new AbortController();
+  return new Promise<TimedEnd>((resolve) => {
+    let done = false;
+    const listeners = stops.map((stop, index) => () => {
+      if (stop.applies && !stop.applies()) return;
+      end({ kind: 'stopped', index }, stop.reason());
+    });
+    const end = (outcome: TimedEnd, reason?: unknown): void => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      stops.forEach((stop, index) => {
+        stop.signal.removeEventListener('abort', listeners[index]!);
+      });
+      if (reason !== undefined) controller.abort(reason);
+      resolve(outcome);
+    };
+    const timer = Number.isFinite(limitMs)
+      ? setTimeout(() => end({ kind: 'timeout' }, toolTimeoutReason(tool.name, limitMs)), limitMs)
+      : undefined;
+    stops.forEach((stop, index) => {
+      if (!stop.signal.aborted) {
+        stop.signal.addEventListener('abort', listeners[index]!, { once: true });
+      }
+    });
+    try {
+      Promise.resolve(tool.run(input, { ...context, signal: controller.signal })).then(
+        (value) => end({ kind: 'value', value }),
+        (error: unknown) => end({ kind: 'threw', error }),
+      );
+    } catch (error) {
+      end({ kind: 'threw', error });
+    }
+    // A stop that had happened before the call began ends it at once (after its `run` was called,
+    // as before: a tool sees an aborted signal and may clean up).
+    stops.forEach((stop, index) => {
+      if (stop.signal.aborted && !stop.onlyLater) listeners[index]!();
+    });
+  });
 }
