@@ -144,8 +144,13 @@ describe('groups', () => {
     hold.open();
     const results = await Promise.all([a.result, b.result]);
     for (const result of results) {
-      expect(result).toMatchObject({ outcome: 'empty', budgetExceeded: 'steps' });
-      expect(result.usage.steps).toBe(2);
+      // Its last turn is its next step (only `reply` offered: the script's `echo` is refused and
+      // it ends `empty`), or, when its tool's answer reached its worker before the budget's
+      // notice (they travel on different ports), the step after: it then called `echo` and
+      // replied in its last turn. Never more than that one step.
+      expect(result.budgetExceeded).toBe('steps');
+      expect(['empty', 'complete']).toContain(result.outcome);
+      expect(result.usage.steps).toBe(result.outcome === 'empty' ? 2 : 3);
     }
     // The same agents in a group without a budget run to their scripts' ends.
     const free = engine.group({});
