@@ -2,7 +2,7 @@ import { getEventListeners } from 'node:events';
 import { afterEach, describe, expect, it } from 'vitest';
 import { UsageError } from '../src/shared/errors.js';
 import type { AgentEvent } from '../src/shared/events.js';
-import { expectResultsExactlyOnce, type Rig, scripted, startRig } from './helpers.js';
+import { eventLog, expectResultsExactlyOnce, type Rig, scripted, startRig } from './helpers.js';
 
 // What a service meets when many children share one request: one abort listener per signal, a
 // reason of its own on every cancelled result, `agent-start` for children it started itself,
@@ -111,5 +111,26 @@ describe('engine.checkAgent', () => {
     );
     expect(() => rig!.engine.checkAgent({ prompt: 'x', maxSteps: 0 })).toThrow(/maxSteps/);
     expect(rig.engine.liveCount).toBe(0);
+  });
+});
+
+describe('a cancel that meets a reply already written', () => {
+  it('takes the reply: the agent ends complete with it, not cancelled', async () => {
+    rig = await startRig();
+    const log = eventLog();
+    // One response: a slow tool, then the reply. The cancel lands while the tool runs.
+    const handle = rig.engine.spawn({
+      title: 'answered',
+      prompt: scripted([
+        { calls: [{ name: 'sleep', input: { ms: 60_000 } }], reply: 'the answer' },
+      ]),
+      onEvent: log.onEvent,
+    });
+    await log.waitFor((event) => event.type === 'tool-call' && event.name === 'sleep');
+    handle.cancel('user');
+    const result = await handle.result;
+    expect(result).toMatchObject({ outcome: 'complete', text: 'the answer' });
+    expect(result.cancelReason).toBeUndefined();
+    expectResultsExactlyOnce(rig.engine);
   });
 });

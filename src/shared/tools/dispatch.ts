@@ -137,7 +137,10 @@ async function dispatchOne(
   state: BatchState,
 ): Promise<ToolResultBlock> {
   // A cancel stops the rest of the batch: a call that has not started is answered, never run.
-  if (options.context.signal.aborted) {
+  // Not a `reply`: its result is already paid for, and taking it runs nothing. Refused, it would
+  // be committed as not run, and a rerun resumed from the journal would start from a step that
+  // says it failed (the agent ending `empty`, or paying a request to reply again).
+  if (options.context.signal.aborted && call.name !== REPLY_TOOL) {
     const result = notRun(call, 'the agent was cancelled before this call started');
     options.onToolResult?.(call, result);
     return result;
