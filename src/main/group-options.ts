@@ -1,8 +1,10 @@
 import type { Budget } from '../shared/budget.js';
 import { checkBudget } from '../shared/budget-meter.js';
+import { expected } from '../shared/errors.js';
 import { PATIENCE_MS } from '../shared/governor/options.js';
 import {
   checkedBy,
+  checkOptions,
   custom,
   durationMs,
   type Fields,
@@ -11,6 +13,7 @@ import {
   type OptionsOf,
   wholeNumber,
 } from '../shared/option-schema.js';
+import { type CarriedRules, carriedOf } from './carried.js';
 import { SPAWN_PROVIDER_FIELDS, type SpawnProvider } from './engine-options.js';
 
 // A group's options (docs/GROUPS.md), declared once as the engine's are: the type, the check and
@@ -63,3 +66,24 @@ export type GroupOptions = OptionsOf<typeof GROUP_FIELDS>;
 
 /** The prefix group options are named with in messages: `group.maxConcurrency`. */
 export const GROUP_PREFIX = 'group.';
+
+/**
+ * Checks a group's options before anything of it runs: each field's type and bounds (named
+ * `group.maxConcurrency`, …), a `usd` limit's price, and what its spawns would carry (`context`
+ * clonable for worker tools; neither `context` nor `provider.apiKey` in queue mode).
+ */
+export function checkGroup(
+  engine: {
+    rules: CarriedRules;
+    checkPricedBudget(budget: Budget | undefined, model: string | undefined): void;
+  },
+  options: GroupOptions,
+  model?: string,
+): void {
+  if (typeof options !== 'object' || options === null) {
+    throw expected('options', 'an object of group options', options);
+  }
+  checkOptions(GROUP_FIELDS, options, GROUP_PREFIX);
+  engine.checkPricedBudget(options.budget, options.provider?.model ?? model);
+  carriedOf(options, undefined, engine.rules, GROUP_PREFIX);
+}

@@ -1,26 +1,23 @@
 import type { Budget } from '../shared/budget.js';
-import { expected, UsageError } from '../shared/errors.js';
-import { newAgentId } from '../shared/ids.js';
+import { UsageError } from '../shared/errors.js';
 import type { LogPolicy } from '../shared/journal/policy.js';
-import { keepsLog, withoutLog } from '../shared/journal/policy.js';
-import { journalFor } from '../shared/journal/writer.js';
-import { checkOptions, defined } from '../shared/option-schema.js';
+import { defined } from '../shared/option-schema.js';
 import type { ProviderConfig } from '../shared/provider/config.js';
 import {
   type AgentResult,
   type CancelReason,
   cancelReasonOf,
-  emptyUsage,
   toCancelReason,
 } from '../shared/result.js';
-import { type CarriedRules, carriedOf } from './carried.js';
+import type { CarriedRules } from './carried.js';
 import type { AgentOptions, Carried, SpawnContext } from './engine-options.js';
-import { GROUP_FIELDS, GROUP_PREFIX, type GroupOptions } from './group-options.js';
+import { checkGroup, type GroupOptions } from './group-options.js';
 import { type MapOptions, mapAgents, type SpecValue } from './map-agents.js';
-import type { ChildHandle, ChildStatus } from './runners/spawned-child.js';
+import { QueuedSpawn } from './queued-spawn.js';
+import type { ChildHandle } from './runners/spawned-child.js';
 import { TreeLedger } from './tree-budget.js';
 
-export type { GroupOptions } from './group-options.js';
+export { checkGroup, type GroupOptions } from './group-options.js';
 
 /** The cancel reason of a group's queued spawns when it drains: they never start. */
 export const DRAIN_REASON = 'drain';
@@ -393,109 +390,4 @@ export class Group {
       resolve();
     }
   }
-}
-
-/** What a queued spawn is given beside its options. */
-interface QueuedOptions {
-  title: string;
-  /** The engine's run folder and `logs` policy, for a result made here. */
-  logDir: string;
-  logs: LogPolicy | undefined;
-  /** It settled cancelled without starting. */
-  onCancelled: () => void;
-}
-
-/**
- * A spawn a group holds until a slot frees, and the handle its caller holds from the start. Once
- * started it follows the child the engine spawned; cancelled before, it settles at once, with a
- * result made here (and journaled, as the pool journals a child cancelled in its line).
- */
-class QueuedSpawn implements ChildHandle {
-  readonly id: string;
-  readonly title: string;
-  readonly spawnedAt = performance.now();
-  readonly result: Promise<AgentResult>;
-  readonly options: AgentOptions;
-  readonly context: SpawnContext;
-  readonly #made: QueuedOptions;
-  #child: ChildHandle | undefined;
-  #settled = false;
-  #resolve!: (result: AgentResult) => void;
-
-  constructor(options: AgentOptions, context: SpawnContext, made: QueuedOptions) {
-    // A nested group's queued spawn passing through its parent's line keeps the id it was given.
-    this.id = context.id ?? newAgentId();
-    this.options = options;
-    this.context = context;
-    this.title = made.title;
-    this.#made = made;
-    this.result = new Promise((resolve) => {
-      this.#resolve = resolve;
-    });
-  }
-
-  get status(): ChildStatus {
-    if (this.#settled) return 'settled';
-    return this.#child?.status ?? 'queued';
-  }
-
-  /** A slot freed: the engine spawned it as `child`, whose result becomes its own. */
-  start(child: ChildHandle): void {
-    this.#child = child;
-    void child.result.then((result) => {
-      this.#settled = true;
-      this.#resolve(result);
-    });
-  }
-
-  cancel(reason: CancelReason = 'user'): boolean {
-    if (this.#settled) return false;
-    if (this.#child) return this.#child.cancel(reason);
-    this.settleCancelled(reason);
-    return true;
-  }
-
-  /** Settles it cancelled without its having started. */
-  settleCancelled(reason: CancelReason): void {
-    if (this.#settled || this.#child) return;
-    this.#settled = true;
-    const { logDir, logs } = this.#made;
-    const made: AgentResult = {
-      id: this.id,
-      title: this.title,
-      outcome: 'cancelled',
-      text: '',
-      reason,
-      cancelReason: reason,
-      logDir,
-      truncated: false,
-      elapsedMs: Math.round(performance.now() - this.spawnedAt),
-      generation: this.context.generation ?? 0,
-      usage: emptyUsage(),
-    };
-    const keep = keepsLog(logs, 'cancelled');
-    const result = keep ? made : withoutLog(made);
-    journalFor(logDir).append({ k: 'result', a: this.id, at: Date.now(), keep, r: result });
-    this.#made.onCancelled();
-    this.#resolve(result);
-    this.options.onEvent?.({ type: 'agent-settle', agentId: this.id, result });
-  }
-}
-
-/**
- * Checks a group's options before anything of it runs: each field's type and bounds (named
- * `group.maxConcurrency`, …), a `usd` limit's price, and what its spawns would carry (`context`
- * clonable for worker tools; neither `context` nor `provider.apiKey` in queue mode).
- */
-export function checkGroup(
-  engine: Pick<GroupEngine, 'rules' | 'checkPricedBudget'>,
-  options: GroupOptions,
-  model?: string,
-): void {
-  if (typeof options !== 'object' || options === null) {
-    throw expected('options', 'an object of group options', options);
-  }
-  checkOptions(GROUP_FIELDS, options, GROUP_PREFIX);
-  engine.checkPricedBudget(options.budget, options.provider?.model ?? model);
-  carriedOf(options, undefined, engine.rules, GROUP_PREFIX);
 }

@@ -8,7 +8,7 @@
 import type { AgentEvent } from '../shared/events.js';
 import { keepsLog } from '../shared/journal/policy.js';
 import type { AgentHistory } from '../shared/journal/reader.js';
-import { journalFor } from '../shared/journal/writer.js';
+import { journalResult } from '../shared/journal/writer.js';
 import type { MessageParam } from '../shared/provider/types.js';
 import type { AgentResult, CancelReason } from '../shared/result.js';
 import { emptyUsage } from '../shared/result.js';
@@ -56,11 +56,9 @@ export function resumeAgents(
     if (siblings) siblings.push(agent);
     else byParent.set(parent, [agent]);
   }
-  const journal = journalFor(engine.logDir);
   const settle = (agent: AgentHistory, result: Omit<AgentResult, 'id' | 'title'>): AgentResult => {
     const made: AgentResult = { id: agent.id, title: titleOf(agent), ...result };
-    const keep = keepsLog(engine.logPolicy, made.outcome);
-    journal.append({ k: 'result', a: agent.id, at: Date.now(), keep, r: made });
+    journalResult(engine.logDir, made, keepsLog(engine.logPolicy, made.outcome));
     return made;
   };
   const ended = (agent: AgentHistory, reason: CancelReason) =>

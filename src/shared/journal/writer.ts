@@ -6,6 +6,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { isMainThread, threadId } from 'node:worker_threads';
+import type { AgentResult } from '../result.js';
 import { JOURNAL_VERSION, type JournalRecord, recordLine, segmentName } from './format.js';
 
 /**
@@ -207,6 +208,15 @@ export function journalFor(dir: string): SegmentWriter {
     segments.set(dir, writer);
   }
   return writer;
+}
+
+/**
+ * Journals a result no worker wrote (made on main: a child cancelled before it started, one
+ * whose worker was lost, an agent of a stopped run), in this thread's segment for `dir`, not
+ * awaited: a burst of them is one group-committed write. `keep` is the `logs` policy's word.
+ */
+export function journalResult(dir: string, result: AgentResult, keep: boolean): void {
+  journalFor(dir).append({ k: 'result', a: result.id, at: Date.now(), keep, r: result });
 }
 
 /** Resolves once every record this thread appended so far is written (or failed). */

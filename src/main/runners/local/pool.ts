@@ -10,12 +10,8 @@ import { type ChildHandle, noDeliveries, type PoolStats } from '../spawned-child
 import type { ChildRunner, SpawnExtras } from '../types.js';
 import { Admission } from './admission.js';
 import { CrashForensics } from './forensics.js';
-import {
-  type BalancedTask,
-  type BalancedWorker,
-  type ChildPiscina,
-  makePiscina,
-} from './piscina.js';
+import { type ChildPiscina, makePiscina } from './piscina.js';
+import { ThreadPlacement } from './placement.js';
 import { type PoolSide, RunningChild } from './running-child.js';
 import { Uplinks } from './uplinks.js';
 
@@ -67,16 +63,8 @@ export class ChildPool implements ChildRunner {
    * time in a burst of spawns (docs/BENCHMARKS.md, "Spawn burst").
    */
   #handoff: RunningChild[] = [];
-  /** Children handed to each thread (by thread id) and not yet released there. */
-  readonly #load = new Map<number, number>();
-  /** The thread each handed child went to, until it is released or starts again. */
-  readonly #placedOn = new Map<RunningChild, number>();
-  /** The batch whose `run` is on the stack: piscina asks the balancer for it synchronously. */
-  #placing: Placement | undefined;
-  /** Batches piscina queued (no worker ready), by task id, until it places them. */
-  readonly #placements = new Map<number, Placement>();
-  /** Batches piscina queued without asking the balancer (its queue was not empty), in order. */
-  readonly #unasked: Placement[] = [];
+  /** Which thread each batch goes to, and each thread's load. */
+  readonly #placement = new ThreadPlacement();
 
   constructor(options: PoolOptions = {}) {
     const threads = options.threads ?? Math.max(1, os.availableParallelism());
@@ -102,7 +90,7 @@ export class ChildPool implements ChildRunner {
       threads,
       perThread,
       minThreads: threads,
-      balancer: (task, workers) => this.#balance(this.#piscina, task, workers),
+      balancer: (task, workers) => this.#placement.balance(this.#piscina, task, workers),
     });
     this.#uplinks.attach(this.#piscina);
     this.#admission = new Admission(threads * perThread, (child) => this.#start(child));
@@ -127,7 +115,7 @@ export class ChildPool implements ChildRunner {
         threads: 1,
         perThread: 256,
         minThreads: 0,
-        balancer: (task, workers) => this.#balance(this.#quarantine!, task, workers),
+        balancer: (task, workers) => this.#placement.balance(this.#quarantine!, task, workers),
       });
       this.#uplinks.attach(this.#quarantine);
     }
@@ -165,7 +153,7 @@ export class ChildPool implements ChildRunner {
 
   /** Starts a run of `child`: it goes to a worker with the rest of this turn's. */
   #start(child: RunningChild): void {
-    this.#unplace(child);
+    this.#placement.unplace(child);
     child.startRun();
     this.#running.set(child.id, child);
     // A microtask, not the next turn: a spawn reaches its worker as soon as before, and a
@@ -193,7 +181,8 @@ export class ChildPool implements ChildRunner {
       }
       const pool = child.crashes > 0 ? this.#quarantinePool() : this.#piscina;
       // The quarantine's one thread is piscina's to pick (it may not have started yet).
-      const thread = pool === this.#piscina ? this.#leastLoaded(threads, planned) : undefined;
+      const thread =
+        pool === this.#piscina ? this.#placement.leastLoaded(threads, planned) : undefined;
       if (thread !== undefined) planned.set(thread, (planned.get(thread) ?? 0) + 1);
       let byThread = batches.get(pool);
       if (!byThread) {
@@ -209,22 +198,6 @@ export class ChildPool implements ChildRunner {
     }
   }
 
-  #leastLoaded(
-    threads: readonly number[],
-    planned: ReadonlyMap<number, number>,
-  ): number | undefined {
-    let best: number | undefined;
-    let bestLoad = Number.POSITIVE_INFINITY;
-    for (const thread of threads) {
-      const load = (this.#load.get(thread) ?? 0) + (planned.get(thread) ?? 0);
-      if (load < bestLoad) {
-        best = thread;
-        bestLoad = load;
-      }
-    }
-    return best;
-  }
-
   #runBatch(pool: ChildPiscina, thread: number | undefined, children: RunningChild[]): void {
     const tasks: ChildTask[] = [];
     const transferList: MessagePort[] = [];
@@ -235,10 +208,9 @@ export class ChildPool implements ChildRunner {
       if (bridge) transferList.push(bridge);
       tasks.push(task);
     }
-    this.#placing = { thread, children };
-    const ended = pool.run(tasks, transferList.length > 0 ? { transferList } : {});
-    if (this.#placing) this.#unasked.push(this.#placing);
-    this.#placing = undefined;
+    const ended = this.#placement.posting({ thread, children }, () =>
+      pool.run(tasks, transferList.length > 0 ? { transferList } : {}),
+    );
     ended.then(
       (ends: BatchEnds) => {
         children.forEach((child, index) => {
@@ -250,64 +222,6 @@ export class ChildPool implements ChildRunner {
         for (const child of children) this.#finish(child, error);
       },
     );
-  }
-
-  /**
-   * Piscina's pick of a worker for a task: a batch goes to the thread `#handOff` chose for it,
-   * once that worker is ready; to the least loaded one when that thread is gone. Anything else
-   * (the warm tasks) goes to an idle worker, else the least busy.
-   */
-  #balance(
-    piscina: ChildPiscina,
-    task: BalancedTask,
-    workers: BalancedWorker[],
-  ): BalancedWorker | null {
-    let placement = this.#placements.get(task.taskId);
-    if (!placement) {
-      // Piscina's queue is in order: a task it queued unasked comes back in that order.
-      placement = this.#placing ?? this.#unasked.shift();
-      this.#placing = undefined;
-    }
-    const usable = workers.filter((worker) => !worker.terminating && !worker.destroyed);
-    if (!placement) {
-      return usable.reduce<BalancedWorker | null>(
-        (best, worker) =>
-          best === null || worker.currentUsage < best.currentUsage ? worker : best,
-        null,
-      );
-    }
-    let worker = usable.find((candidate) => candidate.id === placement.thread);
-    if (!worker) {
-      const alive =
-        placement.thread !== undefined &&
-        piscina.threads.some((thread) => thread.threadId === placement.thread);
-      // Its thread is still starting: it waits for it. Gone (or none chosen): the least loaded.
-      if (!alive) {
-        const least = this.#leastLoaded(
-          usable.map((candidate) => candidate.id),
-          new Map(),
-        );
-        worker = usable.find((candidate) => candidate.id === least);
-      }
-    }
-    if (!worker) {
-      this.#placements.set(task.taskId, placement);
-      return null;
-    }
-    this.#placements.delete(task.taskId);
-    this.#load.set(worker.id, (this.#load.get(worker.id) ?? 0) + placement.children.length);
-    for (const child of placement.children) this.#placedOn.set(child, worker.id);
-    return worker;
-  }
-
-  /** `child` no longer counts on the thread it was handed to. */
-  #unplace(child: RunningChild): void {
-    const thread = this.#placedOn.get(child);
-    if (thread === undefined) return;
-    this.#placedOn.delete(child);
-    const load = (this.#load.get(thread) ?? 1) - 1;
-    if (load > 0) this.#load.set(thread, load);
-    else this.#load.delete(thread);
   }
 
   /** The child's task ended, with or without a result on its worker's uplink. */
@@ -399,7 +313,7 @@ export class ChildPool implements ChildRunner {
     if (this.#running.get(child.id) !== child) return;
     if (child.graceTimer) clearTimeout(child.graceTimer);
     this.#forensics.forget(child.threadId, child.id);
-    this.#unplace(child);
+    this.#placement.unplace(child);
     child.endRun();
     this.#running.delete(child.id);
     this.#admission.done();
@@ -483,12 +397,6 @@ export interface PoolOptions {
 
 export type { ChildHandle, ChildStatus, PoolStats } from '../spawned-child.js';
 export type { SpawnExtras } from '../types.js';
-
-/** A batch on its way to a worker: the thread `#handOff` chose for it, and its children. */
-interface Placement {
-  thread: number | undefined;
-  children: readonly RunningChild[];
-}
 
 /** Read afresh each time: reading an uplink may settle the child in between. */
 function isSettled(child: RunningChild): boolean {

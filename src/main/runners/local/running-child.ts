@@ -1,6 +1,6 @@
 import type { ChildSpec } from '../../../shared/child-spec.js';
 import { keepsLog, withoutLog } from '../../../shared/journal/policy.js';
-import { journalFor, segmentPath } from '../../../shared/journal/writer.js';
+import { journalResult, segmentPath } from '../../../shared/journal/writer.js';
 import type { MainMessage, WorkerMessage } from '../../../shared/protocol.js';
 import type { AgentResult, CancelReason } from '../../../shared/result.js';
 import { receive, resumed, runEnds, runStarts } from '../capabilities.js';
@@ -264,12 +264,6 @@ export class RunningChild extends SpawnedChild {
   protected override deliveredFromMain(result: AgentResult): void {
     // The worker never journaled this result: main's segment does, off main's event loop and
     // not awaited (10,000 children cancelled at once are one group-committed write).
-    journalFor(this.spec.logDir).append({
-      k: 'result',
-      a: this.id,
-      at: Date.now(),
-      keep: keepsLog(this.spec.logs, result.outcome),
-      r: result,
-    });
+    journalResult(this.spec.logDir, result, keepsLog(this.spec.logs, result.outcome));
   }
 }
