@@ -9,7 +9,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ScriptedModel, startScriptedModel } from '../src/testing/index.js';
 import { runCli, writeTasks } from './cli-helpers.js';
-import { readJournal, tempDir } from './helpers.js';
+import { agentCall, readJournal, tempDir } from './helpers.js';
 import { CHILDREN, childrenOf, deliveries, killedRun, runId, setUp } from './run-resume-rig.js';
 
 let model: ScriptedModel;
@@ -70,7 +70,10 @@ describe('cohort run --resume refuses what it cannot resume, with exit 2', () =>
   });
 
   it('a run that is still alive is locked: the second process names the first and exits 2', async () => {
-    const rig = setUp(model);
+    // One child whose step outlasts any load on the machine: the first run is alive until killed.
+    const rig = setUp(model, () => [
+      agentCall('long', [{ delayMs: 120_000, text: 'Still working.' }, { reply: 'done' }], 'async'),
+    ]);
     const first = runCli(['run', rig.prompt, ...rig.common]);
     try {
       const id = await runId(first);
