@@ -3,7 +3,7 @@ import {
   APIConnectionTimeoutError,
   APIError,
   APIUserAbortError,
-} from '@anthropic-ai/sdk';
+} from '@anthropic-ai/sdk/error';
 import { redactSecrets } from '../redact.js';
 import { API_KEY_ENV, AUTH_TOKEN_ENV } from './config.js';
 import type { ProviderError } from './types.js';

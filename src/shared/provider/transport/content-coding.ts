@@ -1,6 +1,6 @@
 import { pipeline, type Readable } from 'node:stream';
 import zlib from 'node:zlib';
-import { APIConnectionError } from '@anthropic-ai/sdk';
+import { APIConnectionError } from '@anthropic-ai/sdk/error';
 
 // Lenient as fetch is (and curl): a stream cut short decodes as far as it goes.
 const GZIP = { flush: zlib.constants.Z_SYNC_FLUSH, finishFlush: zlib.constants.Z_SYNC_FLUSH };

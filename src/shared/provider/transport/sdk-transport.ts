@@ -1,7 +1,7 @@
-import Anthropic from '@anthropic-ai/sdk';
+import type Anthropic from '@anthropic-ai/sdk';
 import { defined } from '../../option-schema.js';
 import type { ProviderConfig } from '../config.js';
-import { resolveCredential } from './endpoint.js';
+import { resolveBaseURL, resolveCredential } from './endpoint.js';
 import {
   ATTEMPT_HEADER,
   type MessagesBody,
@@ -16,32 +16,29 @@ import {
  *
  * The client runs with `maxRetries: 0`: its own retry sleep does not observe the abort signal, so
  * retries happen in the provider, with an abortable backoff.
+ *
+ * The SDK is imported on the first send, not with this module: it costs each worker thread about
+ * 200 ms of start-up, and the default transport needs only its error classes (from its light
+ * `error` entry point).
  */
 export class SdkTransport implements Transport {
   readonly name = 'sdk';
   readonly baseURL: string;
   readonly credential: string;
-  readonly #client: Anthropic;
+  readonly #config: ProviderConfig;
+  #client: Promise<Anthropic> | undefined;
 
   constructor(config: ProviderConfig, apiKey?: string) {
+    this.#config = config;
     this.credential = resolveCredential(apiKey);
-    this.#client = new Anthropic({
-      // Passed as the key whether it came from ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN: the SDK
-      // sends either as `Authorization: Bearer`, and a passed key keeps it from reading others.
-      apiKey: this.credential,
-      ...defined({ baseURL: config.baseURL }),
-      maxRetries: 0,
-      timeout: config.requestTimeoutMs,
-      // The SDK would print a malformed stream chunk to the console; failures are values here.
-      logLevel: 'off',
-      ...defined({ defaultHeaders: config.headers }),
-    });
-    // The client's own base URL: it has resolved ANTHROPIC_BASE_URL and the default already.
-    this.baseURL = this.#client.baseURL;
+    // What the client resolves too: the option, else ANTHROPIC_BASE_URL, else the default.
+    this.baseURL = resolveBaseURL(config);
   }
 
   async send(body: MessagesBody, options: SendOptions): Promise<TransportResponse> {
-    const { data, response } = await this.#client.messages
+    this.#client ??= this.#connect();
+    const client = await this.#client;
+    const { data, response } = await client.messages
       .create(body, {
         signal: options.signal,
         headers: { [ATTEMPT_HEADER]: String(options.attempt) },
@@ -53,6 +50,21 @@ export class SdkTransport implements Transport {
       events: data,
       bodyStart: (maxBytes) => bodyStart(response, maxBytes),
     };
+  }
+
+  async #connect(): Promise<Anthropic> {
+    const { default: Client } = await import('@anthropic-ai/sdk');
+    return new Client({
+      // Passed as the key whether it came from ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN: the SDK
+      // sends either as `Authorization: Bearer`, and a passed key keeps it from reading others.
+      apiKey: this.credential,
+      baseURL: this.baseURL,
+      maxRetries: 0,
+      timeout: this.#config.requestTimeoutMs,
+      // The SDK would print a malformed stream chunk to the console; failures are values here.
+      logLevel: 'off',
+      ...defined({ defaultHeaders: this.#config.headers }),
+    });
   }
 
   /** The SDK runs on the global fetch, whose connections are not this transport's to close. */

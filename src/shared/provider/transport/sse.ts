@@ -1,5 +1,5 @@
 import type { Readable } from 'node:stream';
-import { APIError } from '@anthropic-ai/sdk';
+import { APIError } from '@anthropic-ai/sdk/error';
 import type { ErrorType } from '@anthropic-ai/sdk/resources/shared';
 import { createParser, type EventSourceMessage } from 'eventsource-parser';
 import type { StreamEvent } from './types.js';

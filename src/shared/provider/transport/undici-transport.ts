@@ -5,7 +5,7 @@ import {
   APIConnectionTimeoutError,
   APIError,
   APIUserAbortError,
-} from '@anthropic-ai/sdk';
+} from '@anthropic-ai/sdk/error';
 import { Agent, type Dispatcher, EnvHttpProxyAgent, interceptors } from 'undici';
 import type { ProviderConfig } from '../config.js';
 import { stackless } from '../teardown.js';
