@@ -12,10 +12,20 @@
 
 type StreamName = 'stdout' | 'stderr';
 
+/**
+ * Something drawn on the terminal below the output, such as a status line: it steps aside for
+ * every write (`before`) and learns what was written (`after`), so the output scrolls above it.
+ */
+export interface WriteObserver {
+  before(): void;
+  after(text: string): void;
+}
+
 class GuardedStream {
   readonly name: StreamName;
   #closed = false;
   #listeners: (() => void)[] = [];
+  #observer: WriteObserver | undefined;
 
   constructor(name: StreamName) {
     this.name = name;
@@ -37,12 +47,23 @@ class GuardedStream {
 
   write(text: string): void {
     if (this.#closed) return;
+    const observer = this.#observer;
+    observer?.before();
     try {
       process[this.name].write(text);
     } catch {
       // A synchronous write to a pipe whose reader left throws EPIPE on some paths.
       this.#close();
     }
+    observer?.after(text);
+  }
+
+  /** Sets the one observer of this stream's writes; returns a function that removes it. */
+  observe(observer: WriteObserver): () => void {
+    this.#observer = observer;
+    return () => {
+      if (this.#observer === observer) this.#observer = undefined;
+    };
   }
 
   /** Calls `listener` once when the stream closes (at once, if it already has). */

@@ -18,6 +18,8 @@ import {
 } from '../process.js';
 import { acquireLock } from '../results/lock.js';
 import { LiveView } from '../views/live-view.js';
+import { RunStatus } from '../views/run-status.js';
+import { StatusLine } from '../views/status-line.js';
 import { COMMON_HELP, commandOptions, EXIT_CODES_HELP, ownHelp } from './help.js';
 import { announceRun, lastAssistantText, resumeValues } from './run-resume.js';
 import { type PreparedEngine, prepareEngine, startEngine } from './start.js';
@@ -43,8 +45,10 @@ Runs a root session turn with the agent tools, then stays alive through inbox de
 until no async agent is live and the root is ready. PROMPT is the text itself, \`-\` to read
 it from stdin, or @FILE to read it from a file (@@… for a literal prompt that starts with @).
 Without --json it shows the root's streamed text, a line per agent as it starts and settles
-(✓ complete, ✗ failed, ⊘ cancelled, – empty or capped) and each result. With --json it prints
-one event per line (JSONL), ending with a line {"type":"final",…}.
+(✓ complete, ✗ failed, ⊘ cancelled, – empty or capped) and each result; when stderr is a
+terminal, a status line below them says how long the run has gone, the agents running and done
+(by outcome), tokens, dollars and the governor's window. With --json it prints one event per
+line (JSONL), ending with a line {"type":"final",…}.
 
 Every run prints its id and the command that resumes it (stderr; with --json the first line is
 {"type":"run","id":…,"logDir":…}). If the run stops for any reason (a kill -9, a crash, a second
@@ -160,12 +164,20 @@ export async function runSession(options: RunSessionOptions): Promise<number> {
   const out = stdout();
   announceRun(engine.logDir, options.json, session, options.resumeHint ?? true);
   const view = new LiveView({ write: (text: string) => out.write(text) });
+  const status = new RunStatus();
+  // On a terminal, below the scrolling lines: what runs, what is done, what it cost.
+  const statusLine = options.json ? undefined : StatusLine.onTerminal(() => status.text());
+  if (statusLine) onCleanup(() => statusLine.stop());
+  statusLine?.start();
   const record = new RunRecord();
   const consume = (async () => {
     for await (const event of session.events()) {
       record.handle(event);
       if (options.json) out.write(`${JSON.stringify(event satisfies SessionEvent)}\n`);
-      else view.handle(event);
+      else {
+        view.handle(event);
+        status.handle(event);
+      }
     }
   })();
   let stdoutClosed = false;
@@ -201,6 +213,8 @@ export async function runSession(options: RunSessionOptions): Promise<number> {
   } finally {
     await session.close();
     await consume;
+    // Gone before the summary, and before anything after the run is said.
+    statusLine?.stop();
     stopHandling();
     // Its journal is whole before another process may take the run up.
     await engine.close();

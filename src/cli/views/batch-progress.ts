@@ -3,8 +3,8 @@ import type { AgentEvent } from '../../shared/events.js';
 import type { GovernorState } from '../../shared/governor/types.js';
 import { type AgentOutcome, type AgentResult, emptyOutcomeCounts } from '../../shared/result.js';
 import { note, safeLabel, stderr } from '../output.js';
-import { noteCursorHidden } from '../process.js';
 import { describeGovernor, describeGovernorShort } from './governor-view.js';
+import { stderrBar } from './terminal-bar.js';
 import { cacheHitPercent, cacheNote, describeSaving } from './usage-text.js';
 
 /** Failed tasks named one by one on stderr; past this, only counted. */
@@ -178,16 +178,13 @@ export class BatchProgress {
     this.#tally = options.tally;
     this.#tally.onRetry = (event) => this.#retry(event);
     if (!options.quiet && stderr().isTTY) {
-      this.#bar = new cliProgress.SingleBar(
+      this.#bar = stderrBar(
         {
           format:
             'batch [{bar}] {value}/{total} | {outcomes}{retrying}{governor}{workers}{cache} | {rate}/s | ETA {steady_eta}',
-          hideCursor: true,
-          stream: process.stderr,
         },
         cliProgress.Presets.shades_classic,
       );
-      noteCursorHidden();
       this.#bar.start(options.total, 0, this.#payload());
     }
   }

@@ -43,3 +43,14 @@ export function describeSaving(savedUsd: number): string {
     ? `cache cost $${(-savedUsd).toFixed(4)} more`
     : `cache saved $${savedUsd.toFixed(4)}`;
 }
+
+const compact = new Intl.NumberFormat('en-US', { notation: 'compact', maximumFractionDigits: 1 });
+
+/**
+ * `19.5K in / 80 out tokens`: every input token the model read, cached or not, and the output,
+ * short enough for a status line.
+ */
+export function describeTokenTotals(usage: TokenCounts): string {
+  const input = usage.inputTokens + (usage.cacheReadTokens ?? 0) + (usage.cacheWriteTokens ?? 0);
+  return `${compact.format(input)} in / ${compact.format(usage.outputTokens)} out tokens`;
+}
