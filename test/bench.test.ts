@@ -31,7 +31,7 @@ import { scripted, tempDir } from './helpers.js';
 import { redisMissing } from './redis.js';
 
 const ENGINES = ['cohort', 'in-process', 'thread-per-child', 'sdk-loop'];
-const LEVELS = [2, 5];
+const LEVELS = [4];
 const AGENTS = 20;
 const STEPS = 2;
 
