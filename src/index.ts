@@ -3,6 +3,12 @@
  * The scripted model for offline tests is in `cohort-agents/testing`.
  */
 export {
+  type AgentDefinition,
+  type AgentFile,
+  AgentFileError,
+  AgentFolderError,
+} from './main/agents/definition.js';
+export {
   type AgentOptions,
   type CheckEngineOptions,
   checkEngine,
@@ -13,7 +19,7 @@ export {
   type SpawnContext,
 } from './main/engine.js';
 export type { EngineCheck } from './main/engine-check.js';
-export type { SpawnProvider } from './main/engine-options.js';
+export type { AgentFileCheck, SpawnProvider } from './main/engine-options.js';
 export {
   DRAIN_REASON,
   Group,

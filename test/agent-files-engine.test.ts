@@ -263,7 +263,7 @@ describe('Engine.start and agent files', () => {
     await expect(start).rejects.toBeInstanceOf(AgentFileError);
     await expect(start).rejects.toThrow(
       new RegExp(
-        `^${escapeRegExp(path.join(dir, 'lost.md'))}:5: Expected \`tools\` to name known tools \\(.*\`echo\`.*\\), got \`teleport\`$`,
+        `^${escapeRegExp(path.join(dir, 'lost.md'))}:5: Expected \`tools\` to name known tools \\(.*\`echo\`.*\\), got \`teleport\`\nEvery agent file in `,
       ),
     );
     expect(existsSync(logDir)).toBe(false);
@@ -342,11 +342,9 @@ describe('agent files in the CLI', () => {
 
   it('a malformed file exits 2 with its FILE:LINE: message, not rewritten to flag names', async () => {
     const dir = folderWith({ 'broken.md': BROKEN });
-    const tasks = path.join(tempDir(), 'tasks.jsonl');
-    writeFileSync(tasks, `${JSON.stringify({ id: 'a', prompt: 'never runs' })}\n`);
-    const out = path.join(tempDir(), 'results.jsonl');
     const before = proxy.requests.length;
-    const run = runCli(['batch', tasks, '--out', out, '--agents', dir, '--base-url', proxy.url]);
+    // `cohort agent` checks every file (`cohort batch` only those its tasks name: agents-check).
+    const run = runCli(['agent', 'never runs', '--agents', dir, '--base-url', proxy.url]);
     expect((await run.exit).code).toBe(2);
     expect(run.stderr()).toContain(
       `${path.join(dir, 'broken.md')}:3: Expected \`maxSteps\` to be a whole number from 1 to 10000`,

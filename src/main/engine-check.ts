@@ -11,10 +11,16 @@ import type { ProbeMessage } from '../shared/protocol.js';
 import { DEFAULT_PROVIDER_CONFIG } from '../shared/provider/config.js';
 import { REPLY_TOOL, SPAWN_TOOLS } from '../shared/tools/types.js';
 import { WORKSPACE_TOOLS } from '../shared/tools/workspace.js';
-import { type AgentDefinition, AgentFileError } from './agents/definition.js';
-import { agentResolver, checkAgentFileTools } from './agents/resolve.js';
+import {
+  type AgentDefinition,
+  type AgentFile,
+  AgentFileError,
+  AgentFolderError,
+} from './agents/definition.js';
+import { type AgentFolder, agentFileToolsProblem, agentResolver } from './agents/resolve.js';
 import {
   AGENT_FIELDS,
+  type AgentFileCheck,
   type AgentOptions,
   ENGINE_FIELDS,
   type EngineOptions,
@@ -38,11 +44,18 @@ export interface EngineCheck {
    * checked as the spawn would use them.
    */
   checkAgent(options: AgentOptions, depth?: number): void;
-  /** The named agents (agent files), by name order. */
+  /** The named agents (agent files) a spawn may use, by name order. */
   readonly agents: readonly AgentDefinition[];
   /**
+   * Every file of the agent folder, by name order, as this engine checked it: its definition,
+   * or its `FILE:LINE:` error (kept only under `agentFileCheck: 'spawn'`; under `'start'` a bad
+   * file stops the check).
+   */
+  readonly agentFiles: readonly AgentFile[];
+  /**
    * `options` with its agent file's fields filled in where the spawn left them unset, and that
-   * definition. Throws a UsageError for a name no file defines.
+   * definition. Throws a UsageError for a name no file defines, and the file's `AgentFileError`
+   * for a name whose file is bad (under `agentFileCheck: 'spawn'`).
    */
   resolve(options: AgentOptions): { options: AgentOptions; definition?: AgentDefinition };
 }
@@ -229,48 +242,117 @@ function checkToolNames(sources: readonly ToolSource[]): void {
   }
 }
 
-/** The check each spawn passes, bound to the tools and the named agents an engine has. */
+/** What `agentCheck` binds the check to, beside the tools. */
+export interface AgentCheckOptions {
+  maxDepth: number;
+  /** The engine's agent files (`engineAgents`). */
+  agents?: AgentFolder;
+  /** When a bad agent file is refused (`EngineOptions.agentFileCheck`; default `start`). */
+  agentFileCheck?: AgentFileCheck;
+  /** The engine's model, default budget and prices, for the `usd` limits' prices. */
+  model?: string;
+  budget?: Budget;
+  prices?: PriceTable;
+}
+
+/**
+ * The check each spawn passes, bound to the tools and the named agents an engine has. Each agent
+ * file is checked whole here: its own fields (`load.ts`), the tools it names, and a `usd` limit
+ * against its own `model`'s price. Under `agentFileCheck: 'start'` the first bad file throws an
+ * `AgentFolderError` saying how to leave it out; under `'spawn'` only spawns naming it are refused.
+ */
 export function agentCheck(
   sources: readonly ToolSource[],
-  maxDepth: number,
-  agents: readonly AgentDefinition[] = [],
-  spending: { model?: string; budget?: Budget; prices?: PriceTable } = {},
+  options: AgentCheckOptions,
 ): EngineCheck {
+  const { maxDepth, prices } = options;
   const known = (depth: number): string[] =>
     sources.filter((source) => !source.spawnOnly || depth < maxDepth).map((source) => source.name);
-  checkAgentFileTools(agents, known(1));
-  const model = spending.model ?? DEFAULT_PROVIDER_CONFIG.model;
-  checkPricedBudget(spending.budget, model, spending.prices);
-  for (const agent of agents) {
-    try {
-      checkPricedBudget(
-        mergeBudgets(spending.budget, agent.budget),
-        agent.model ?? model,
-        spending.prices,
-      );
-    } catch (error) {
-      const where = agent.lines.budget ?? agent.lines.model ?? 1;
-      throw new AgentFileError(`${agent.file}:${where}: ${(error as Error).message}`);
-    }
+  const model = options.model ?? DEFAULT_PROVIDER_CONFIG.model;
+  checkPricedBudget(options.budget, model, prices);
+  const files = (options.agents?.files ?? []).map((entry) =>
+    entry.error ? entry : fileAsThisEngineUsesIt(entry.definition, known(1), options),
+  );
+  const bad = files.find((entry) => entry.error !== undefined)?.error;
+  if (bad && (options.agentFileCheck ?? 'start') === 'start') {
+    throw new AgentFolderError(bad, options.agents?.folder ?? path.dirname(bad.file));
   }
-  const resolve = agentResolver(agents);
+  const agents = files.flatMap((entry) => (entry.definition ? [entry.definition] : []));
+  const resolve = agentResolver(
+    agents,
+    files.flatMap((entry) => (entry.error ? [entry.error] : [])),
+  );
   return {
     toolNames: known(1),
     agents,
+    agentFiles: files,
     resolve,
-    checkAgent: (options, depth = 1) => {
-      if (typeof options === 'object' && options !== null) {
-        checkOption('agent', AGENT_FIELDS.agent, options.agent);
-        const resolved = resolve(options).options;
+    checkAgent: (agentOptions, depth = 1) => {
+      if (typeof agentOptions === 'object' && agentOptions !== null) {
+        checkOption('agent', AGENT_FIELDS.agent, agentOptions.agent);
+        const { options: resolved, definition } = resolve(agentOptions);
         checkAgentOptions(resolved, known(depth));
-        checkPricedBudget(
-          mergeBudgets(spending.budget, resolved.budget),
-          resolved.model ?? spending.model ?? DEFAULT_PROVIDER_CONFIG.model,
-          spending.prices,
+        checkFileBudget(definition, agentOptions.budget, () =>
+          checkPricedBudget(
+            mergeBudgets(options.budget, resolved.budget),
+            resolved.model ?? options.model ?? DEFAULT_PROVIDER_CONFIG.model,
+            prices,
+          ),
         );
-      } else checkAgentOptions(options, known(depth));
+      } else checkAgentOptions(agentOptions, known(depth));
     },
   };
+}
+
+/**
+ * An agent file as this engine would use it: the tools it names exist, and when it names its
+ * `model`, that model has a price for a `usd` limit (its own or the engine's). A file that names
+ * no model runs on its spawn's or the engine's, so its `usd` limit is checked at the spawn that
+ * names it, where the model is known (`checkAgent`), not against a model it may never run on.
+ */
+function fileAsThisEngineUsesIt(
+  definition: AgentDefinition,
+  knownTools: readonly string[],
+  options: AgentCheckOptions,
+): AgentFile {
+  const entry = { name: definition.name, file: definition.file };
+  const tools = agentFileToolsProblem(definition, knownTools);
+  if (tools) return { ...entry, error: tools };
+  if (definition.model !== undefined) {
+    try {
+      checkPricedBudget(
+        mergeBudgets(options.budget, definition.budget),
+        definition.model,
+        options.prices,
+      );
+    } catch (error) {
+      const line = definition.lines.budget ?? definition.lines.model ?? 1;
+      return {
+        ...entry,
+        error: new AgentFileError(definition.file, line, (error as Error).message),
+      };
+    }
+  }
+  return { ...entry, definition };
+}
+
+/**
+ * Runs a spawn's `usd` price check; when the limit is the agent file's (the spawn set no `usd` of
+ * its own), its message is put at the file's `budget` line, so the reader knows where it came from.
+ */
+function checkFileBudget(
+  definition: AgentDefinition | undefined,
+  own: Budget | undefined,
+  check: () => void,
+): void {
+  try {
+    check();
+  } catch (error) {
+    const fromFile = definition?.budget?.usd !== undefined && own?.usd === undefined;
+    if (!fromFile || !(error instanceof UsageError)) throw error;
+    const line = definition.lines.budget ?? 1;
+    throw new AgentFileError(definition.file, line, error.message, { cause: error });
+  }
 }
 
 /**

@@ -50,6 +50,10 @@ import type { TreeLedger } from './tree-budget.js';
 // option types and their checks come (src/shared/option-schema.ts). A field's doc comment is the
 // option's documentation; its bounds, default and CLI flag are written here once.
 
+/** When a bad agent file is refused: before the engine starts, or at a spawn naming it. */
+export type AgentFileCheck = 'start' | 'spawn';
+export const AGENT_FILE_CHECKS: readonly AgentFileCheck[] = ['start', 'spawn'];
+
 /** Most steps an agent may be given: far above any real need, far below a runaway bill. */
 export const MAX_STEPS_LIMIT = 10_000;
 
@@ -455,13 +459,25 @@ export const ENGINE_FIELDS = {
   },
   /**
    * The folder of agent files (`NAME.md`, docs/AGENTS.md). Default: `.cohort/agents` under the
-   * workspace, when it exists. Every file is checked at start; a malformed one stops the start.
+   * workspace, when it exists. Every file is checked at start; a malformed one stops the start,
+   * or under `agentFileCheck: 'spawn'` only the spawns that name it.
    */
   agentsDir: nonEmptyString({
     flag: '--agents',
     arg: 'DIR',
-    help: 'folder of agent files NAME.md (default: .cohort/agents under the\nworkspace, when it exists); each is checked before anything starts',
+    help: 'folder of agent files NAME.md (default: .cohort/agents under the\nworkspace, when it exists); run and agent check every file before\nanything starts, batch the ones its tasks name (cohort agents check)',
   }),
+  /**
+   * When a bad agent file is refused. `start` (default): every file of the folder is checked
+   * before the engine starts, used or not, since an agent may name any of them; the first bad
+   * one stops the start (an `AgentFolderError`). `spawn`: a bad file stops only the spawns that
+   * name it, with its own `FILE:LINE:` message, and the `agent` tool does not offer it; for a
+   * program that knows which agents it will spawn (`cohort batch` checks the ones its tasks name).
+   */
+  agentFileCheck: oneOf(
+    AGENT_FILE_CHECKS,
+    AGENT_FILE_CHECKS.map((mode) => `\`${mode}\``).join(' or '),
+  ),
   /** The budget of every child, field by field under its agent file's and its spawn's. */
   budget: custom<Budget>('an object of budget limits', checkedBy(checkBudget), {
     flag: '--budget',

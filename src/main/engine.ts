@@ -645,7 +645,9 @@ export interface CheckEngineOptions {
  * each tool module, imported in a throw-away worker (never on main) within a timeout and checked
  * to export valid tools. No tool may be named `reply`, and no two may share a name. Throws a UsageError
  * that names the option in backticks (`toolModules[0]`; see `flagMessage` for CLI flags).
- * Resolves with the check every spawn passes, for checking tasks before they run.
+ * Each agent file of the folder is read and checked; a bad one rejects with an
+ * `AgentFolderError`, unless `agentFileCheck` is `spawn`. Resolves with the check every spawn
+ * passes, for checking tasks before they run.
  */
 export async function checkEngine(
   options: EngineOptions,
@@ -660,8 +662,13 @@ export async function checkEngine(
     check.importTimeoutMs ?? options.toolImportTimeoutMs ?? DEFAULT_IMPORT_TIMEOUT_MS;
   return agentCheck(
     await engineTools(options, timeoutMs),
-    options.maxDepth ?? DEFAULT_MAX_DEPTH,
-    engineAgents(options),
-    defined({ model: options.provider?.model, budget: options.budget, prices: options.prices }),
+    defined({
+      maxDepth: options.maxDepth ?? DEFAULT_MAX_DEPTH,
+      agents: engineAgents(options),
+      agentFileCheck: options.agentFileCheck,
+      model: options.provider?.model,
+      budget: options.budget,
+      prices: options.prices,
+    }),
   );
 }

@@ -67,7 +67,8 @@ per task as it settles. TASKS.jsonl may be \`-\` for stdin. A task line is
   {"id", "prompt", "title"?, "system"?, "tools"?, "maxSteps"?, "model"?,
    "agent"?, "outputSchema"?, "budget"?, "patienceMs"?, "timeout"?, "cache"?, "cacheTtl"?,
    "preamble"?}
-("agent" names an agent file in --agents; "outputSchema" puts the parsed reply in "value";
+("agent" names an agent file in --agents: only the files tasks name are checked, and a task
+naming a bad one is a bad line with its FILE:LINE message; "outputSchema" puts the parsed reply in "value";
 "patienceMs" is how long one of its requests may be refused 429/529 before it fails, in ms,
 over its agent file's and --patience; "timeout" is its wall-clock limit in ms from its spawn
 (past it the task is cancelled, reason timeout), over its agent file's and --timeout; "cache"
@@ -292,7 +293,8 @@ function sameFileKey(file: string): string {
  */
 async function readTasks(values: ParsedValues, tasksArg: string) {
   const label = tasksArg === '-' ? 'stdin' : safeLabel(tasksArg);
-  const prepared = await prepareEngine(values);
+  // Only the agent files a task names must be good: a bad one makes those lines bad, not the run.
+  const prepared = await prepareEngine(values, { agentFileCheck: 'spawn' });
   const timeout = timeoutFlag(values);
   const parsed = parseTasks(await readTasksInput(tasksArg));
   // `--timeout` is each task's default: its line's and its agent file's win.

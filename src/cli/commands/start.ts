@@ -1,14 +1,15 @@
 import os from 'node:os';
-import { AgentFileError } from '../../main/agents/definition.js';
+import { AgentFileError, AgentFolderError } from '../../main/agents/definition.js';
 import { checkEngine, Engine, type EngineOptions } from '../../main/engine.js';
 import type { EngineCheck } from '../../main/engine-check.js';
+import type { AgentFileCheck } from '../../main/engine-options.js';
 import { UsageError } from '../../shared/errors.js';
 import { defined } from '../../shared/option-schema.js';
 import type { ScriptedModelOptions } from '../../testing/index.js';
 import { type ParsedValues, stringFlag } from '../flags.js';
 import { journalNote } from '../logs/run-folders.js';
 import { flagMessage } from '../option-flags.js';
-import { note } from '../output.js';
+import { note, shellQuote } from '../output.js';
 import { onCleanup } from '../process.js';
 import {
   chooseProvider,
@@ -39,9 +40,12 @@ export interface PreparedEngine {
  */
 export async function prepareEngine(
   values: ParsedValues,
-  options: { workspace?: string | undefined } = {},
+  options: { workspace?: string | undefined; agentFileCheck?: AgentFileCheck } = {},
 ): Promise<PreparedEngine> {
-  const engineOptions = engineOptionsFrom(values, options);
+  const engineOptions = {
+    ...engineOptionsFrom(values, options),
+    ...defined({ agentFileCheck: options.agentFileCheck }),
+  };
   const choice = chooseProvider(values);
   checkCliTracing(tracingFlags(values));
   try {
@@ -51,6 +55,14 @@ export async function prepareEngine(
     });
     return { options: engineOptions, choice, check };
   } catch (error) {
+    // The way out of a bad agent file, in the CLI's words.
+    if (error instanceof AgentFolderError) {
+      throw new AgentFolderError(
+        error.fileError,
+        error.folder,
+        `give --agents a folder without it (\`cohort agents check ${shellQuote(error.folder)}\` lists every bad file)`,
+      );
+    }
     // An agent file's message names the file's own fields, not flags.
     if (error instanceof UsageError && !(error instanceof AgentFileError)) {
       throw new UsageError(flagMessage(error.message));

@@ -8,7 +8,49 @@ import { AGENT_FIELDS, MAX_STEPS } from '../engine-options.js';
  * A malformed agent file: the message starts with `FILE:LINE: `. Its field names are the file's
  * own, so the CLI shows it as it is (never rewritten to flag names).
  */
-export class AgentFileError extends UsageError {}
+export class AgentFileError extends UsageError {
+  /** The file, absolute. */
+  readonly file: string;
+  /** The 1-based line the problem is on. */
+  readonly line: number;
+  /** The problem in the file's words, without `FILE:LINE: ` (`Expected …, got …`). */
+  readonly problem: string;
+
+  constructor(file: string, line: number, problem: string, options?: { cause?: unknown }) {
+    super(`${file}:${line}: ${problem}`, options);
+    this.file = file;
+    this.line = line;
+    this.problem = problem;
+  }
+}
+
+/**
+ * A bad agent file that stopped a start which checks every file of its folder, used or not (an
+ * agent may name any of them). The message is the file's, then a line saying how to leave the
+ * file out; `otherFolder` is that way in the caller's words (the CLI's names `--agents`).
+ */
+export class AgentFolderError extends AgentFileError {
+  /** The folder the file is in. */
+  readonly folder: string;
+  /** The file's own error. */
+  readonly fileError: AgentFileError;
+
+  constructor(
+    fileError: AgentFileError,
+    folder: string,
+    otherFolder = 'set `agentsDir` to a folder without it',
+  ) {
+    super(fileError.file, fileError.line, fileError.problem, { cause: fileError });
+    this.folder = folder;
+    this.fileError = fileError;
+    this.message = `${fileError.message}\nEvery agent file in ${folder} is checked before anything starts, used or not, since an agent may name any of them: fix this one, move it out of that folder, or ${otherFolder}`;
+  }
+}
+
+/** One `NAME.md` of an agent folder: the agent it defines, or why it defines none. */
+export type AgentFile =
+  | { name: string; file: string; definition: AgentDefinition; error?: undefined }
+  | { name: string; file: string; error: AgentFileError; definition?: undefined };
 
 /** An agent's name and a tool's name share the shape tool modules are held to. */
 export const NAME_SHAPE = /^[a-zA-Z0-9_-]{1,64}$/;

@@ -26,6 +26,7 @@ import {
   AGENT_FILE_FIELDS,
   type AgentDefinition,
   type AgentField,
+  type AgentFile,
   AgentFileError,
   NAME_SHAPE,
 } from './definition.js';
@@ -63,6 +64,19 @@ export function loadAgentDefinitions(
   dir: string,
   options: { required: boolean },
 ): AgentDefinition[] {
+  return loadAgentFolder(dir, options).map((entry) => {
+    if (entry.error) throw entry.error;
+    return entry.definition;
+  });
+}
+
+/**
+ * Reads every `*.md` file of `dir` as `loadAgentDefinitions` does, but a bad file does not throw:
+ * its entry holds its error, so a caller can use the good ones and refuse only what names a bad
+ * one (a batch), or report each file (`cohort agents check`). The folder itself being missing
+ * (when `required`), not a folder or unreadable still throws a UsageError.
+ */
+export function loadAgentFolder(dir: string, options: { required: boolean }): AgentFile[] {
   const folder = path.resolve(dir);
   let isFolder: boolean;
   try {
@@ -80,22 +94,27 @@ export function loadAgentDefinitions(
     throw notAFolder(folder, `which cannot be listed (${reasonOf(error)})`);
   }
   const names = entries.filter((name) => name.endsWith('.md') && !name.startsWith('.')).sort();
-  const definitions: AgentDefinition[] = [];
-  for (const name of names) {
-    const file = path.join(folder, name);
+  const files: AgentFile[] = [];
+  for (const fileName of names) {
+    const file = path.join(folder, fileName);
+    const name = fileName.replace(/\.md$/, '');
     let text: string;
     try {
       if (statSync(file).isDirectory()) continue;
       text = readFileSync(file, 'utf8');
     } catch (error) {
-      const reason = error instanceof Error ? error.message : String(error);
-      throw new AgentFileError(`${file}:1: Expected a readable agent file, got ${reason}`, {
-        cause: error,
-      });
+      const problem = `Expected a readable agent file, got ${reasonOf(error)}`;
+      files.push({ name, file, error: new AgentFileError(file, 1, problem, { cause: error }) });
+      continue;
     }
-    definitions.push(parseAgentFile(file, text));
+    try {
+      files.push({ name, file, definition: parseAgentFile(file, text) });
+    } catch (error) {
+      if (!(error instanceof AgentFileError)) throw error;
+      files.push({ name, file, error });
+    }
   }
-  return definitions;
+  return files;
 }
 
 /**
@@ -105,8 +124,7 @@ export function loadAgentDefinitions(
  */
 export function parseAgentFile(file: string, text: string): AgentDefinition {
   const absolute = path.resolve(file);
-  const at = (line: number, message: string) =>
-    new AgentFileError(`${absolute}:${line}: ${message}`);
+  const at = (line: number, message: string) => new AgentFileError(absolute, line, message);
   const lines = text.replace(/^\uFEFF/, '').split(/\r?\n/);
   if (!FENCE.test(lines[0] ?? '')) {
     const got = text.trim() === '' ? 'an empty file' : show(lines[0]);
