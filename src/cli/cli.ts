@@ -20,6 +20,7 @@ Commands:
   agent PROMPT                  run one child agent; print its AgentResult
   run PROMPT                    run a root session with the agent tools until idle
   batch TASKS.jsonl --out FILE  one child per task line; resumable
+  results FILE SUBCOMMAND       read a batch's results back: status, failed, export, show
   agents check [DIR]            check the agent files (NAME.md) of a folder, each ok or its error
   worker --queue REDIS          take agent jobs from a queue in Redis (a fleet; docs/SCALE-OUT.md)
   bench [part…]                 benchmark concurrency limits (docs/BENCHMARKS.md)
@@ -52,6 +53,7 @@ const COMMANDS: Record<string, () => Promise<Command>> = {
   demo: async () => (await import('./commands/demo.js')).demoCommand,
   run: async () => (await import('./commands/run.js')).runCommand,
   batch: async () => (await import('./commands/batch.js')).batchCommand,
+  results: async () => (await import('./commands/results.js')).resultsCommand,
   agents: async () => (await import('./commands/agents.js')).agentsCommand,
   bench: async () => (await import('./commands/bench.js')).benchCommand,
   worker: async () => (await import('./commands/worker.js')).workerCommand,

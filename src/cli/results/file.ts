@@ -239,7 +239,7 @@ function scanResults(
  * begins as every result line does and is not whole JSON. A whole object without a newline (a
  * one-line config written with printf) is someone else's, and is refused, never cut.
  */
-function cutFromOurs(text: string): boolean {
+export function cutFromOurs(text: string): boolean {
   const head = '{"id":"';
   if (!(text.startsWith(head) || head.startsWith(text))) return false;
   try {
@@ -289,16 +289,22 @@ function applyScan(fd: number, file: string, scan: Scan, size: number): void {
   }
 }
 
-interface ResultLineFacts {
+/** What a result line says, as `checkLine` read it. */
+export interface ResultLineFacts {
   ok: true;
+  /** The whole line, parsed: the AgentResult plus `taskId`, and any field a newer cohort adds. */
+  record: Record<string, unknown>;
   taskId: string;
   outcome: AgentOutcome;
   reason?: string;
   code?: string;
 }
 
-/** Whether a line is a result line; if not, why not. */
-function checkLine(text: string): ResultLineFacts | { ok: false; why: string } {
+/**
+ * Whether a line is a result line; if not, why not. The one check of a line, for the batch that
+ * owns the file and for `cohort results`, which reads it back.
+ */
+export function checkLine(text: string): ResultLineFacts | { ok: false; why: string } {
   let value: unknown;
   try {
     value = JSON.parse(text);
@@ -323,6 +329,7 @@ function checkLine(text: string): ResultLineFacts | { ok: false; why: string } {
   }
   return {
     ok: true,
+    record: value as Record<string, unknown>,
     taskId: line.taskId,
     outcome: line.outcome as AgentOutcome,
     ...(typeof line.reason === 'string' ? { reason: line.reason } : {}),
@@ -338,7 +345,7 @@ function notResults(label: string, number: number, why: string, text: string): U
 }
 
 /** A short, quoted, escaped piece of a line: no control character reaches the terminal. */
-function snippet(text: string): string {
+export function snippet(text: string): string {
   const short = text.length > 60 ? `${text.slice(0, 60)}…` : text;
   // JSON.stringify escapes C0 controls and lone surrogates; safeText then escapes DEL and C1.
   return safeText(JSON.stringify(short));
@@ -349,7 +356,7 @@ function snippet(text: string): string {
  * whole, and a binary file fails at its first line. `bytes` excludes the newline; `terminated`
  * is false only for a last piece without one; `bytes` is undefined for a line over the limit.
  */
-function forEachLine(
+export function forEachLine(
   fd: number,
   size: number,
   onLine: (bytes: Buffer | undefined, start: number, terminated: boolean) => void,
