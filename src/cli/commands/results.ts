@@ -14,12 +14,9 @@ import { exportResults } from '../results/read/export.js';
 import { listFailed } from '../results/read/failed.js';
 import { DEFAULT_FIELDS, parseFields } from '../results/read/fields.js';
 import { formatNamed, jsonLine } from '../results/read/formats.js';
-import type { ReadReport } from '../results/read/reader.js';
+import { type ReadReport, tornNote } from '../results/read/reader.js';
 import { findTask, lineJson, renderTask } from '../results/read/show.js';
 import { fileSink, type Sink, stdoutSink } from '../results/read/sink.js';
-import { resultsStatus, statusText, tornNote } from '../results/read/status.js';
-import { taskOrder } from '../results/read/task-order.js';
-import { EXIT_CODES_HELP } from './help.js';
 
 const JSON_FLAG: CliFlag = {
   flag: '--json',
@@ -84,7 +81,8 @@ line, as a rerun of the batch keeps it.
 
 Options:
 ${helpLines(FLAGS, 24)}
-${EXIT_CODES_HELP}
+
+Exit codes:
   0  done
   1  FILE changed while it was read (a batch starting on it compacts it in place: read it
      again), or a file could not be read or written
@@ -155,6 +153,8 @@ function noArguments(name: string, args: string[]): void {
 
 async function statusCommand(file: string, args: string[], values: ParsedValues): Promise<number> {
   noArguments('status', args);
+  // Loaded only here: the batch's tally brings its progress view along.
+  const { resultsStatus, statusText } = await import('../results/read/status.js');
   const read = resultsStatus(file);
   stdout().write(values.json ? `${jsonLine(read.status)}\n` : statusText(read));
   return closedCode();
@@ -181,7 +181,11 @@ async function exportCommand(file: string, args: string[], values: ParsedValues)
   const format = formatNamed(formatName ?? (values.json ? 'jsonl' : 'csv'));
   const fields = parseFields(stringFlag(values, FIELDS_FLAG) ?? DEFAULT_FIELDS);
   const tasks = stringFlag(values, TASKS_FLAG);
-  const order = tasks === undefined ? undefined : await taskOrder(tasks);
+  // Loaded only for --tasks: the task line check brings the engine's option schema along.
+  const order =
+    tasks === undefined
+      ? undefined
+      : await (await import('../results/read/task-order.js')).taskOrder(tasks);
   const out = stringFlag(values, OUT_FLAG);
   const inputs = tasks === undefined || tasks === '-' ? [file] : [file, tasks];
   const sink: Sink = out === undefined ? stdoutSink() : fileSink(out, inputs);

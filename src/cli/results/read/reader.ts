@@ -172,3 +172,8 @@ function changedUnderRead(label: string, file: string): CohortError {
     `${label} changed while it was read: a batch starting on it compacts it in place${compacting(file) ? ' (it is doing so now)' : ''}. Read it again in a moment`,
   );
 }
+
+/** Said wherever a torn last line was skipped. */
+export function tornNote(bytes: number): string {
+  return `torn: the last line (${bytes} bytes) is incomplete and was skipped: a batch may be writing it now, or was killed mid-write`;
+}

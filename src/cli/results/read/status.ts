@@ -1,10 +1,9 @@
 import path from 'node:path';
-import { formatMs } from '../../../shared/provider/classify.js';
 import { safeLabel } from '../../output.js';
 import { BatchTally, describeSpend } from '../../views/batch-progress.js';
 import { INTERRUPTED, RERUN_CODES } from '../file.js';
 import { asResult } from './as-result.js';
-import { type ReadReport, readResults } from './reader.js';
+import { type ReadReport, readResults, tornNote } from './reader.js';
 
 /**
  * `cohort results FILE status`: what a batch's tasks came to, added up by the batch's own tally
@@ -89,7 +88,9 @@ export function statusText({ status, outcomes, report }: StatusRead): string {
     lines.push(`spent: ${describeSpend(status.spent, status.tasks)}`);
     const { total, longest, longestTaskId } = status.elapsedMs;
     const which = longestTaskId === undefined ? '' : ` (task ${safeLabel(longestTaskId)})`;
-    lines.push(`agent time: ${formatMs(total)} in all, longest ${formatMs(longest)}${which}`);
+    lines.push(
+      `agent time: ${formatElapsed(total)} in all, longest ${formatElapsed(longest)}${which}`,
+    );
   }
   if (status.rerun > 0) {
     lines.push(
@@ -106,7 +107,12 @@ export function statusText({ status, outcomes, report }: StatusRead): string {
   return `${lines.join('\n')}\n`;
 }
 
-/** Said wherever a torn last line was skipped. */
-export function tornNote(bytes: number): string {
-  return `torn: the last line (${bytes} bytes) is incomplete and was skipped: a batch may be writing it now, or was killed mid-write`;
+/** `850 ms`, `12.4 s`, `4m05s`, `2h13m`: the agents' time, added up over a batch, runs to hours. */
+export function formatElapsed(ms: number): string {
+  if (ms < 1000) return `${Math.round(ms)} ms`;
+  const seconds = ms / 1000;
+  if (seconds < 60) return `${seconds.toFixed(1)} s`;
+  const whole = Math.round(seconds);
+  if (whole < 3600) return `${Math.floor(whole / 60)}m${String(whole % 60).padStart(2, '0')}s`;
+  return `${Math.floor(whole / 3600)}h${String(Math.floor((whole % 3600) / 60)).padStart(2, '0')}m`;
 }
