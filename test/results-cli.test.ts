@@ -334,13 +334,18 @@ describe('cohort results on hand-written lines', () => {
     ].join('\n');
     writeFileSync(file, text);
 
-    const [json, plain, rows, show, bare] = await Promise.all([
+    const empty = path.join(tempDir(), 'empty.jsonl');
+    writeFileSync(empty, '');
+    const [json, plain, rows, show, bare, none] = await Promise.all([
       cli(['results', file, 'status', '--json']),
       cli(['results', file, 'status']),
       cli(['results', file, 'export', '--fields', 'taskId,outcome,usage.costUsd']),
       cli(['results', file, 'show', 'a']),
       cli(['results', file, 'show', 'c']),
+      cli(['results', empty, 'status']),
     ]);
+    expect(none.code, none.stderr).toBe(0);
+    expect(none.stdout).toBe(`${empty}: 0 task(s) in 0 line(s), no result yet\n`);
     expect(json.code, json.stderr).toBe(0);
     const status = JSON.parse(json.stdout);
     expect(status).toMatchObject({
@@ -404,7 +409,7 @@ describe('cohort results on hand-written lines', () => {
         /Expected a results file .*got no file at/,
       ],
       [
-        ['results', notes, 'status'],
+        ['results', notes, 'export'],
         /Expected .*notes\.md to be a cohort results file .*got line 1: not JSON/,
       ],
       [['results', dir, 'failed'], /Expected a results file, got the directory/],

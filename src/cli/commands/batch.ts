@@ -83,6 +83,7 @@ in it; --retry-failed also reruns the failed ones, replacing their lines. A task
 mid-way when a run was stopped or killed goes on from its last committed step, read from that
 run's journal (RESULTS.jsonl.journals lists them), not from its prompt: its finished steps are
 not paid for again.
+\`cohort results RESULTS.jsonl status|failed|export|show\` reads it back, while it runs too.
 
 Every request passes the rate-limit governor (see --rpm, --patience, --governor). When the
 provider says the quota is spent (a spend-limit 429), cannot be reached (5 connection failures

@@ -2,6 +2,7 @@ import { existsSync } from 'node:fs';
 import { UsageError } from '../../shared/errors.js';
 import {
   type CliFlag,
+  flagOf,
   HELP_FLAG,
   helpLines,
   type ParsedValues,
@@ -135,7 +136,7 @@ function refuseOtherFlags(name: string, values: ParsedValues, allowed: readonly 
   const own = new Set(allowed.map((flag) => flag.flag));
   for (const flag of FLAGS) {
     if (flag === HELP_FLAG || own.has(flag.flag)) continue;
-    if (values[flag.flag!.slice(2)] !== undefined) {
+    if (values[flagOf(flag).slice(2)] !== undefined) {
       throw new UsageError(
         `Expected only ${[...own].join(', ')} after \`${name}\`, got \`${flag.flag}\`. See cohort results --help`,
       );

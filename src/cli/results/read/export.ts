@@ -28,14 +28,21 @@ export function exportResults(
   const cells = (record: Record<string, unknown>) =>
     fields.map((field) => valueAt(record, field.path));
   let written = 0;
+  // The header goes with the first row (or at the end): a file refused at its first line
+  // prints nothing.
+  let headed = false;
+  const header = () => {
+    if (!headed) sink.write(format.header(names));
+    headed = true;
+  };
   const write = (row: unknown[]) => {
+    header();
     written++;
     return sink.write(format.row(names, row));
   };
-  if (!sink.write(format.header(names)))
-    return { report: readResults(file, () => 'stop'), rows: 0 };
   if (order === undefined) {
     const report = readResults(file, (line) => (write(cells(line.record)) ? undefined : 'stop'));
+    header();
     return { report, rows: written };
   }
   const rows = new Map<string, unknown[]>();
@@ -44,6 +51,7 @@ export function exportResults(
     return undefined;
   });
   let missing = 0;
+  header();
   for (const taskId of order) {
     const row = rows.get(taskId);
     if (row === undefined) missing++;
