@@ -41,8 +41,8 @@ const TASKS_FLAG: CliFlag = {
 const OUT_FLAG: CliFlag = {
   flag: '--out',
   short: 'o',
-  arg: 'FILE',
-  help: 'export: write the table to FILE instead of stdout (replaced whole at the end)',
+  arg: 'OUT',
+  help: 'export: write the table to OUT instead of stdout (replaced whole at the end)',
 };
 const FLAGS: readonly CliFlag[] = [
   JSON_FLAG,
@@ -88,7 +88,8 @@ Exit codes:
   1  FILE changed while it was read (a batch starting on it compacts it in place: read it
      again), or a file could not be read or written
   2  a usage error: a missing FILE, a file that is not a results file, an unknown
-     subcommand, field, format or ID, a bad --tasks file, a bad flag
+     subcommand, field, format or ID, a bad --tasks file, a bad flag, an --out that is
+     a file it reads
   141  stdout closed before the end (\`| head\`)`;
 
 type Subcommand = (file: string, args: string[], values: ParsedValues) => Promise<number>;
