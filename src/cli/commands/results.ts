@@ -54,6 +54,7 @@ const FLAGS: readonly CliFlag[] = [
 ];
 const OPTIONS = parseOptions(FLAGS);
 
+/** `cohort results --help`. */
 export const RESULTS_USAGE = `Usage: cohort results FILE status [--json]
        cohort results FILE failed [--json]
        cohort results FILE export [--format csv|jsonl|md] [--fields A,B.C] [--tasks TASKS.jsonl]

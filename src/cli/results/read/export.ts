@@ -4,6 +4,7 @@ import type { TableFormat } from './formats.js';
 import { type ReadReport, readResults } from './reader.js';
 import type { Sink } from './sink.js';
 
+/** What `exportResults` writes, and where. */
 export interface ExportOptions {
   fields: readonly FieldPath[];
   format: TableFormat;

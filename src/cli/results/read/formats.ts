@@ -75,7 +75,9 @@ function cellText(value: unknown): string {
   return JSON.stringify(value);
 }
 
+/** The formats `--format` names. */
 export const FORMATS = { csv, jsonl, md } as const;
+/** A `--format` name. */
 export type FormatName = keyof typeof FORMATS;
 
 /** `--format NAME`, checked. */

@@ -26,6 +26,7 @@ export interface Sink {
 
 const PIECE = 64 * 1024;
 
+/** stdout, through the guarded stream (a closed pipe ends the output quietly). */
 export function stdoutSink(): Sink {
   let pending = '';
   const flush = () => {

@@ -44,6 +44,7 @@ export interface StatusRead {
   report: ReadReport;
 }
 
+/** Reads `file` whole and adds up its tasks. */
 export function resultsStatus(file: string): StatusRead {
   const tally = new BatchTally();
   const elapsed = { total: 0, longest: 0, longestTaskId: undefined as string | undefined };
