@@ -170,6 +170,11 @@ export async function batchCommand(argv: string[]): Promise<number> {
     tally,
     governor: governor ? () => governor.states() : undefined,
   });
+  // On a queue, a batch that no worker serves says so (queue-watch.ts).
+  const queue = engine?.queued && !quiet ? prepared.options.queue : undefined;
+  const unwatch =
+    queue && (await import('../queue-watch.js')).watchQueue({ queue, progress, tally });
+  if (unwatch) onCleanup(unwatch);
   // Known before anything runs, so a forced stop reports it too.
   const quota = new ModelStop(todo, (task) => task.model ?? engine?.provider.model ?? '');
   // What a stopped or finished batch tells: the same from a graceful end and a forced one.
@@ -230,6 +235,7 @@ export async function batchCommand(argv: string[]): Promise<number> {
       });
     }
     progress.stop();
+    await unwatch?.();
     await engine?.close();
     const complete = results.completeIds();
     results.close();
