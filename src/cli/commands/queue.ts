@@ -57,8 +57,8 @@ password is never printed.
 
 --json prints one line {"type":"queue-status","queue","redis","paused","counts":{"waiting",
 "active","completed","failed","delayed"},"workers":[{"name","connected","connectedSeconds",
-"running","oldestRunningMs"}]} ("connected" and "workersUnknown", the reason, when the Redis
-refuses to list its clients).
+"running","oldestRunningMs"}]}; when the Redis refuses to list its clients, "connected" is left
+out and "workersUnknown" says why.
 
 Options:
 ${helpLines(STATUS_FLAGS, 28)}
@@ -138,10 +138,7 @@ async function readStatus(options: {
 }
 
 /** The status in lines, for a person. */
-export function describeStatus(
-  status: QueueStatus,
-  queue: { url: string; name: string },
-): string[] {
+function describeStatus(status: QueueStatus, queue: { url: string; name: string }): string[] {
   const paused = status.paused ? ' (paused: no worker takes a job until it is resumed)' : '';
   const { waiting, active, completed, failed, delayed } = status.counts;
   const lines = [
@@ -156,12 +153,13 @@ export function describeStatus(
   } else if (status.workers.length === 0) {
     lines.push(`workers: none connected; start one with: ${safeLabel(workerCommand(queue))}`);
   } else lines.push(`workers: ${connected} connected`);
-  for (const worker of status.workers) lines.push(`  ${describeWorker(worker)}`);
+  const width = Math.max(0, ...status.workers.map((worker) => safeLabel(worker.name).length));
+  for (const worker of status.workers) lines.push(`  ${describeWorker(worker, width)}`);
   return lines;
 }
 
-/** `vm/4211  running 2 jobs (the oldest for 14s), connected for 3m12s`. */
-function describeWorker(worker: QueueWorkerStatus): string {
+/** `vm/4211  running 2 jobs (the oldest for 14s), connected for 3m12s`, its name padded to `width`. */
+function describeWorker(worker: QueueWorkerStatus, width: number): string {
   const doing =
     worker.running === 0
       ? 'idle'
@@ -172,7 +170,7 @@ function describeWorker(worker: QueueWorkerStatus): string {
       : worker.connectedSeconds === undefined
         ? ''
         : `connected for ${age(worker.connectedSeconds)}`;
-  return `${safeLabel(worker.name)}  ${doing}${link === '' ? '' : `, ${link}`}`;
+  return `${safeLabel(worker.name).padEnd(width)}  ${doing}${link === '' ? '' : `, ${link}`}`;
 }
 
 /** `14s`, `3m12s`, `2h05m`. */
