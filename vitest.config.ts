@@ -9,6 +9,7 @@ import { BaseSequencer, type TestSpecification } from 'vitest/node';
  */
 const UNIT = [
   'agent-files',
+  'batch-progress-lines',
   'budget',
   'cache-breakpoints',
   'cli-output',

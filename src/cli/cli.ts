@@ -23,6 +23,7 @@ Commands:
   results FILE SUBCOMMAND       read a batch's results back: status, failed, export, show
   agents check [DIR]            check the agent files (NAME.md) of a folder, each ok or its error
   worker --queue REDIS          take agent jobs from a queue in Redis (a fleet; docs/SCALE-OUT.md)
+  queue status --queue REDIS    a queue's jobs by state and its workers
   bench [part…]                 benchmark concurrency limits (docs/BENCHMARKS.md)
   mock                          run the built-in scripted model as a server
   logs list|show|tail|export    read runs' journals back (docs/LOGS.md)
@@ -57,6 +58,7 @@ const COMMANDS: Record<string, () => Promise<Command>> = {
   agents: async () => (await import('./commands/agents.js')).agentsCommand,
   bench: async () => (await import('./commands/bench.js')).benchCommand,
   worker: async () => (await import('./commands/worker.js')).workerCommand,
+  queue: async () => (await import('./commands/queue.js')).queueCommand,
   logs: async () => (await import('./commands/logs.js')).logsCommand,
 };
 

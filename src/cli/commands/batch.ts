@@ -96,6 +96,8 @@ With --queue REDIS, every task is a job on that Redis queue, run by \`cohort wor
 any machine (docs/SCALE-OUT.md). A task's job id comes from RESULTS.jsonl's path and its id, so
 a rerun after a kill re-adds only what is missing and still writes one line per task; the
 progress counts the workers and each one's rate, and each line names its \`host\` and \`worker\`.
+When its jobs wait 10 s with no worker taking any, it says so on stderr with the command that
+starts one (\`cohort queue status\` shows the queue's jobs and workers).
 On a queue, --concurrency is how many jobs the batch keeps in Redis at once, waiting or running:
 set it above the workers' total --concurrency (a quarter more is plenty), so a worker finishing
 a job finds the next one waiting and takes it in the same round trip.
@@ -171,6 +173,11 @@ export async function batchCommand(argv: string[]): Promise<number> {
     tally,
     governor: governor ? () => governor.states() : undefined,
   });
+  // On a queue, a batch that no worker serves says so (queue-watch.ts).
+  const queue = engine?.queued && !quiet ? prepared.options.queue : undefined;
+  const unwatch =
+    queue && (await import('../queue-watch.js')).watchQueue({ queue, progress, tally });
+  if (unwatch) onCleanup(unwatch);
   // Known before anything runs, so a forced stop reports it too.
   const quota = new ModelStop(todo, (task) => task.model ?? engine?.provider.model ?? '');
   // What a stopped or finished batch tells: the same from a graceful end and a forced one.
@@ -231,6 +238,7 @@ export async function batchCommand(argv: string[]): Promise<number> {
       });
     }
     progress.stop();
+    await unwatch?.();
     await engine?.close();
     const complete = results.completeIds();
     results.close();

@@ -85,7 +85,7 @@ export const WORKER_USAGE = `Usage: cohort worker --queue REDIS [options]
 Takes agent jobs from a queue in Redis and runs them on this machine's worker threads, many to a
 thread, under the reply contract; their results go back through the queue to whoever added them
 (\`cohort batch --queue\`, \`cohort run --queue\`, or Engine.start({ queue })). Start one on each
-machine of a fleet; see docs/SCALE-OUT.md.
+machine of a fleet; see docs/SCALE-OUT.md. \`cohort queue status\` lists the queue's workers.
 
 REDIS is redis://[:PASSWORD@]HOST[:PORT][/DB], rediss://… (TLS), or a unix socket path.
 The API key comes from this machine's ANTHROPIC_API_KEY; the model and base URL from each job.

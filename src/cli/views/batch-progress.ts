@@ -4,6 +4,7 @@ import type { GovernorState } from '../../shared/governor/types.js';
 import { type AgentOutcome, type AgentResult, emptyOutcomeCounts } from '../../shared/result.js';
 import { note, safeLabel, stderr } from '../output.js';
 import { describeGovernor, describeGovernorShort } from './governor-view.js';
+import { LineCadence } from './line-cadence.js';
 import { stderrBar } from './terminal-bar.js';
 import { cacheHitPercent, cacheNote, describeSaving } from './usage-text.js';
 
@@ -11,6 +12,12 @@ import { cacheHitPercent, cacheNote, describeSaving } from './usage-text.js';
 const FAILED_LINES_SHOWN = 20;
 /** How long connection failures go on before a retry line says so (the breaker speaks first). */
 const UNANSWERED_GRACE_MS = 1000;
+/** Off a terminal: the least time between two progress lines, when something changed. */
+const LINE_MIN_MS = 2000;
+/** Off a terminal: the most time between two progress lines, when nothing changed. */
+const LINE_MAX_MS = 30_000;
+/** How often the bar is redrawn, and a line checked for, with or without a settled task. */
+const TICK_MS = 1000;
 
 /** What a batch's settled tasks spent, added up (the `spent` of `cohort batch --json`'s summary). */
 export interface BatchSpent {
@@ -148,9 +155,11 @@ export class BatchTally {
 }
 
 /**
- * Progress on stderr: a bar on a terminal, a plain line every 2 s otherwise, nothing with
- * --quiet. The ETA comes from the average rate since the batch started, which holds steady where
- * a short window jumps with every burst. When stderr closes, progress stops and the batch goes on.
+ * Progress on stderr: a bar on a terminal; otherwise a plain line when something changed (at
+ * most one per 2 s) and at least one every 30 s, so a log shows a batch alive while nothing
+ * settles; nothing with --quiet. The ETA comes from the average rate since the batch started,
+ * which holds steady where a short window jumps with every burst. When stderr closes, progress
+ * stops and the batch goes on.
  */
 export class BatchProgress {
   readonly #bar: cliProgress.SingleBar | undefined;
@@ -158,7 +167,13 @@ export class BatchProgress {
   readonly #quiet: boolean;
   readonly #tally: BatchTally;
   readonly #started = Date.now();
-  #lastLine = 0;
+  readonly #cadence: LineCadence;
+  /**
+   * What the batch waits for while nothing runs (`waiting for a worker`), shown in the progress
+   * until it is cleared or a task settles, with the settled count when it was set.
+   */
+  #waiting: { state: string; settled: number } | undefined;
+  readonly #ticker: NodeJS.Timeout | undefined;
   #failedShown = 0;
   #lastRetryLine = 0;
   /** When the first retry with no answer from the provider came (a connection failure). */
@@ -177,15 +192,26 @@ export class BatchProgress {
     this.#quiet = options.quiet;
     this.#tally = options.tally;
     this.#tally.onRetry = (event) => this.#retry(event);
+    this.#cadence = new LineCadence({
+      minMs: LINE_MIN_MS,
+      maxMs: LINE_MAX_MS,
+      start: this.#started,
+      state: this.#lineState(),
+    });
     if (!options.quiet && stderr().isTTY) {
       this.#bar = stderrBar(
         {
           format:
-            'batch [{bar}] {value}/{total} | {outcomes}{retrying}{governor}{workers}{cache} | {rate}/s | ETA {steady_eta}',
+            'batch [{bar}] {value}/{total} | {outcomes}{waiting}{retrying}{governor}{workers}{cache} | {rate}/s | ETA {steady_eta}',
         },
         cliProgress.Presets.shades_classic,
       );
       this.#bar.start(options.total, 0, this.#payload());
+    }
+    // Not only at each settle: a batch where nothing settles for a while must still show it.
+    if (!options.quiet) {
+      this.#ticker = setInterval(() => this.update(), TICK_MS);
+      this.#ticker.unref();
     }
   }
 
@@ -196,13 +222,38 @@ export class BatchProgress {
       return;
     }
     const now = Date.now();
-    if (now - this.#lastLine >= 2000 || this.#tally.settled === this.#total) {
-      this.#lastLine = now;
+    const state = this.#lineState();
+    // The last settle gets its line at once, and once.
+    const last = this.#tally.settled === this.#total && this.#cadence.changed(state);
+    if (last || this.#cadence.due(now, state)) {
+      this.#cadence.wrote(now, state);
       const payload = this.#payload();
       note(
-        `cohort batch: ${this.#tally.settled}/${this.#total} done (${payload.outcomes}${payload.retrying}), ${payload.rate}/s, ETA ${payload.steady_eta}${payload.governor}${payload.workers}${payload.cache}`,
+        `cohort batch: ${this.#tally.settled}/${this.#total} done (${payload.outcomes}${payload.waiting}${payload.retrying}), ${payload.rate}/s, ETA ${payload.steady_eta}${payload.governor}${payload.workers}${payload.cache}`,
       );
     }
+  }
+
+  /**
+   * What the batch waits for while nothing runs (`waiting for a worker`), shown in place of
+   * `starting` or beside the counts until it is cleared with `undefined`.
+   */
+  waitingFor(state: string | undefined): void {
+    this.#waiting = state === undefined ? undefined : { state, settled: this.#tally.settled };
+    this.update();
+  }
+
+  /** The waiting state, while no task has settled since it was set. */
+  #waitingState(): string | undefined {
+    const waiting = this.#waiting;
+    return waiting !== undefined && waiting.settled === this.#tally.settled
+      ? waiting.state
+      : undefined;
+  }
+
+  /** What a plain line says that counts as a change: the settled count and the waiting state. */
+  #lineState(): string {
+    return `${this.#tally.settled}|${this.#waitingState() ?? ''}`;
   }
 
   /**
@@ -260,6 +311,7 @@ export class BatchProgress {
   }
 
   stop(): void {
+    clearInterval(this.#ticker);
     this.#bar?.stop();
   }
 
@@ -278,6 +330,7 @@ export class BatchProgress {
 
   #payload(): {
     outcomes: string;
+    waiting: string;
     retrying: string;
     rate: string;
     steady_eta: string;
@@ -288,8 +341,11 @@ export class BatchProgress {
     const seconds = (Date.now() - this.#started) / 1000;
     const done = this.#tally.settled;
     const retrying = this.#tally.retrying;
+    const outcomes = this.#tally.describe();
+    const waiting = this.#waitingState();
     return {
-      outcomes: this.#tally.describe() || 'starting',
+      outcomes: outcomes || (waiting ?? 'starting'),
+      waiting: outcomes !== '' && waiting !== undefined ? ` | ${waiting}` : '',
       retrying: retrying > 0 ? ` | ${retrying} retrying (${this.#tally.retries} retries)` : '',
       rate: seconds > 0 ? (done / seconds).toFixed(1) : '0.0',
       steady_eta: this.#eta(),
