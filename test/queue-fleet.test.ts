@@ -123,13 +123,15 @@ function expectOneCompleteLinePerTask(lines: BatchResultLine[], count: number): 
 
 /**
  * The task ids of the jobs finished in Redis (completed or failed). A batch job's id is
- * `b<hash of the results path>-<task id, URI-encoded>` (batchJobId).
+ * `b<hash of the results path>-<task id, URI-encoded>@<task version>` (batchJobId).
  */
 async function finishedTaskIds(redis: RedisRig): Promise<string[]> {
   const queue = new Queue(QUEUE, { connection: { path: redis.socket } });
   try {
     const jobs = await queue.getJobs(['completed', 'failed']);
-    return jobs.map((job) => decodeURIComponent(job.id!.slice(job.id!.indexOf('-') + 1)));
+    return jobs.map((job) =>
+      decodeURIComponent(job.id!.slice(job.id!.indexOf('-') + 1, job.id!.lastIndexOf('@'))),
+    );
   } finally {
     await queue.close();
   }

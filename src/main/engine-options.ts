@@ -219,7 +219,7 @@ export const AGENT_FIELDS = {
   agent: nonEmptyString(),
   /**
    * The caller's name for this spawn, journaled with it (its start record's `meta.key`): a
-   * batch's task id, so a later run can find the task's records (docs/LOGS.md).
+   * batch's task id and version, so a later run can find the task's records (docs/LOGS.md).
    */
   key: nonEmptyString(),
   /**

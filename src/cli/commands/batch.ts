@@ -29,6 +29,14 @@ import {
 } from '../process.js';
 import { openResults, RERUN_CODES, type ResultsFile } from '../results/file.js';
 import { recordJournal, unfinishedTasks } from '../results/journals.js';
+import {
+  againDetail,
+  changedMode,
+  KEEP_CHANGED_FLAG,
+  RERUN_CHANGED_FLAG,
+  rerunNotes,
+} from '../results/rerun.js';
+import { type TaskIdentities, taskIdentities } from '../task-identity.js';
 import { type BatchTask, checkTasks, parseTasks, taskAgentOptions } from '../task-lines.js';
 import { BatchProgress, BatchTally } from '../views/batch-progress.js';
 import { TRACE_FILE_FLAG } from './common.js';
@@ -55,6 +63,8 @@ const OWN_FLAGS: readonly CliFlag[] = [
   CONCURRENCY_FLAG,
   TIMEOUT,
   { flag: '--retry-failed', help: 'rerun the tasks whose line in --out is failed' },
+  RERUN_CHANGED_FLAG,
+  KEEP_CHANGED_FLAG,
   { flag: '--strict', help: 'refuse to start when any task line is bad' },
   { flag: '--quiet', help: 'no progress and no summary on stderr' },
   { flag: '--json', help: 'a summary object on stdout at the end' },
@@ -79,10 +89,16 @@ reported with its number and gets no result line; the good lines run (--strict r
 
 RESULTS.jsonl is cohort's alone: it must be missing, empty, or a results file. A lock beside it
 (RESULTS.jsonl.lock) keeps a second run out. Rerunning the same command skips the tasks already
-in it; --retry-failed also reruns the failed ones, replacing their lines. A task that was
-mid-way when a run was stopped or killed goes on from its last committed step, read from that
-run's journal (RESULTS.jsonl.journals lists them), not from its prompt: its finished steps are
-not paid for again.
+in it; --retry-failed also reruns the failed ones, replacing their lines. Each line carries
+"taskHash", a hash of its task as it ran (prompt, system, preamble, model, tools, maxSteps,
+outputSchema, budget, --max-tokens and the agent file's fields; not title, patienceMs, timeout,
+cache or cacheTtl). A task whose line was written for another version of it (the same id with a
+new prompt, an edited agent file) stops the rerun before anything runs (exit 2, naming the
+first 20): --rerun-changed runs those again and replaces their lines, --keep-changed keeps their
+old lines as done. Lines written by an older cohort have no hash and count as unchanged.
+A task that was mid-way when a run was stopped or killed goes on from its last committed step,
+read from that run's journal (RESULTS.jsonl.journals lists them), not from its prompt: its
+finished steps are not paid for again (unless the task changed since: then it starts over).
 \`cohort results RESULTS.jsonl status|failed|export|show\` reads it back, while it runs too.
 
 Every request passes the rate-limit governor (see --rpm, --patience, --governor). When the
@@ -93,9 +109,10 @@ run, and so do those that failed for it (codes quota_exhausted, connection and a
 lines are replaced, without --retry-failed).
 
 With --queue REDIS, every task is a job on that Redis queue, run by \`cohort worker\` processes on
-any machine (docs/SCALE-OUT.md). A task's job id comes from RESULTS.jsonl's path and its id, so
-a rerun after a kill re-adds only what is missing and still writes one line per task; the
-progress counts the workers and each one's rate, and each line names its \`host\` and \`worker\`.
+any machine (docs/SCALE-OUT.md). A task's job id comes from RESULTS.jsonl's path, its id and its
+hash, so a rerun after a kill re-adds only what is missing and still writes one line per task
+(a changed task is a new job, never the old one's result); the progress counts the workers and
+each one's rate, and each line names its \`host\` and \`worker\`.
 When its jobs wait 10 s with no worker taking any, it says so on stderr with the command that
 starts one (\`cohort queue status\` shows the queue's jobs and workers).
 On a queue, --concurrency is how many jobs the batch keeps in Redis at once, waiting or running:
@@ -116,7 +133,8 @@ ${EXIT_CODES_HELP}
   1  some task did not complete, some line was bad, or the provider's quota was spent,
      it could not be reached, or it refused the key
   2  a usage error: a bad flag, an unreadable tasks file, a refused --out, a held lock,
-     or (with --strict) a bad line; nothing ran
+     (with --strict) a bad line, or a changed task without --rerun-changed or --keep-changed;
+     nothing ran
   130/143/129  stopped by SIGINT/SIGTERM/SIGHUP (the cancelled results are written)`;
 
 const OPTIONS = commandOptions(OWN_FLAGS);
@@ -136,13 +154,17 @@ export async function batchCommand(argv: string[]): Promise<number> {
   if (out === undefined) throw new UsageError('Expected `--out RESULTS.jsonl`, got nothing');
   const concurrency = wholeNumberFlag(values, CONCURRENCY_FLAG) ?? DEFAULT_CONCURRENCY;
   const quiet = values.quiet === true;
+  const changed = changedMode(values);
   const tasksArg = positionals[0]!;
   refuseTraceFile(stringFlag(values, TRACE_FILE_FLAG), out, tasksArg);
   const { prepared, tasks, errors } = await readTasks(values, tasksArg);
+  const identities = taskIdentities(tasks, prepared);
   const results = openResults(out, {
     ...(tasksArg === '-' ? {} : { tasksFile: tasksArg }),
     retryFailed: values['retry-failed'] === true,
     command: 'cohort batch',
+    taskHashes: identities.hashes,
+    changed,
   });
   onCleanup(() => results.close());
   const todo = tasks.filter((task) => !results.done.has(task.id));
@@ -154,16 +176,22 @@ export async function batchCommand(argv: string[]): Promise<number> {
   // own checkpoints per job, by ids a rerun derives again (docs/SCALE-OUT.md).
   const resumable =
     engine && !engine.queued
-      ? await unfinishedTasks(results.path, new Set(todo.map((task) => task.id)))
+      ? await unfinishedTasks(
+          results.path,
+          new Set(todo.map((task) => identities.journalKey(task.id))),
+        )
       : new Map<string, MessageParam[]>();
   if (engine && !engine.queued) recordJournal(results.path, engine.logDir);
   if (!quiet) {
-    const retried = results.retried ? ` (${results.retried} failed, to retry)` : '';
+    const retried = againDetail(results);
     const goingOn =
       resumable.size > 0 ? `, ${resumable.size} going on from where they stopped` : '';
     note(
       `cohort batch: ${tasks.length} task(s)${skipped ? `, ${skipped} already in ${safeLabel(out)}` : ''}, ${todo.length} to run${retried}${goingOn}, concurrency ${concurrency}`,
     );
+    const taskIds = tasks.map((task) => task.id);
+    for (const line of rerunNotes({ results, taskIds, toRun: todo.length, label: safeLabel(out) }))
+      note(line);
   }
   const tally = new BatchTally();
   const governor = engine?.governor;
@@ -192,6 +220,9 @@ export async function batchCommand(argv: string[]): Promise<number> {
       failures: tally.failureCodes,
       spent: tally.spent,
       badLines: errors.length,
+      changed: results.changed.length,
+      rerunChanged: results.rerunChanged,
+      unhashed: results.unhashed,
       interrupted: stopped !== undefined,
       ...(quota.models.size > 0
         ? {
@@ -230,6 +261,7 @@ export async function batchCommand(argv: string[]): Promise<number> {
         quota,
         todo,
         resumable,
+        identities,
         results,
         concurrency,
         tally,
@@ -377,8 +409,10 @@ function batchInterrupts(
 async function runTasks(options: {
   engine: Engine;
   todo: BatchTask[];
-  /** Transcripts to go on from, by task id. */
+  /** Transcripts to go on from, by journal key. */
   resumable: ReadonlyMap<string, MessageParam[]>;
+  /** Each task's hash: on its line, in its journal key and its job id. */
+  identities: TaskIdentities;
   results: ResultsFile;
   concurrency: number;
   tally: BatchTally;
@@ -386,13 +420,14 @@ async function runTasks(options: {
   quota: ModelStop;
   signal: AbortSignal;
 }): Promise<void> {
-  const { progress, tally, results, quota } = options;
+  const { progress, tally, results, quota, identities } = options;
   const specs = options.todo.map((task) => {
-    const messages = options.resumable.get(task.id);
+    const key = identities.journalKey(task.id);
+    const messages = options.resumable.get(key);
     return {
       ...taskAgentOptions(task),
       // Journaled with its records: how a rerun finds this task's transcript.
-      key: task.id,
+      key,
       ...(messages ? { resumeFrom: { messages } } : {}),
       task,
       // Only retries are watched (no text, no steps cross the thread): the progress says when
@@ -416,10 +451,14 @@ async function runTasks(options: {
       signal: options.signal,
       // On a queue each task is one job, by an id a rerun derives again (docs/SCALE-OUT.md).
       ...(options.engine.queued
-        ? { contextOf: (spec) => ({ jobId: batchJobId(results.path, spec.task.id) }) }
+        ? {
+            contextOf: ({ task }) => ({
+              jobId: batchJobId(results.path, task.id, identities.version(task.id)),
+            }),
+          }
         : {}),
     })) {
-      results.append({ ...result, taskId: spec.task.id });
+      results.append({ ...result, taskId: spec.task.id, taskHash: identities.hash(spec.task.id) });
       tally.settle(result);
       const stop = stopOf(result, spec.task, options.engine, quota);
       if (stop !== undefined) {

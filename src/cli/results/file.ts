@@ -14,6 +14,7 @@ import type { AgentOutcome, AgentResult } from '../../shared/result.js';
 import { safeLabel, safeText } from '../output.js';
 import { compactInPlace, type LineSpan, recoverCompaction } from './compaction.js';
 import { acquireLock, type ResultsLock } from './lock.js';
+import { type ChangedMode, changedTasksError, compareHash } from './rerun.js';
 import { inspectTarget, refuseTasksFile, specialKind, type Target } from './target.js';
 
 /**
@@ -22,8 +23,11 @@ import { inspectTarget, refuseTasksFile, specialKind, type Target } from './targ
  * compaction.ts) and then appended to, one whole line per settled task.
  */
 
-/** A batch output line: the AgentResult plus the task's id. */
-export type BatchResultLine = AgentResult & { taskId: string };
+/**
+ * A batch output line: the AgentResult plus the task's id and the hash of the task as it ran
+ * (`src/cli/task-identity.ts`; lines an older cohort wrote have none).
+ */
+export type BatchResultLine = AgentResult & { taskId: string; taskHash?: string };
 
 export interface OpenResultsOptions {
   /** The tasks file path (absent for stdin): `--out` equal to it (same file by dev+ino) is refused. */
@@ -32,6 +36,13 @@ export interface OpenResultsOptions {
   retryFailed?: boolean;
   /** Written into the lock, so that a second run can say which command holds it. */
   command?: string;
+  /**
+   * Each task's hash as it runs now, by id: a kept line written with another hash is a task that
+   * changed since (see rerun.ts). Without it no line is compared.
+   */
+  taskHashes?: ReadonlyMap<string, string>;
+  /** What the open does with a changed task's line: refuse (the default), rerun or keep. */
+  changed?: ChangedMode;
 }
 
 const OUTCOMES: ReadonlySet<string> = new Set<AgentOutcome>([
@@ -64,7 +75,7 @@ export function openResults(out: string, options: OpenResultsOptions = {}): Resu
     command: options.command,
   });
   try {
-    return new ResultsFile(prepareUnderLock(target, options.retryFailed === true), lock);
+    return new ResultsFile(prepareUnderLock(target, rulesOf(options)), lock);
   } catch (error) {
     lock.release();
     throw error;
@@ -81,6 +92,12 @@ export class ResultsFile {
   readonly dropped: number;
   /** Failed lines removed for `retryFailed`. */
   readonly retried: number;
+  /** Ids of the tasks whose kept line was written for another version of them, in task order. */
+  readonly changed: readonly string[];
+  /** Of those, how many had their line removed to run again (`changed: 'rerun'`). */
+  readonly rerunChanged: number;
+  /** Kept lines of the compared tasks that carry no hash of this version: taken as unchanged. */
+  readonly unhashed: number;
   readonly #fd: number;
   readonly #lock: ResultsLock;
   /** Each task's outcome, from its first line in the file (the one a later open keeps). */
@@ -94,6 +111,9 @@ export class ResultsFile {
     this.done = new Set(prepared.outcomes.keys());
     this.dropped = prepared.dropped;
     this.retried = prepared.retried;
+    this.changed = prepared.changed;
+    this.rerunChanged = prepared.rerunChanged;
+    this.unhashed = prepared.unhashed;
     this.#outcomes = prepared.outcomes;
     this.#lock = lock;
     // O_APPEND, opened only now that compaction is over: every write lands at the current end.
@@ -128,6 +148,11 @@ export class ResultsFile {
     return complete;
   }
 
+  /** The outcome of a task's line in the file now, if it has one. */
+  outcomeOf(taskId: string): AgentOutcome | undefined {
+    return this.#outcomes.get(taskId);
+  }
+
   /** Syncs, closes the file and releases the lock. Idempotent and synchronous ('exit'-safe). */
   close(): void {
     if (this.#closed) return;
@@ -149,10 +174,31 @@ interface PreparedResults {
   outcomes: Map<string, AgentOutcome>;
   dropped: number;
   retried: number;
+  changed: string[];
+  rerunChanged: number;
+  unhashed: number;
 }
 
-/** With the lock held: finishes an interrupted compaction, reads, checks and compacts. */
-function prepareUnderLock(target: Target, retryFailed: boolean): PreparedResults {
+/** What decides a kept line's fate beyond its own facts: the flags and the tasks as they are. */
+interface LineRules {
+  retryFailed: boolean;
+  taskHashes: ReadonlyMap<string, string> | undefined;
+  changed: ChangedMode;
+}
+
+function rulesOf(options: OpenResultsOptions): LineRules {
+  return {
+    retryFailed: options.retryFailed === true,
+    taskHashes: options.taskHashes,
+    changed: options.changed ?? 'refuse',
+  };
+}
+
+/**
+ * With the lock held: finishes an interrupted compaction, reads, checks and compacts. Changed
+ * tasks refused leave the file as it was read: nothing is compacted.
+ */
+function prepareUnderLock(target: Target, rules: LineRules): PreparedResults {
   recoverCompaction(target.path);
   // O_NONBLOCK: should the path have turned into a FIFO since it was checked, opening it does not
   // wait for a writer; the fstat below then refuses it before a byte is read.
@@ -177,13 +223,29 @@ function prepareUnderLock(target: Target, retryFailed: boolean): PreparedResults
         `Expected --out ${target.label} to be a regular file, got ${specialKind(stat)}.`,
       );
     }
-    const scan = scanResults(fd, stat.size, { retryFailed, label: target.label });
+    const scan = scanResults(fd, stat.size, { rules, label: target.label });
+    if (rules.changed === 'refuse' && scan.changed.size > 0) {
+      throw changedTasksError(target.label, inTaskOrder(scan.changed, rules));
+    }
     applyScan(fd, target.path, scan, stat.size);
     const dropped = scan.removed + (scan.tornAt === undefined ? 0 : 1);
-    return { path: target.path, outcomes: scan.outcomes, dropped, retried: scan.retried };
+    return {
+      path: target.path,
+      outcomes: scan.outcomes,
+      dropped,
+      retried: scan.retried,
+      changed: inTaskOrder(scan.changed, rules),
+      rerunChanged: scan.rerunChanged,
+      unhashed: scan.unhashed,
+    };
   } finally {
     closeSync(fd);
   }
+}
+
+/** Ids in the order of the tasks file (the order `taskHashes` holds them in), not the lines'. */
+function inTaskOrder(ids: ReadonlySet<string>, rules: LineRules): string[] {
+  return [...(rules.taskHashes?.keys() ?? [])].filter((id) => ids.has(id));
 }
 
 interface Scan {
@@ -194,6 +256,12 @@ interface Scan {
   removed: number;
   /** Failed lines to remove for `retryFailed`. */
   retried: number;
+  /** Tasks whose first final line was written for another version of them. */
+  changed: Set<string>;
+  /** Changed tasks' lines to remove, so they run again. */
+  rerunChanged: number;
+  /** Kept lines of compared tasks without a hash of this version. */
+  unhashed: number;
   /** Where a torn last line starts: the process was killed mid-write. */
   tornAt: number | undefined;
   /** The last line is a whole result line that only lacks its newline. */
@@ -201,16 +269,15 @@ interface Scan {
 }
 
 /** Reads the file line by line and decides each line's fate; throws on a line that is not ours. */
-function scanResults(
-  fd: number,
-  size: number,
-  options: { retryFailed: boolean; label: string },
-): Scan {
+function scanResults(fd: number, size: number, options: { rules: LineRules; label: string }): Scan {
   const scan: Scan = {
     keep: [],
     outcomes: new Map(),
     removed: 0,
     retried: 0,
+    changed: new Set(),
+    rerunChanged: 0,
+    unhashed: 0,
     tornAt: undefined,
     unterminated: false,
   };
@@ -229,7 +296,7 @@ function scanResults(
       } else throw notResults(options.label, number, checked.why, text);
     }
     if (!checked.ok) throw notResults(options.label, number, checked.why, text);
-    decide(scan, checked, { start, end: start + bytes.length }, options.retryFailed);
+    decide(scan, checked, { start, end: start + bytes.length }, options.rules);
   });
   return scan;
 }
@@ -260,14 +327,24 @@ const RERUN: ReadonlySet<string> = new Set(RERUN_CODES);
 
 /**
  * Keeps a task's first final line; drops interrupted cancels, failures a rerun retries (see
- * RERUN_CODES), duplicates and retried failures.
+ * RERUN_CODES), duplicates and retried failures. A line kept so far is compared with its task
+ * as it is now: a changed task's line is noted, and dropped when changed tasks rerun.
  */
-function decide(scan: Scan, line: ResultLineFacts, span: LineSpan, retryFailed: boolean): void {
+function decide(scan: Scan, line: ResultLineFacts, span: LineSpan, rules: LineRules): void {
   if (scan.outcomes.has(line.taskId)) scan.removed++;
   else if (line.outcome === 'cancelled' && INTERRUPTED.has(line.reason ?? '')) scan.removed++;
   else if (line.outcome === 'failed' && RERUN.has(line.code ?? '')) scan.removed++;
-  else if (line.outcome === 'failed' && retryFailed) scan.retried++;
+  else if (line.outcome === 'failed' && rules.retryFailed) scan.retried++;
   else {
+    const comparison = compareHash(line.taskHash, rules.taskHashes?.get(line.taskId));
+    if (comparison === 'unhashed') scan.unhashed++;
+    if (comparison === 'changed') {
+      scan.changed.add(line.taskId);
+      if (rules.changed === 'rerun') {
+        scan.rerunChanged++;
+        return;
+      }
+    }
     scan.outcomes.set(line.taskId, line.outcome);
     scan.keep.push(span);
   }
@@ -275,7 +352,7 @@ function decide(scan: Scan, line: ResultLineFacts, span: LineSpan, retryFailed: 
 
 /** Applies the scan's verdict, touching the file only as much as needed. */
 function applyScan(fd: number, file: string, scan: Scan, size: number): void {
-  if (scan.removed + scan.retried > 0) {
+  if (scan.removed + scan.retried + scan.rerunChanged > 0) {
     // Lines go from the middle: rewrite (this also cuts a torn tail and ends the last line).
     compactInPlace(fd, file, scan.keep);
   } else if (scan.tornAt !== undefined) {
@@ -298,6 +375,7 @@ export interface ResultLineFacts {
   outcome: AgentOutcome;
   reason?: string;
   code?: string;
+  taskHash?: string;
 }
 
 /**
@@ -314,7 +392,13 @@ export function checkLine(text: string): ResultLineFacts | { ok: false; why: str
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
     return { ok: false, why: 'not a JSON object' };
   }
-  const line = value as { taskId?: unknown; outcome?: unknown; reason?: unknown; code?: unknown };
+  const line = value as {
+    taskId?: unknown;
+    outcome?: unknown;
+    reason?: unknown;
+    code?: unknown;
+    taskHash?: unknown;
+  };
   if (typeof line.taskId !== 'string') {
     return {
       ok: false,
@@ -334,6 +418,7 @@ export function checkLine(text: string): ResultLineFacts | { ok: false; why: str
     outcome: line.outcome as AgentOutcome,
     ...(typeof line.reason === 'string' ? { reason: line.reason } : {}),
     ...(typeof line.code === 'string' ? { code: line.code } : {}),
+    ...(typeof line.taskHash === 'string' ? { taskHash: line.taskHash } : {}),
   };
 }
 

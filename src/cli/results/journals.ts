@@ -2,7 +2,7 @@
  * The journals a batch's runs wrote, so that a rerun of the same command goes on with a task that
  * was mid-way from its last committed step rather than from its prompt. Each run appends its run
  * folder to `<out>.journals` (one path per line); a rerun reads those journals for the tasks it
- * is about to run (their start records carry the task id as `meta.key`).
+ * is about to run (their start records carry the task's journal key as `meta.key`).
  */
 import { appendFileSync, readFileSync } from 'node:fs';
 import { type AgentHistory, readRun } from '../../shared/journal/reader.js';
@@ -34,12 +34,14 @@ function unfinished(history: AgentHistory): boolean {
 }
 
 /**
- * For each task of `taskIds` that an earlier run of this batch left mid-way, the transcript it
- * had committed: the newest run's that holds it. Run folders removed since are passed over.
+ * For each task of `keys` (its journal key: its id and the short hash of the task as it runs,
+ * so a task changed since is not taken for the one that wrote the journal) that an earlier run of
+ * this batch left mid-way, the transcript it had committed, by key: the newest run's that holds
+ * it. Run folders removed since are passed over.
  */
 export async function unfinishedTasks(
   out: string,
-  taskIds: ReadonlySet<string>,
+  keys: ReadonlySet<string>,
 ): Promise<Map<string, MessageParam[]>> {
   const found = new Map<string, MessageParam[]>();
   let listed: string[];
@@ -60,7 +62,7 @@ export async function unfinishedTasks(
     }
     for (const history of agents.values()) {
       const key = history.meta?.key;
-      if (typeof key !== 'string' || !taskIds.has(key) || found.has(key)) continue;
+      if (typeof key !== 'string' || !keys.has(key) || found.has(key)) continue;
       if (unfinished(history)) found.set(key, history.messages);
     }
   }

@@ -121,11 +121,14 @@ export function readJobResult(value: unknown): AgentResult | string {
 const MAX_READABLE_TASK_ID = 80;
 
 /**
- * A batch task's job id: the same results file and task id give the same id on every run, so a
- * rerun's add of a job still in Redis is that job, never a second one. BullMQ refuses `:` in an
- * id (its key separator) and ids that are all digits; the `b` prefix and the encoding avoid both.
+ * A batch task's job id: the same results file, task id and version give the same id on every
+ * run, so a rerun's add of a job still in Redis is that job, never a second one. `version` (the
+ * short hash of the task as it runs) makes a changed task a new job: it never takes over the
+ * old one's result or its checkpoints. BullMQ refuses `:` in an id (its key separator) and ids
+ * that are all digits; the `b` prefix and the encoding avoid both, and `@` (which the encoding
+ * never leaves in a task id) sets the version apart: `b<batch>-<task>@<version>`.
  */
-export function batchJobId(resultsPath: string, taskId: string): string {
+export function batchJobId(resultsPath: string, taskId: string, version?: string): string {
   // The machine too: two producers with the same path on two machines are two batches.
   const batch = createHash('sha256')
     .update(`${os.hostname()}\n${resultsPath}`)
@@ -136,7 +139,7 @@ export function batchJobId(resultsPath: string, taskId: string): string {
     encoded.length <= MAX_READABLE_TASK_ID
       ? encoded
       : `h${createHash('sha256').update(taskId).digest('hex').slice(0, 32)}`;
-  return `b${batch}-${task}`;
+  return `b${batch}-${task}${version === undefined ? '' : `@${encodeURIComponent(version)}`}`;
 }
 
 /**
