@@ -5,12 +5,13 @@ import type { BatchResultLine } from '../file.js';
 
 /**
  * The fields `cohort results … export --fields` may name: a result line's own (the AgentResult
- * plus `taskId`), `usage.X` for a usage count, and anything under `value` (a typed reply's
+ * plus `taskId` and `taskHash`), `usage.X` for a usage count, and anything under `value` (a typed reply's
  * shape is the task's schema, not ours). Declared against the line's type, so a field added to
  * `BatchResultLine` fails to compile here until export knows it too.
  */
 const LINE_FIELDS = {
   taskId: true,
+  taskHash: true,
   id: true,
   title: true,
   outcome: true,
