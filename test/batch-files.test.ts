@@ -165,6 +165,8 @@ describe.concurrent('cohort batch --files', () => {
     expect(bare.stderr).toContain('Expected `--prompt TEMPLATE` with `--files`');
   });
 
+  // A file the process may not read is a bad task the same way ("expected a readable file, got
+  // permission denied"), but the tests run as root here, where no mode bit keeps a file unread.
   it('a file over --max-content, a binary file and one not UTF-8 are bad tasks: reported with number and path, the others run', async () => {
     const own = await startScriptedModel({ port: 0 });
     try {
@@ -344,7 +346,9 @@ describe.concurrent('cohort batch --estimate', () => {
     expect(run.stdout).toMatch(
       /^cohort batch --estimate: 1 task\(s\) \(1 bad, not counted\); no message was sent/,
     );
-    expect(run.stdout).toMatch(/input: +\d+ tokens, counted by count_tokens/);
+    expect(run.stdout).toMatch(
+      /input: +\d+ tokens \(every task's first request\), counted by count_tokens/,
+    );
     expect(run.stdout).toMatch(/cost: +\$\d+\.\d{4} without the prompt cache/);
   });
 });

@@ -121,11 +121,12 @@ ${COMMON_HELP}
   The run's journal keeps what --logs says; for a large batch, --logs failed keeps only the
   failed agents' records. stderr names its folder at start and in the summary (cohort logs).
 ${EXIT_CODES_HELP}
-  0  every task has a complete line
+  0  every task has a complete line (--print-tasks, --estimate: every task was good)
   1  some task did not complete, some line was bad, or the provider's quota was spent,
      it could not be reached, or it refused the key
   2  a usage error: a bad flag, an unreadable tasks file, a refused --out, a held lock,
-     or (with --strict) a bad line; nothing ran
+     a --files glob that matches nothing, a bad --prompt, or (with --strict) a bad line;
+     nothing ran
   130/143/129  stopped by SIGINT/SIGTERM/SIGHUP (the cancelled results are written)`;
 
 const OPTIONS = commandOptions(OWN_FLAGS);

@@ -265,9 +265,7 @@ function textLines(
     estimate.method === 'count_tokens'
       ? `counted by count_tokens at ${estimate.endpoint}/count_tokens`
       : 'estimated locally as characters / 4 (no count_tokens)';
-  lines.push(
-    `  input:   ${count(totals.inputTokens)} tokens, ${how}: each task's first request; a task that calls tools sends it again with every step`,
-  );
+  lines.push(`  input:   ${count(totals.inputTokens)} tokens (every task's first request), ${how}`);
   lines.push(
     `  output:  ${count(totals.outputTokens)} tokens, assumed: ${count(estimate.perTask)} per task (--assume-output)`,
   );
@@ -280,8 +278,13 @@ function textLines(
     if (totals.cacheUsed && totals.cachedCostUsd !== undefined) {
       const read = models.reduce((total, model) => total + model.split.read, 0);
       const written = models.reduce((t, m) => t + m.split.write5m + m.split.write1h, 0);
+      // A one-step task writes its own prompt to the cache and never reads it back.
+      const more =
+        totals.cachedCostUsd > totals.costUsd
+          ? 'more: what a one-step task writes is not read back; '
+          : '';
       lines.push(
-        `           ${dollars(totals.cachedCostUsd)} with it, as cohort caches (${count(read)} tokens read back, ${count(written)} written; --cache off sends no breakpoints)`,
+        `           ${dollars(totals.cachedCostUsd)} with it, as cohort caches (${count(read)} tokens read back, ${count(written)} written; ${more}--cache off sends no breakpoints)`,
       );
     }
   } else {
@@ -303,7 +306,7 @@ function timeLines(models: readonly ModelEstimate[], seconds: number | undefined
       const source =
         binding.source === 'learned'
           ? "learned from the provider's headers (governor state file)"
-          : `--${binding.name}`;
+          : `set by --${binding.name}`;
       const assumed =
         limits.kind === 'limits'
           ? limits.limits.map((l) => `${count(l.perMinute)} ${l.name}`).join(', ')

@@ -1,6 +1,7 @@
 import Anthropic from '@anthropic-ai/sdk';
 import type { ProviderConfig } from '../../shared/provider/config.js';
 import { resolveBaseURL, resolveCredential } from '../../shared/provider/transport/endpoint.js';
+import { redactSecrets } from '../../shared/redact.js';
 import type { TaskRequest } from './first-request.js';
 
 /** count_tokens requests in flight at once: enough to count thousands of tasks in seconds. */
@@ -67,6 +68,10 @@ export async function countInputTokens(
 
 /** The provider's answer in a few words: its status and message, or the connection's error. */
 function failureText(error: unknown): string {
+  return redactSecrets(rawFailureText(error));
+}
+
+function rawFailureText(error: unknown): string {
   if (error instanceof Anthropic.APIError && error.status !== undefined) {
     const body = error.error as { error?: { message?: unknown } } | undefined;
     const message = typeof body?.error?.message === 'string' ? body.error.message : error.message;
