@@ -58,35 +58,36 @@ export async function estimateBatch(
   badLines: number,
 ): Promise<number> {
   const perTask = wholeNumberFlag(values, ASSUME_OUTPUT_FLAG) ?? DEFAULT_ASSUMED_OUTPUT;
-  let method: CountMethod = 'local';
-  let fallback: string | undefined;
-  let endpoint = '';
-  let requests: TaskRequest[] = [];
-  let tokens: number[] = [];
-  if (tasks.length > 0) {
-    const provider = await startProvider(prepared.choice, { notice: note });
-    onCleanup(() => provider.close());
-    const config: ProviderConfig = {
-      ...DEFAULT_PROVIDER_CONFIG,
-      ...prepared.options.provider,
-      ...provider.config,
-    };
-    endpoint = publicEndpoint(resolveBaseURL(config));
-    const build = await requestBuilder(prepared.check, prepared.options, config.model);
-    requests = tasks.map(build);
-    const counted = await countInputTokens(requests, config);
-    await provider.close();
-    ({ method, tokens } = counted);
-    fallback = counted.fallback;
-    if (fallback !== undefined) {
-      note(
-        `cohort batch: count_tokens failed at ${endpoint}/count_tokens (${safeLabel(fallback)}): input tokens are estimated locally instead, as characters / 4 of each request's JSON`,
-      );
-    }
-    const models = byModel(requests, tokens, perTask, prepared, config);
-    return report(values, { tasks, badLines, perTask, method, fallback, endpoint, models });
+  const common = { tasks, badLines, perTask };
+  // No good task: nothing to count, so no model is started (as a run starts none).
+  if (tasks.length === 0) {
+    return report(values, {
+      ...common,
+      method: 'local',
+      fallback: undefined,
+      endpoint: '',
+      models: [],
+    });
   }
-  return report(values, { tasks, badLines, perTask, method, fallback, endpoint, models: [] });
+  const provider = await startProvider(prepared.choice, { notice: note });
+  onCleanup(() => provider.close());
+  const config: ProviderConfig = {
+    ...DEFAULT_PROVIDER_CONFIG,
+    ...prepared.options.provider,
+    ...provider.config,
+  };
+  const endpoint = publicEndpoint(resolveBaseURL(config));
+  const build = await requestBuilder(prepared.check, prepared.options, config.model);
+  const requests = tasks.map(build);
+  const { method, tokens, fallback } = await countInputTokens(requests, config);
+  await provider.close();
+  if (fallback !== undefined) {
+    note(
+      `cohort batch: count_tokens failed at ${endpoint}/count_tokens (${safeLabel(fallback)}): input tokens are estimated locally instead, as characters / 4 of each request's JSON`,
+    );
+  }
+  const models = byModel(requests, tokens, perTask, prepared, config);
+  return report(values, { ...common, method, fallback, endpoint, models });
 }
 
 function byModel(
