@@ -23,7 +23,7 @@ export interface CliRun {
 export function runCli(
   args: string[],
   env: NodeJS.ProcessEnv = {},
-  options: { stdin?: string } = {},
+  options: { stdin?: string; cwd?: string } = {},
 ): CliRun {
   const cleanEnv = { ...process.env };
   delete cleanEnv.ANTHROPIC_API_KEY;
@@ -32,6 +32,7 @@ export function runCli(
   delete cleanEnv.ANTHROPIC_AUTH_TOKEN;
   const child = spawn(process.execPath, [CLI, ...args], {
     env: { ...cleanEnv, ...env },
+    ...(options.cwd === undefined ? {} : { cwd: options.cwd }),
     stdio: [options.stdin === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
   });
   if (options.stdin !== undefined) child.stdin!.end(options.stdin);

@@ -122,7 +122,7 @@ export class GovernorStateFile implements GovernorMemory {
   #hash(key: string): string {
     let hash = this.#hashes.get(key);
     if (hash === undefined) {
-      hash = createHash('sha256').update(key).digest('hex').slice(0, 32);
+      hash = entryName(key);
       this.#hashes.set(key, hash);
     }
     return hash;
@@ -295,6 +295,32 @@ export class GovernorStateFile implements GovernorMemory {
       // A listener's fault is its own: the governor goes on.
     }
   }
+}
+
+/** The name a key's entry is filed under: a SHA-256 of the governor key, never the key. */
+function entryName(key: string): string {
+  return createHash('sha256').update(key).digest('hex').slice(0, 32);
+}
+
+/**
+ * What `key` learned, read from the state file at `file` without opening a store: nothing is
+ * made or written (`cohort batch --estimate` reads the limits it would start from). Undefined
+ * for a missing, unreadable or corrupt file, and for a key it has no live entry of.
+ */
+export function readGovernorMemory(file: string, key: string): KeyMemory | undefined {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch {
+    return undefined;
+  }
+  const read = parseState(text, Date.now());
+  if (!read.ok) return undefined;
+  const name = entryName(key);
+  const entry = read.entries.find(([hash]) => hash === name)?.[1];
+  if (entry === undefined) return undefined;
+  const { savedAt: _savedAt, ...memory } = entry;
+  return memory;
 }
 
 /**

@@ -9,6 +9,7 @@ import type { AgentEvent } from '../../shared/events.js';
 import { defined, wholeNumber } from '../../shared/option-schema.js';
 import type { MessageParam } from '../../shared/provider/types.js';
 import type { AgentResult } from '../../shared/result.js';
+import { ESTIMATE_FLAGS, ESTIMATE_USAGE, estimateBatch } from '../estimate/estimate.js';
 import {
   type CliFlag,
   durationFlag,
@@ -17,7 +18,6 @@ import {
   stringFlag,
   wholeNumberFlag,
 } from '../flags.js';
-import { readTasksInput } from '../input.js';
 import { note, safeLabel, shellQuote, stdout } from '../output.js';
 import {
   handleInterrupts,
@@ -36,8 +36,10 @@ import {
   RERUN_CHANGED_FLAG,
   rerunNotes,
 } from '../results/rerun.js';
+import { FILES_FLAGS, FILES_USAGE } from '../task-files.js';
 import { type TaskIdentities, taskIdentities } from '../task-identity.js';
-import { type BatchTask, checkTasks, parseTasks, taskAgentOptions } from '../task-lines.js';
+import { type BatchTask, checkTasks, taskAgentOptions } from '../task-lines.js';
+import { dryRunOf, printTasks, type TaskSource, taskSource } from '../task-source.js';
 import { BatchProgress, BatchTally } from '../views/batch-progress.js';
 import { TRACE_FILE_FLAG } from './common.js';
 import { COMMON_HELP, commandOptions, EXIT_CODES_HELP, ownHelp } from './help.js';
@@ -68,9 +70,12 @@ const OWN_FLAGS: readonly CliFlag[] = [
   { flag: '--strict', help: 'refuse to start when any task line is bad' },
   { flag: '--quiet', help: 'no progress and no summary on stderr' },
   { flag: '--json', help: 'a summary object on stdout at the end' },
+  ...FILES_FLAGS,
+  ...ESTIMATE_FLAGS,
 ];
 
 export const BATCH_USAGE = `Usage: cohort batch TASKS.jsonl --out RESULTS.jsonl [options]
+       cohort batch --files GLOB --prompt TEMPLATE --out RESULTS.jsonl [options]
 
 Runs one child agent per task line and appends one result line (the AgentResult plus "taskId")
 per task as it settles. TASKS.jsonl may be \`-\` for stdin. A task line is
@@ -86,6 +91,10 @@ and "cacheTtl" are over --cache and --cache-ttl;
 "preamble" is text the tasks share, a document, sent before the prompt and cached once).
 Every line is checked as the engine would check it before anything starts: a bad line is
 reported with its number and gets no result line; the good lines run (--strict refuses to start).
+
+${FILES_USAGE}
+
+${ESTIMATE_USAGE}
 
 RESULTS.jsonl is cohort's alone: it must be missing, empty, or a results file. A lock beside it
 (RESULTS.jsonl.lock) keeps a second run out. Rerunning the same command skips the tasks already
@@ -129,12 +138,12 @@ ${COMMON_HELP}
   The run's journal keeps what --logs says; for a large batch, --logs failed keeps only the
   failed agents' records. stderr names its folder at start and in the summary (cohort logs).
 ${EXIT_CODES_HELP}
-  0  every task has a complete line
+  0  every task has a complete line (--print-tasks, --estimate: every task was good)
   1  some task did not complete, some line was bad, or the provider's quota was spent,
      it could not be reached, or it refused the key
   2  a usage error: a bad flag, an unreadable tasks file, a refused --out, a held lock,
-     (with --strict) a bad line, or a changed task without --rerun-changed or --keep-changed;
-     nothing ran
+     a --files glob that matches nothing, a bad --prompt, (with --strict) a bad line, or a
+     changed task without --rerun-changed or --keep-changed; nothing ran
   130/143/129  stopped by SIGINT/SIGTERM/SIGHUP (the cancelled results are written)`;
 
 const OPTIONS = commandOptions(OWN_FLAGS);
@@ -145,19 +154,21 @@ export async function batchCommand(argv: string[]): Promise<number> {
     stdout().write(`${BATCH_USAGE}\n`);
     return 0;
   }
-  if (positionals.length !== 1) {
-    throw new UsageError(
-      `Expected exactly one TASKS.jsonl argument (or \`-\` for stdin), got ${positionals.length}`,
-    );
-  }
+  const source = await taskSource(values, positionals);
+  // `--print-tasks` and `--estimate` run nothing, so they need no results file.
+  const dry = dryRunOf(values);
   const out = stringFlag(values, OUT_FLAG);
-  if (out === undefined) throw new UsageError('Expected `--out RESULTS.jsonl`, got nothing');
+  if (out === undefined && !dry)
+    throw new UsageError('Expected `--out RESULTS.jsonl`, got nothing');
   const concurrency = wholeNumberFlag(values, CONCURRENCY_FLAG) ?? DEFAULT_CONCURRENCY;
   const quiet = values.quiet === true;
   const changed = changedMode(values);
-  const tasksArg = positionals[0]!;
-  refuseTraceFile(stringFlag(values, TRACE_FILE_FLAG), out, tasksArg);
-  const { prepared, tasks, errors } = await readTasks(values, tasksArg);
+  const tasksArg = source.tasksArg;
+  if (out !== undefined) refuseTraceFile(stringFlag(values, TRACE_FILE_FLAG), out, tasksArg);
+  const { prepared, tasks, errors } = await readTasks(values, source);
+  if (values['print-tasks']) return printTasks(tasks, errors.length);
+  if (values.estimate) return estimateBatch(values, prepared, tasks, errors.length);
+  if (out === undefined) throw new UsageError('Expected `--out RESULTS.jsonl`, got nothing');
   const identities = taskIdentities(tasks, prepared);
   const results = openResults(out, {
     ...(tasksArg === '-' ? {} : { tasksFile: tasksArg }),
@@ -332,12 +343,12 @@ function sameFileKey(file: string): string {
  * every task line, with the engine's own check of an agent's options. Bad lines are reported
  * with their numbers (and refused with --strict).
  */
-async function readTasks(values: ParsedValues, tasksArg: string) {
-  const label = tasksArg === '-' ? 'stdin' : safeLabel(tasksArg);
+async function readTasks(values: ParsedValues, source: TaskSource) {
+  const { label } = source;
   // Only the agent files a task names must be good: a bad one makes those lines bad, not the run.
   const prepared = await prepareEngine(values, { agentFileCheck: 'spawn' });
   const timeout = timeoutFlag(values);
-  const parsed = parseTasks(await readTasksInput(tasksArg));
+  const parsed = await source.read(prepared.check);
   // `--timeout` is each task's default: its line's and its agent file's win.
   if (timeout !== undefined) {
     const agents = new Map(prepared.check.agents.map((agent) => [agent.name, agent]));
@@ -350,7 +361,7 @@ async function readTasks(values: ParsedValues, tasksArg: string) {
     prepared.check.checkAgent(taskAgentOptions(task)),
   );
   for (const error of errors) {
-    note(`cohort batch: ${label}:${error.line}: ${safeLabel(error.message)}`);
+    note(`cohort batch: ${source.where(error.line)}: ${safeLabel(error.message)}`);
   }
   if (errors.length > 0 && values.strict) {
     throw new UsageError(

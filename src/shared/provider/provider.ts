@@ -446,7 +446,7 @@ function patienceTimer(signal: AbortSignal, ms: number): { signal: AbortSignal; 
  * so accounts are told apart while neither the key nor credentials in the URL ever leave here
  * (the key appears in events).
  */
-function accountKey(baseURL: string, apiKey: string): string {
+export function accountKey(baseURL: string, apiKey: string): string {
   return createHash('sha256').update(`${baseURL}\n${apiKey}`).digest('hex').slice(0, 16);
 }
 
