@@ -32,6 +32,7 @@ const UNIT = [
   'scripted-model-policy',
   'scripted-model-requests',
   'scripted-model-script',
+  'scripted-model-typed',
   'scripted-model-validation',
   'tool-validators',
   'tools',

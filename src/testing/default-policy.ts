@@ -1,13 +1,16 @@
-import { digestFile, digestPrompt } from './digest.js';
+import { childTurn } from './child-policy.js';
+import { firstLine, lastUser, toolResults, toolUses } from './conversation.js';
 import { isRecord } from './is-record.js';
 import {
   type MessagesRequest,
   messageText,
   type RequestMessage,
+  type RequestTool,
   type ToolResultBlock,
   type ToolUseBlock,
   toolResultText,
 } from './messages-api.js';
+import { listPattern, namedPaths } from './path-mentions.js';
 import type { ExpandedCall } from './script.js';
 
 /** What the model says at one turn: optional text, then tool calls. */
@@ -40,25 +43,6 @@ function echo(request: MessagesRequest): string {
   return `I read ${request.messages.length} message(s); the last one says ${JSON.stringify(clipped)}.`;
 }
 
-function lastUser(messages: RequestMessage[]): RequestMessage | undefined {
-  return messages.findLast((message) => message.role === 'user');
-}
-
-function toolUses(messages: RequestMessage[]): ToolUseBlock[] {
-  const uses: ToolUseBlock[] = [];
-  for (const message of messages) {
-    if (message.role !== 'assistant') continue;
-    for (const block of message.blocks) if (block.type === 'tool_use') uses.push(block);
-  }
-  return uses;
-}
-
-function toolResults(message: RequestMessage | undefined): ToolResultBlock[] {
-  const results: ToolResultBlock[] = [];
-  for (const block of message?.blocks ?? []) if (block.type === 'tool_result') results.push(block);
-  return results;
-}
-
 // ---- root ------------------------------------------------------------------------------
 
 /** The first line of an inbox block: the data of one settled agent. */
@@ -73,23 +57,37 @@ interface InboxResult {
 function rootTurn(request: MessagesRequest, tools: Set<string>): PlannedTurn {
   const { messages } = request;
   const assistantTurns = messages.filter((message) => message.role === 'assistant').length;
+  const last = lastUser(messages);
   if (assistantTurns === 0) {
-    if (tools.has('list_files')) {
+    if (!tools.has('list_files')) {
+      return { text: `Nothing to survey (no list_files tool). ${echo(request)}`, calls: [] };
+    }
+    const named = namedPaths(last === undefined ? '' : messageText(last));
+    if (named.length > 0) {
       return {
-        text: 'Surveying the workspace.',
-        calls: [{ name: 'list_files', input: { pattern: '**/*' } }],
+        text: `Listing what the prompt names: ${named.map((entry) => `\`${entry.path}\``).join(', ')}.`,
+        calls: [{ name: 'list_files', input: { pattern: listPattern(named) } }],
       };
     }
-    return { text: `Nothing to survey (no list_files tool). ${echo(request)}`, calls: [] };
+    return { text: 'Surveying the workspace.', calls: [SURVEY] };
   }
   const uses = toolUses(messages);
   const nameOf = new Map(uses.map((use) => [use.id, use]));
-  const last = lastUser(messages);
   const lastResults = toolResults(last);
   const listing = lastResults.find(
     (result) => nameOf.get(result.tool_use_id)?.name === 'list_files',
   );
-  if (listing !== undefined) return fanOut(listing);
+  if (listing !== undefined) {
+    const pattern = nameOf.get(listing.tool_use_id)?.input.pattern;
+    // Nothing the prompt named is there (its paths were words that looked like paths): survey.
+    if (pattern !== SURVEY.input.pattern && listedPaths(listing).length === 0) {
+      return {
+        text: 'Nothing the prompt names is in the workspace; surveying all of it.',
+        calls: [SURVEY],
+      };
+    }
+    return fanOut(listing, namedAgent(request));
+  }
 
   const agentCalls = uses.filter((use) => use.name === 'agent');
   const delivered = inboxResults(messages);
@@ -120,14 +118,43 @@ function rootTurn(request: MessagesRequest, tools: Set<string>): PlannedTurn {
   return { text: echo(request), calls: [] };
 }
 
-function fanOut(listing: ToolResultBlock): PlannedTurn {
-  if (listing.is_error === true) {
-    return { text: `Listing the files failed: ${firstLine(toolResultText(listing))}`, calls: [] };
-  }
-  const paths = toolResultText(listing)
+const SURVEY = { name: 'list_files', input: { pattern: '**/*' } } satisfies ExpandedCall;
+
+/** The paths of a list_files result, or none when the listing failed. */
+function listedPaths(listing: ToolResultBlock): string[] {
+  if (listing.is_error === true) return [];
+  return toolResultText(listing)
     .split('\n')
     .map((line) => line.trim())
     .filter((line) => line !== '');
+}
+
+/**
+ * The named agent (an agent file) the first user message names as a word, if the `agent` tool
+ * offers any: the first of the tool's names to appear, case aside. None is chosen otherwise.
+ */
+function namedAgent(request: MessagesRequest): string | undefined {
+  const tool: RequestTool | undefined = request.tools.find((entry) => entry.name === 'agent');
+  const properties = tool?.input_schema?.properties;
+  const names = isRecord(properties) && isRecord(properties.agent) ? properties.agent.enum : [];
+  if (!Array.isArray(names) || request.messages[0] === undefined) return undefined;
+  const words = messageText(request.messages[0])
+    .toLowerCase()
+    .split(/[^\p{L}\p{N}_-]+/u);
+  let chosen: { name: string; at: number } | undefined;
+  for (const name of names) {
+    if (typeof name !== 'string') continue;
+    const at = words.indexOf(name.toLowerCase());
+    if (at !== -1 && (chosen === undefined || at < chosen.at)) chosen = { name, at };
+  }
+  return chosen?.name;
+}
+
+function fanOut(listing: ToolResultBlock, agent: string | undefined): PlannedTurn {
+  if (listing.is_error === true) {
+    return { text: `Listing the files failed: ${firstLine(toolResultText(listing))}`, calls: [] };
+  }
+  const paths = listedPaths(listing);
   if (paths.length === 0) return { text: 'The workspace has no files to digest.', calls: [] };
   const chosen = paths.slice(0, MAX_FAN_OUT);
   const text =
@@ -142,6 +169,7 @@ function fanOut(listing: ToolResultBlock): PlannedTurn {
         title: path,
         prompt: `Read the file \`${path}\` with read_file and reply with a short digest of it.`,
         mode: 'async',
+        ...(agent === undefined ? {} : { agent }),
       },
     })),
   };
@@ -249,45 +277,4 @@ function syncReport(results: ToolResultBlock[], nameOf: Map<string, ToolUseBlock
     return section(typeof title === 'string' ? title : result.tool_use_id, toolResultText(result));
   });
   return [`# Report`, `${results.length} results.`, ...sections].join('\n\n');
-}
-
-// ---- child -----------------------------------------------------------------------------
-
-const BACKTICK_PATH = /`([^`\s]+)`/;
-
-function firstLine(text: string): string {
-  return (
-    text
-      .split('\n')
-      .find((line) => line.trim() !== '')
-      ?.trim() ?? '(empty)'
-  );
-}
-
-function reply(result: string): PlannedTurn {
-  return { calls: [{ name: 'reply', input: { result } }] };
-}
-
-function childTurn(request: MessagesRequest, tools: Set<string>): PlannedTurn {
-  const { messages } = request;
-  const prompt = messages[0] === undefined ? '' : messageText(messages[0]);
-  const uses = toolUses(messages);
-  if (uses.some((use) => use.name === 'reply')) return { text: 'Done.', calls: [] };
-  const nameOf = new Map(uses.map((use) => [use.id, use]));
-  const read = toolResults(lastUser(messages)).find(
-    (result) => nameOf.get(result.tool_use_id)?.name === 'read_file',
-  );
-  if (read !== undefined) {
-    const requested = nameOf.get(read.tool_use_id)?.input.path;
-    const path = typeof requested === 'string' ? requested : '(unknown path)';
-    const text = toolResultText(read);
-    if (read.is_error === true) return reply(`${path}: could not be read: ${firstLine(text)}`);
-    return reply(digestFile(path, text));
-  }
-  const anyToolResult = messages.some((message) => toolResults(message).length > 0);
-  const path = BACKTICK_PATH.exec(prompt)?.[1];
-  if (!anyToolResult && path !== undefined && tools.has('read_file')) {
-    return { text: `Reading \`${path}\`.`, calls: [{ name: 'read_file', input: { path } }] };
-  }
-  return reply(digestPrompt(prompt));
 }

@@ -1,0 +1,33 @@
+import type { RequestMessage, ToolResultBlock, ToolUseBlock } from './messages-api.js';
+
+/** Reading a checked conversation, for the default policy's root and child alike. */
+
+export function lastUser(messages: RequestMessage[]): RequestMessage | undefined {
+  return messages.findLast((message) => message.role === 'user');
+}
+
+/** Every tool call the assistant made, in order. */
+export function toolUses(messages: RequestMessage[]): ToolUseBlock[] {
+  const uses: ToolUseBlock[] = [];
+  for (const message of messages) {
+    if (message.role !== 'assistant') continue;
+    for (const block of message.blocks) if (block.type === 'tool_use') uses.push(block);
+  }
+  return uses;
+}
+
+export function toolResults(message: RequestMessage | undefined): ToolResultBlock[] {
+  const results: ToolResultBlock[] = [];
+  for (const block of message?.blocks ?? []) if (block.type === 'tool_result') results.push(block);
+  return results;
+}
+
+/** The first line of `text` that is not blank, trimmed, or `(empty)`. */
+export function firstLine(text: string): string {
+  return (
+    text
+      .split('\n')
+      .find((line) => line.trim() !== '')
+      ?.trim() ?? '(empty)'
+  );
+}
