@@ -37,7 +37,9 @@ Runs the scripted model: an Anthropic Messages API server for offline use.
   --seed N           seed of the random choices (default 1)
   -h, --help         this help
 It serves until SIGINT, SIGTERM or SIGHUP. The engine options of the other commands do not
-apply here.
+apply here. A conversation with no cohort-script gets the default policy: it reads the files
+and folders its prompt names and replies with a digest, or with a value made from its reply's
+schema (docs/SCRIPTED-MODEL.md).
 
 Exit codes:
   0  stopped by a signal after closing cleanly
