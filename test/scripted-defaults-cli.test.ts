@@ -71,7 +71,8 @@ describe('the scripted model with no script, through the CLI', () => {
     const logs = tempDir();
     const run = runCli([
       'run',
-      'Run the extractor on every file of papers/.',
+      // The README's own command (section "Agent files, typed replies, …").
+      'Run the extractor on every file of papers/',
       '--workspace',
       root,
       '--log-dir',

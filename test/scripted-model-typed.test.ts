@@ -583,6 +583,24 @@ describe('default policy over HTTP: named paths and typed replies', () => {
     expect((reply.input as { result: string }).result).not.toContain('GONE');
   });
 
+  it('a child reads no path that only its preamble (a shared document before the prompt) mentions', async () => {
+    const message = await client.messages.create({
+      model: 's',
+      max_tokens: 500,
+      tools: [untypedReply, ...fileTools],
+      messages: [
+        {
+          role: 'user',
+          content: [
+            { type: 'text', text: 'Shared notes: see docs/GOVERNOR.md and `README.md`.' },
+            { type: 'text', text: 'Say what the notes are about.' },
+          ],
+        },
+      ],
+    });
+    expect(uses(message).map((use) => use.name)).toEqual(['reply']);
+  });
+
   it('a child lists a folder its prompt names, reads at most 20 of its files and says so', async () => {
     const chat = conversation('Review every file of src/main', [untypedReply, ...fileTools]);
     const first = await chat.turn();

@@ -1,4 +1,4 @@
-import { firstLine, lastUser, toolResults, toolUses } from './conversation.js';
+import { firstLine, lastUser, taskText, toolResults, toolUses } from './conversation.js';
 import type { PlannedTurn } from './default-policy.js';
 import { digestFile, digestPrompt } from './digest.js';
 import { isRecord } from './is-record.js';
@@ -29,14 +29,15 @@ export function childTurn(request: MessagesRequest, tools: Set<string>): Planned
   const uses = toolUses(messages);
   const callOf = new Map(uses.map((use) => [use.id, use]));
   const lastResults = toolResults(lastUser(messages));
-  const named = namedPaths(prompt);
+  const task = taskText(messages[0]);
+  const named = namedPaths(task);
   if (uses.some((use) => use.name === 'reply')) {
     // A typed reply the worker refused is made again the same way, so a schema this policy cannot
     // satisfy ends the child `bad_reply` naming the mismatch, rather than `empty`.
     const refused = lastResults.some(
       (result) => result.is_error === true && callOf.get(result.tool_use_id)?.name === 'reply',
     );
-    return refused ? replyTurn(request, prompt, named) : { text: 'Done.', calls: [] };
+    return refused ? replyTurn(request, { prompt, task, named }) : { text: 'Done.', calls: [] };
   }
   const anyToolResult = messages.some((message) => toolResults(message).length > 0);
   if (!anyToolResult) {
@@ -51,7 +52,7 @@ export function childTurn(request: MessagesRequest, tools: Set<string>): Planned
       if (next.paths.length > 0) return readTurn(next.paths, next.listed);
     }
   }
-  return replyTurn(request, prompt, named);
+  return replyTurn(request, { prompt, task, named });
 }
 
 /** The first turn: read the files named, and list the folders and globs named, at once. */
@@ -156,7 +157,10 @@ function reads(messages: RequestMessage[], uses: ToolUseBlock[]): Read[] {
  * plain word of the prompt that looked like one), a line when the read cap left listed files
  * out, or else a digest of the prompt; typed when the reply tool asks for a schema.
  */
-function replyTurn(request: MessagesRequest, prompt: string, named: NamedPath[]): PlannedTurn {
+function replyTurn(
+  request: MessagesRequest,
+  { prompt, task, named }: { prompt: string; task: string; named: NamedPath[] },
+): PlannedTurn {
   const { messages } = request;
   const uses = toolUses(messages);
   const guessed = new Set(named.filter((entry) => !entry.quoted).map((entry) => entry.path));
@@ -184,7 +188,7 @@ function replyTurn(request: MessagesRequest, prompt: string, named: NamedPath[])
   if (typed === undefined) return { calls: [{ name: 'reply', input: { result: digest } }] };
   const { value } = schemaValue(typed.schema, {
     document: typed.document,
-    hints: readHints({ prompt, files, digest }),
+    hints: readHints({ prompt: task, files, digest }),
   });
   return { calls: [{ name: 'reply', input: { result: value } }] };
 }

@@ -31,3 +31,13 @@ export function firstLine(text: string): string {
       ?.trim() ?? '(empty)'
   );
 }
+
+/**
+ * The task a first user message gives: its last text block. A spawn's `preamble` (a document its
+ * siblings share) is a block before it, and the paths a shared document mentions are not ones
+ * the task asks to read.
+ */
+export function taskText(message: RequestMessage | undefined): string {
+  const texts = (message?.blocks ?? []).filter((block) => block.type === 'text');
+  return texts.at(-1)?.text ?? '';
+}
