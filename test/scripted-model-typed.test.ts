@@ -435,6 +435,38 @@ describe('readHints: strings from what was read', () => {
     expect(ajvCheck(schema, made.value)).toBeUndefined();
   });
 
+  it('takes a title from front matter, and never a front matter fence as the first line', () => {
+    const titled = readHints({
+      prompt: 'p',
+      files: [{ path: 'a.md', text: '---\ntitle: "Front Title"\n---\n# Heading\n' }],
+      digest: 'd',
+    });
+    const untitled = readHints({
+      prompt: 'p',
+      files: [{ path: 'b.txt', text: '---\nlayout: post\n---\n\nFirst words here.\n' }],
+      digest: 'd',
+    });
+    const schema = {
+      type: 'object',
+      required: ['title'],
+      properties: { title: { type: 'string' } },
+    };
+    expect(schemaValue(schema, { hints: titled }).value).toEqual({ title: 'Front Title' });
+    expect(schemaValue(schema, { hints: untitled }).value).toEqual({ title: 'First words here.' });
+  });
+
+  it('leaves out an optional property whose hinted value the rest of the schema refuses', () => {
+    const schema = {
+      type: 'object',
+      required: ['id'],
+      properties: { id: { type: 'integer' }, title: { type: 'string', maxLength: 3 } },
+      not: { required: ['title'] },
+    };
+    const made = schemaValue(schema, { hints });
+    expect(made.value).toEqual({ id: 0 });
+    expect(ajvCheck(schema, made.value)).toBeUndefined();
+  });
+
   it('with nothing read, the title is the prompt and the value itself is the digest', () => {
     const bare = readHints({
       prompt: 'Name three risks.\nThen stop.',

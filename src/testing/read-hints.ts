@@ -163,17 +163,34 @@ function splitNames(list: string): string[] {
     .filter((name) => name !== '');
 }
 
-/** The first heading of the first file read, else its first line, else the prompt's. */
+/**
+ * The title of the first file read that has one (a `title:` in its front matter, else its first
+ * Markdown heading), else the first line of the first file (past any front matter), else the
+ * prompt's first line.
+ */
 function title(context: ReadContext): string {
   for (const file of context.files) {
-    const heading = HEADING.exec(file.text)?.[1]?.trim();
-    if (heading !== undefined && heading !== '') return clipTitle(heading);
+    const { front, body } = frontMatter(file.text);
+    const found = FRONT_TITLE.exec(front)?.[1] ?? HEADING.exec(body)?.[1];
+    const clean = found?.trim().replace(/^["']|["']$/g, '');
+    if (clean !== undefined && clean !== '') return clipTitle(clean);
   }
-  for (const text of [...context.files.map((file) => file.text), context.prompt]) {
+  const texts = [...context.files.map((file) => frontMatter(file.text).body), context.prompt];
+  for (const text of texts) {
     const line = text.split('\n').find((entry) => entry.trim() !== '');
     if (line !== undefined) return clipTitle(line.trim());
   }
   return clipTitle(context.prompt.trim());
+}
+
+const FRONT_TITLE = /^title[ \t]*:[ \t]*(.+?)[ \t]*$/im;
+
+/** A leading `---` block (YAML front matter) apart from the rest of the text. */
+function frontMatter(text: string): { front: string; body: string } {
+  const match = /^---\r?\n([\s\S]*?)\r?\n---[ \t]*(?:\r?\n|$)/.exec(text);
+  return match === null
+    ? { front: '', body: text }
+    : { front: match[1]!, body: text.slice(match[0].length) };
 }
 
 function clipTitle(text: string): string {

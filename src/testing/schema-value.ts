@@ -218,7 +218,9 @@ class Maker {
         yield this.#array(flat, slot);
         return;
       case 'object':
-        yield this.#object(flat, slot);
+        yield this.#object(flat, slot, true);
+        // An optional property filled from a hint may be what breaks the object: try without.
+        yield this.#object(flat, slot, false);
     }
   }
 
@@ -276,14 +278,14 @@ class Maker {
     return items;
   }
 
-  #object(flat: Schema, slot: Slot): Record<string, unknown> {
+  #object(flat: Schema, slot: Slot, hinted: boolean): Record<string, unknown> {
     const properties = isRecord(flat.properties) ? flat.properties : {};
     const keys = (Array.isArray(flat.required) ? flat.required : []).filter(
       (key): key is string => typeof key === 'string',
     );
     // An optional property is filled only when what the agent read offers a value for it.
     for (const key of Object.keys(properties)) {
-      if (keys.includes(key)) continue;
+      if (!hinted || keys.includes(key)) continue;
       const format = this.#flatten(properties[key], 0).format;
       if (this.hints(key, typeof format === 'string' ? format : undefined).length > 0) {
         keys.push(key);
