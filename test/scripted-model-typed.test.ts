@@ -1,6 +1,7 @@
 import { isIPv4 } from 'node:net';
 import Anthropic from '@anthropic-ai/sdk';
 import { Ajv } from 'ajv';
+import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { typedReplySchema } from '../src/shared/tools/reply.js';
@@ -327,6 +328,28 @@ describe('schemaValue: a value for every schema it can satisfy', () => {
       },
     };
     expect(schemaValue(schema).value).toEqual({ label: 'label', count: 0, tags: [], ok: false });
+  });
+});
+
+describe('schemaValue: formats and later drafts, which the worker does not check', () => {
+  it('gives up a format the rest of the schema rules out, since Ajv checks no format', () => {
+    const schema = { type: 'string', format: 'date', minLength: 11 };
+    const made = schemaValue(schema);
+    expect(made).toEqual({ value: 'value value', valid: true });
+    expect(ajvCheck(schema, made.value)).toBeUndefined();
+  });
+
+  it('meets prefixItems and items together, as Ajv reads only items', () => {
+    const schema = {
+      type: 'array',
+      prefixItems: [{ type: 'string', maxLength: 3 }],
+      items: { type: 'string', minLength: 2 },
+      minItems: 2,
+    };
+    const made = schemaValue(schema);
+    expect(made.valid).toBe(true);
+    expect(made.value).toEqual(['val', 'value 2']);
+    expect(ajvCheck(schema, made.value)).toBeUndefined();
   });
 });
 
@@ -732,5 +755,106 @@ describe('default policy over HTTP: named paths and typed replies', () => {
       'Nothing the prompt names is in the workspace; surveying all of it.',
     );
     expect(uses(second)[0]!.input).toEqual({ pattern: '**/*' });
+  });
+});
+
+describe('schemaValue on generated schemas (fast-check)', () => {
+  const PATTERNS = ['^[a-z]+$', '^\\d{2,4}$', '^(ab|cd)-\\w+$', '^[A-F0-9]{6}$', 'x'];
+  const FORMATS = ['date', 'date-time', 'email', 'uri', 'uuid', 'ipv4'];
+  const NAMES = ['title', 'date', 'authors', 'summary', 'count', 'tags', 'id', 'url'];
+
+  /** Schemas built only from constraints that can always be met together. */
+  const { schema: satisfiable } = fc.letrec<{ schema: Record<string, unknown> }>((tie) => ({
+    schema: fc.oneof(
+      { depthSize: 'small', withCrossShrink: true },
+      fc.record(
+        {
+          type: fc.constant('string'),
+          minLength: fc.integer({ min: 0, max: 12 }),
+          format: fc.constantFrom(...FORMATS),
+        },
+        { requiredKeys: ['type'] },
+      ),
+      fc.record({ type: fc.constant('string'), pattern: fc.constantFrom(...PATTERNS) }),
+      fc
+        .record({
+          type: fc.constantFrom('number', 'integer'),
+          low: fc.integer({ min: -50, max: 50 }),
+          span: fc.integer({ min: 1, max: 100 }),
+          multipleOf: fc.option(fc.constantFrom(1, 2, 5, 0.5), { nil: undefined }),
+        })
+        .map(({ type, low, span, multipleOf }) => ({
+          type,
+          minimum: low,
+          maximum: low + span * 10,
+          ...(multipleOf === undefined ? {} : { multipleOf }),
+        })),
+      fc.constant({ type: 'boolean' }),
+      fc.constant({ type: ['null', 'string'] }),
+      fc.constant({ enum: ['a', 1, null] }),
+      fc
+        .record({
+          items: tie('schema'),
+          minItems: fc.integer({ min: 0, max: 3 }),
+          extra: fc.integer({ min: 0, max: 2 }),
+        })
+        .map(({ items, minItems, extra }) => ({
+          type: 'array',
+          items,
+          minItems,
+          maxItems: minItems + extra,
+        })),
+      fc
+        .record({
+          properties: fc.dictionary(fc.constantFrom(...NAMES), tie('schema'), { maxKeys: 4 }),
+          closed: fc.boolean(),
+          requireAll: fc.boolean(),
+        })
+        .map(({ properties, closed, requireAll }) => ({
+          type: 'object',
+          properties,
+          required: requireAll ? Object.keys(properties) : Object.keys(properties).slice(0, 1),
+          additionalProperties: !closed,
+        })),
+      fc
+        .array(tie('schema'), { minLength: 1, maxLength: 3 })
+        .map((options) => ({ anyOf: options })),
+    ),
+  }));
+
+  const hints = readHints({
+    prompt: 'Extract the fields.',
+    files: [{ path: 'a.md', text: '# A Title\n\nAuthors: A. One and B. Two\n2024-02-29\n' }],
+    digest: 'a.md: 4 lines',
+  });
+
+  it('makes a value Ajv accepts for every schema built from constraints that can be met together', () => {
+    fc.assert(
+      fc.property(satisfiable, (schema) => {
+        const made = schemaValue(schema, { hints });
+        expect(ajvCheck(schema, made.value)).toBeUndefined();
+        expect(made.valid).toBe(true);
+      }),
+      { seed: 20261202, numRuns: 300 },
+    );
+  });
+
+  it('never claims valid what Ajv refuses, for any mix of constraints', () => {
+    const anything = fc
+      .tuple(satisfiable, satisfiable, fc.constantFrom('allOf', 'oneOf', 'not'))
+      .map(([a, b, how]) => (how === 'not' ? { ...a, not: b } : { [how]: [a, b] }));
+    let valid = 0;
+    fc.assert(
+      fc.property(anything, (schema) => {
+        const made = schemaValue(schema, { hints });
+        if (made.valid) {
+          valid++;
+          expect(ajvCheck(schema, made.value)).toBeUndefined();
+        }
+      }),
+      { seed: 20261202, numRuns: 300 },
+    );
+    // Most such pairs can be met; a generator that gave up on them would show here.
+    expect(valid).toBeGreaterThan(150);
   });
 });

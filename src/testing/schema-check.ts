@@ -3,16 +3,26 @@ import { jsonEqual, type SchemaDocument } from './schema-document.js';
 import { matchesFormat } from './string-formats.js';
 
 /**
- * Whether `value` is valid against `schema`, for the keywords of JSON Schema drafts 4 to 2020-12
- * that a value can be built for (the `unevaluated*` ones excepted). The scripted model carries no
- * validator library (src/testing imports only `node:` modules), and it needs one only to choose
- * among the values it makes, so this errs to the strict side: known `format`s are checked, which
- * Ajv by default does not, and `prefixItems`, `dependentRequired` and `dependentSchemas` apply
- * whatever the draft. The worker's Ajv stays the judge of a reply.
+ * Whether `value` is valid against `schema`. The scripted model carries no validator library
+ * (src/testing imports only `node:` modules), and it needs one only to choose among the values it
+ * makes. It reads the keywords of JSON Schema drafts 4 to 2020-12 that a value can be built for
+ * (the `unevaluated*` ones excepted) in two ways:
+ *
+ * - `ajv` judges as the worker's Ajv does (src/shared/tools/output-schema.ts: draft-07, no
+ *   formats): `format`, `prefixItems`, `minContains`, `maxContains`, `dependentRequired` and
+ *   `dependentSchemas` constrain nothing, as Ajv passes over keywords it does not know.
+ * - `strict` also checks those, so that a value meant to be a date is one.
  */
-export function accepts(document: SchemaDocument, schema: unknown, value: unknown): boolean {
-  return new Checker(document).check(schema, value, 0);
+export function accepts(
+  document: SchemaDocument,
+  schema: unknown,
+  value: unknown,
+  mode: CheckMode = 'strict',
+): boolean {
+  return new Checker(document, mode === 'strict').check(schema, value, 0);
 }
+
+export type CheckMode = 'ajv' | 'strict';
 
 /** Deeper than this a schema's `$ref`s are taken to loop, and the value is refused. */
 const MAX_DEPTH = 64;
@@ -50,14 +60,18 @@ export function codePoints(text: string): number {
   return count;
 }
 
-/** Whether `value` is a multiple of `divisor`, by Ajv's own test (`value / divisor` is whole). */
+/** Whether `value` is a multiple of `divisor`, by Ajv's own test: `value / divisor` parses whole. */
 export function isMultipleOf(value: number, divisor: number): boolean {
   const ratio = value / divisor;
-  return ratio === Math.trunc(ratio) && Number.isFinite(ratio);
+  return ratio === Number.parseInt(String(ratio), 10);
 }
 
 class Checker {
-  constructor(readonly document: SchemaDocument) {}
+  constructor(
+    readonly document: SchemaDocument,
+    /** Whether the keywords Ajv's default passes over (formats, later drafts') apply too. */
+    readonly strict: boolean,
+  ) {}
 
   check(schema: unknown, value: unknown, depth: number): boolean {
     if (schema === true || schema === undefined) return true;
@@ -133,18 +147,16 @@ class Checker {
       const pattern = compiledPattern(schema.pattern);
       if (pattern === null || !pattern.test(value)) return false;
     }
-    return matchesFormat(schema.format, value);
+    return !this.strict || matchesFormat(schema.format, value);
   }
 
   #array(schema: Record<string, unknown>, value: unknown, depth: number): boolean {
     if (!Array.isArray(value)) return true;
     if (typeof schema.minItems === 'number' && value.length < schema.minItems) return false;
     if (typeof schema.maxItems === 'number' && value.length > schema.maxItems) return false;
-    const tuple = Array.isArray(schema.prefixItems)
-      ? schema.prefixItems
-      : Array.isArray(schema.items)
-        ? schema.items
-        : undefined;
+    const prefix =
+      this.strict && Array.isArray(schema.prefixItems) ? schema.prefixItems : undefined;
+    const tuple = prefix ?? (Array.isArray(schema.items) ? schema.items : undefined);
     const rest = Array.isArray(schema.items) ? schema.additionalItems : schema.items;
     for (const [index, item] of value.entries()) {
       const itemSchema = tuple !== undefined && index < tuple.length ? tuple[index] : rest;
@@ -157,9 +169,11 @@ class Checker {
     }
     if ('contains' in schema) {
       const count = value.filter((item) => this.check(schema.contains, item, depth)).length;
-      const least = typeof schema.minContains === 'number' ? schema.minContains : 1;
+      const least = this.strict && typeof schema.minContains === 'number' ? schema.minContains : 1;
       if (count < least) return false;
-      if (typeof schema.maxContains === 'number' && count > schema.maxContains) return false;
+      const most =
+        this.strict && typeof schema.maxContains === 'number' ? schema.maxContains : count;
+      if (count > most) return false;
     }
     return true;
   }
@@ -206,8 +220,10 @@ class Checker {
     depth: number,
   ): boolean {
     const lists = { ...(isRecord(schema.dependencies) ? schema.dependencies : {}) };
-    const dependentRequired = isRecord(schema.dependentRequired) ? schema.dependentRequired : {};
-    const dependentSchemas = isRecord(schema.dependentSchemas) ? schema.dependentSchemas : {};
+    const later = (keyword: string) =>
+      this.strict && isRecord(schema[keyword]) ? (schema[keyword] as Record<string, unknown>) : {};
+    const dependentRequired = later('dependentRequired');
+    const dependentSchemas = later('dependentSchemas');
     for (const [key, dependency] of [
       ...Object.entries(lists),
       ...Object.entries(dependentRequired),

@@ -1,6 +1,6 @@
 import { isRecord } from './is-record.js';
 import { patternString } from './pattern-string.js';
-import { accepts, codePoints, isMultipleOf } from './schema-check.js';
+import { accepts, type CheckMode, codePoints, isMultipleOf } from './schema-check.js';
 import { SchemaDocument } from './schema-document.js';
 import { formatSample } from './string-formats.js';
 
@@ -32,9 +32,15 @@ export interface SchemaValue {
  */
 export function schemaValue(schema: unknown, options: SchemaValueOptions = {}): SchemaValue {
   const top = options.document ?? (isRecord(schema) ? schema : {});
-  const maker = new Maker(new SchemaDocument(top), options.hints ?? (() => []));
-  const value = maker.make(schema, { variant: 0, depth: 0 });
-  return { value, valid: maker.accepts(schema, value) };
+  const document = new SchemaDocument(top);
+  const hints = options.hints ?? (() => []);
+  const strict = new Maker(document, hints, 'strict').make(schema, { variant: 0, depth: 0 });
+  if (accepts(document, schema, strict, 'ajv')) return { value: strict, valid: true };
+  // No value meets the formats (or a later draft's keywords) with the rest of the schema: the
+  // worker's Ajv checks neither, so a value without them still completes the child.
+  const loose = new Maker(document, hints, 'ajv').make(schema, { variant: 0, depth: 0 });
+  if (accepts(document, schema, loose, 'ajv')) return { value: loose, valid: true };
+  return { value: strict, valid: false };
 }
 
 /** Where a value goes: the property's name, which variant (for distinct items), how deep. */
@@ -90,10 +96,13 @@ class Maker {
   constructor(
     readonly document: SchemaDocument,
     readonly hints: ValueHints,
+    /** `strict`: a value must meet formats and later drafts' keywords as well as Ajv's check. */
+    readonly mode: CheckMode,
   ) {}
 
   accepts(schema: unknown, value: unknown): boolean {
-    return accepts(this.document, schema, value);
+    if (!accepts(this.document, schema, value, 'ajv')) return false;
+    return this.mode === 'ajv' || accepts(this.document, schema, value, 'strict');
   }
 
   make(schema: unknown, slot: Slot): unknown {
@@ -264,8 +273,13 @@ class Maker {
     let length = Math.max(min, list?.length ?? 0, tuple?.length ?? 0, 'contains' in flat ? 1 : 0);
     length = Math.min(length, max);
     const items: unknown[] = [];
+    // Ajv's draft-07 passes over `prefixItems`, so there `items` judges every item: meet both.
+    const every = Array.isArray(flat.prefixItems) && isRecord(flat.items) ? flat.items : undefined;
     for (let index = 0; index < length; index++) {
       let schema = tuple !== undefined && index < tuple.length ? tuple[index] : rest;
+      if (every !== undefined && index < (tuple?.length ?? 0)) {
+        schema = { allOf: [schema ?? {}, every] };
+      }
       if (index === 0 && 'contains' in flat) schema = { allOf: [schema ?? {}, flat.contains] };
       const itemSlot: Slot = {
         name: singular(slot.name),
