@@ -40,6 +40,13 @@ class Walker {
     return this.#at >= this.source.length;
   }
 
+  /** Where the text goes on after the next `char`; a pattern that compiled always has one. */
+  #after(char: string): number {
+    const at = this.source.indexOf(char, this.#at);
+    if (at === -1) throw new Error(`expected ${char} after ${this.#at}`);
+    return at + 1;
+  }
+
   #peek(): string | undefined {
     return this.source[this.#at];
   }
@@ -101,7 +108,7 @@ class Walker {
           lookaround = true;
         } else {
           capturing = true;
-          this.#at = this.source.indexOf('>', this.#at) + 1;
+          this.#at = this.#after('>');
         }
       }
     }
@@ -125,7 +132,7 @@ class Walker {
       return () => this.#groups[group] ?? '';
     }
     if (char === 'k' && this.#peek() === '<') {
-      this.#at = this.source.indexOf('>', this.#at) + 1;
+      this.#at = this.#after('>');
       return () => '';
     }
     const literal = this.#escapedLiteral(char);
@@ -146,7 +153,7 @@ class Walker {
     if (char === 'x') return this.#hex(2);
     if (char === 'u') {
       if (this.#peek() === '{') {
-        const end = this.source.indexOf('}', this.#at);
+        const end = this.#after('}') - 1;
         const code = Number.parseInt(this.source.slice(this.#at + 1, end), 16);
         this.#at = end + 1;
         return String.fromCodePoint(code);
@@ -155,7 +162,7 @@ class Walker {
     }
     if (char === 'p' || char === 'P') {
       // A Unicode property: a letter is the likeliest fit of what such patterns ask for.
-      this.#at = this.source.indexOf('}', this.#at) + 1;
+      this.#at = this.#after('}');
       return char === 'p' ? 'a' : '0';
     }
     if (char === 'c') return String.fromCharCode(this.source.charCodeAt(this.#at++) % 32);
