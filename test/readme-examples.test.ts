@@ -185,10 +185,9 @@ describe('the README cohort batch example', () => {
   });
 });
 
-// Waits on the scripted model answering a typed reply with a value that matches the schema
-// (work under way elsewhere): until then the extractor ends `empty`, with no value, and this
-// test fails. It is the README's promise for the agent file above: a task line naming it gets
-// the parsed fields on its result line (`jq -c '.value' results.jsonl`).
+// The README's promise for the agent file above: a task line naming it gets the parsed fields
+// on its result line (`jq -c '.value' results.jsonl`). Offline, the scripted model makes that
+// value from the schema and the file it read (docs/SCRIPTED-MODEL.md, "Typed replies").
 describe('the README extractor, named by a batch task line', () => {
   it('ends complete with a value holding the title and the authors', async () => {
     const workspace = workspaceWithAgentFile();

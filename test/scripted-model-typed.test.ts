@@ -458,6 +458,25 @@ describe('readHints: strings from what was read', () => {
     expect(ajvCheck(schema, made.value)).toBeUndefined();
   });
 
+  it('reads authors from a byline, but not from a sentence that starts with "By"', () => {
+    const schema = {
+      type: 'object',
+      required: ['authors'],
+      properties: { authors: { type: 'array' } },
+    };
+    const authors = (text: string) =>
+      schemaValue(schema, {
+        hints: readHints({ prompt: 'p', files: [{ path: 'a.md', text }], digest: 'd' }),
+      }).value;
+    expect(authors('# On Threads\n\nBy Ada Lovelace and Alan Turing, 1950.\n')).toEqual({
+      authors: ['Ada Lovelace', 'Alan Turing'],
+    });
+    expect(authors('By default, nothing is read.\n')).toEqual({ authors: [] });
+    expect(authors('* Written by - Grace Hopper; Jean Sammet\n')).toEqual({
+      authors: ['Grace Hopper', 'Jean Sammet'],
+    });
+  });
+
   it('takes a title from front matter, and never a front matter fence as the first line', () => {
     const titled = readHints({
       prompt: 'p',
@@ -532,6 +551,13 @@ describe('namedPaths: the files and folders a prompt names', () => {
       'LICENSE folder quoted',
       'bin/cohort folder',
     ]);
+  });
+
+  it('passes over what a fenced block quotes', () => {
+    expect(
+      paths('Review docs/a.md:\n```ts\nimport x from "src/x.ts";\n```\nand docs/b.md'),
+    ).toEqual(['docs/a.md file', 'docs/b.md file']);
+    expect(paths('Check this:\n~~~\nsee README.md\n')).toEqual([]);
   });
 
   it('passes over words that only look like paths', () => {

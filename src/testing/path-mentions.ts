@@ -30,15 +30,20 @@ const TRAILING = /[)"'>\].,;:!?]+$/;
 const EXTENSION = /^(.+)\.[A-Za-z][A-Za-z0-9]{0,9}$/;
 
 /**
- * The paths `prompt` names, in order of mention, each once, at most MAX_NAMED_PATHS. A word in
- * backticks is a path when it has no white space and only path characters; a plain word must
- * also look like one: hold a `/` (`src/main`, `docs/`), or end in an extension after a stem of two
- * characters or more (`README.md`, `*.ts`; not `e.g.`). Neither may be absolute, start with `-`,
- * step out with `..`, or lack a letter (`1/2`).
+ * The paths `prompt` names outside fenced code blocks, in order of mention, each once, at most
+ * MAX_NAMED_PATHS. A word in backticks is a path when it has no white space and only path
+ * characters; a plain word must also look like one: hold a `/` (`src/main`, `docs/`), or end in
+ * an extension after a stem of two characters or more (`README.md`, `*.ts`; not `e.g.`).
+ * Neither may be absolute, start with `-`, step out with `..`, or lack a letter (`1/2`).
  */
 export function namedPaths(prompt: string): NamedPath[] {
   const found: NamedPath[] = [];
-  for (const match of prompt.matchAll(TOKEN)) {
+  // A fenced block quotes code or a document: the paths it mentions are not the task's.
+  const prose = prompt.replace(
+    /^ {0,3}(`{3,}|~{3,})[^\n]*\n[\s\S]*?(?:^ {0,3}\1[ \t]*$|(?![\s\S]))/gm,
+    '',
+  );
+  for (const match of prose.matchAll(TOKEN)) {
     const quoted = match[1] !== undefined;
     const word = quoted ? match[1]! : match[0].replace(LEADING, '').replace(TRAILING, '');
     const named = pathOf(word, quoted);

@@ -62,8 +62,9 @@ const FORMAT_FACTS: Record<string, Fact> = {
 };
 
 const HEADING = /^ {0,3}#{1,6}[ \t]+(.+?)[ \t#]*$/m;
+/** `Authors: A, B`, `- author: A`, `Written by - A`, or a byline `By A and B, 1950.`. */
 const AUTHOR_LINE =
-  /^[ \t>*-]*(?:authors?|by|written by|creators?)[ \t]*[:=\-–—][ \t]*(.+?)[ \t]*$/im;
+  /^[ \t>*-]*(?:(?:[Aa]uthors?|AUTHORS?|[Bb]y|BY|[Ww]ritten [Bb]y|[Cc]reators?)[ \t]*[:=\-–—]|[Bb]y[ \t]+(?=\p{Lu}))[ \t]*(.+?)[ \t]*$/mu;
 const DATE =
   /\b(\d{4}-\d{2}-\d{2})(?:[Tt ](\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?)(Z|[+-]\d{2}:?\d{2})?)?\b/;
 const URL_TEXT = /\bhttps?:\/\/[^\s<>"'`)\]]+/;
@@ -154,13 +155,16 @@ function firstMatch<T>(
   return undefined;
 }
 
-/** `[Ada Lovelace, Charles Babbage]`, `Ada Lovelace and Charles Babbage` → the two names. */
+/**
+ * `[Ada Lovelace, Charles Babbage]`, `Ada Lovelace and Charles Babbage, 1843.` → the two names
+ * (a part without a letter, such as a year, is not a name).
+ */
 function splitNames(list: string): string[] {
   return list
     .replace(/^\[|\]$/g, '')
     .split(/\s*(?:,|;|&|\band\b)\s*/)
-    .map((name) => name.replace(/^["']|["']$/g, '').trim())
-    .filter((name) => name !== '');
+    .map((name) => name.replace(/^["']|["'.]$/g, '').trim())
+    .filter((name) => /\p{L}/u.test(name));
 }
 
 /**
