@@ -254,7 +254,7 @@ function schemaProblem(schema: Record<string, unknown>): string | undefined {
   // A fresh Ajv each time: one shared instance would refuse a second schema with the same
   // `$id`, so loading the same folder twice would fail.
   try {
-    new Ajv({ allErrors: true, strict: false }).compile(schema);
+    new Ajv({ allErrors: true, strict: false, validateFormats: false }).compile(schema);
   } catch (error) {
     const reason = error instanceof Error ? error.message : String(error);
     return `Expected \`outputSchema\` to be a JSON Schema that Ajv compiles, got one Ajv refuses: ${reason}`;

@@ -16,7 +16,9 @@ import {
 } from './tool-timeout.js';
 import { type AnyTool, REPLY_TOOL, SPAWN_TOOLS, type ToolContext } from './types.js';
 
-const ajv = new Ajv({ allErrors: true, strict: false });
+// `format` is not checked (no format library is loaded): without `validateFormats: false` Ajv
+// would print a warning to the console for each schema that names one.
+const ajv = new Ajv({ allErrors: true, strict: false, validateFormats: false });
 const validators = new WeakMap<AnyTool, ValidateFunction>();
 /**
  * Compiled schemas by their JSON text. Each child gets its own copies of its host tools (their

@@ -38,7 +38,7 @@ export function outputValidator(schema: object): ValidateFunction {
     // Most recently used goes last; the first key is the one to evict.
     cache.delete(key);
   } else {
-    validate = new Ajv({ allErrors: true, strict: false }).compile(schema);
+    validate = new Ajv({ allErrors: true, strict: false, validateFormats: false }).compile(schema);
     if (cache.size >= MAX_CACHED) cache.delete(cache.keys().next().value as string);
   }
   cache.set(key, validate);
