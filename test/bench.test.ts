@@ -32,7 +32,7 @@ import { redisMissing } from './redis.js';
 
 const ENGINES = ['cohort', 'in-process', 'thread-per-child', 'sdk-loop'];
 const LEVELS = [4];
-const AGENTS = 20;
+const AGENTS = 8;
 const STEPS = 2;
 
 function collector(): { write(text: string): boolean; text(): string } {

@@ -30,7 +30,7 @@ export function runCli(
   delete cleanEnv.ANTHROPIC_BASE_URL;
   // A bearer token alone selects the real API too (provider-select.ts).
   delete cleanEnv.ANTHROPIC_AUTH_TOKEN;
-  const child = spawn(process.execPath, [CLI, ...args], {
+  const child = spawn(process.execPath, [CLI, ...withThreads(args)], {
     env: { ...cleanEnv, ...env },
     ...(options.cwd === undefined ? {} : { cwd: options.cwd }),
     stdio: [options.stdin === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
@@ -69,6 +69,26 @@ export function runCli(
       }),
     exit,
   };
+}
+
+/** The commands that start a pool of worker threads. */
+const POOL_COMMANDS = new Set(['agent', 'run', 'batch', 'demo', 'worker']);
+
+/**
+ * One worker thread unless a test sets `--threads`: every thread costs a process about 0.35 s of
+ * CPU to start (docs/BENCHMARKS.md, "Process start-up"), the suite starts a few hundred cohort
+ * processes, and two test files share the machine's two cores. A test about threads says how many.
+ */
+function withThreads(args: string[]): string[] {
+  const [command] = args;
+  if (command === undefined || !POOL_COMMANDS.has(command)) return args;
+  if (args.some((arg) => arg === '--threads' || arg.startsWith('--threads=') || arg === '--help'))
+    return args;
+  // After the command's positionals and flags: a `--` would end the flags, so never append past it.
+  const end = args.indexOf('--');
+  return end === -1
+    ? [...args, '--threads', '1']
+    : [...args.slice(0, end), '--threads', '1', ...args.slice(end)];
 }
 
 /**

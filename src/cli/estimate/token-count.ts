@@ -1,4 +1,5 @@
-import Anthropic from '@anthropic-ai/sdk';
+import type Anthropic from '@anthropic-ai/sdk';
+import { APIError } from '@anthropic-ai/sdk/error';
 import type { ProviderConfig } from '../../shared/provider/config.js';
 import { resolveBaseURL, resolveCredential } from '../../shared/provider/transport/endpoint.js';
 import { redactSecrets } from '../../shared/redact.js';
@@ -37,7 +38,9 @@ export async function countInputTokens(
     method: 'local',
     fallback,
   });
-  const client = new Anthropic({
+  // The SDK's client is imported here, not with the module: batch loads this file for every run.
+  const { default: Client } = await import('@anthropic-ai/sdk');
+  const client = new Client({
     apiKey: resolveCredential(),
     baseURL: resolveBaseURL(config),
     maxRetries: 2,
@@ -72,7 +75,7 @@ function failureText(error: unknown): string {
 }
 
 function rawFailureText(error: unknown): string {
-  if (error instanceof Anthropic.APIError && error.status !== undefined) {
+  if (error instanceof APIError && error.status !== undefined) {
     const body = error.error as { error?: { message?: unknown } } | undefined;
     const message = typeof body?.error?.message === 'string' ? body.error.message : error.message;
     return `${error.status}: ${message.slice(0, 200)}`;
