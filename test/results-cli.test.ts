@@ -135,6 +135,13 @@ describe('cohort results on a real batch', () => {
     expect(status.spent.costUsd).toBeGreaterThan(0);
     expect(status.elapsedMs.total).toBe(lines.reduce((t, l) => t + (l.elapsedMs as number), 0));
     expect(status.tornBytes).toBeUndefined();
+    // Every line says when it was written; the span ends at the last of them.
+    const settled = lines.map((l) => Date.parse(l.settledAt as string));
+    expect(settled.every(Number.isFinite)).toBe(true);
+    expect(status.span.to).toBe(new Date(Math.max(...settled)).toISOString());
+    expect(status.span.ms).toBeGreaterThanOrEqual(
+      Math.max(...lines.map((l) => l.elapsedMs as number)),
+    );
 
     expect(plain.code).toBe(0);
     expect(plain.stdout).toContain('4 task(s) in 4 line(s)');
@@ -142,6 +149,7 @@ describe('cohort results on a real batch', () => {
     const input = sum('inputTokens').toLocaleString('en-US');
     expect(plain.stdout).toMatch(new RegExp(`spent: ${input} input \\+ [\\d,]+ output tokens`));
     expect(plain.stdout).toMatch(/agent time: .* in all, longest .* \(task t\d\)/);
+    expect(plain.stdout).toMatch(/\nspan: .*, from \d{4}-\d\d-\d\dT.* to \d{4}-/);
 
     // Read only: the same bytes, the same time, and no lock was taken.
     expect(readFileSync(results).equals(before)).toBe(true);
@@ -325,8 +333,8 @@ describe('cohort results on hand-written lines', () => {
   it('skips a torn last line and repeats with a note, tolerates a newer field and a bare line', async () => {
     const file = path.join(tempDir(), 'r.jsonl');
     const text = [
-      JSON.stringify(line('a', { taskHash: 'h1' })),
-      JSON.stringify(line('b')),
+      JSON.stringify(line('a', { taskHash: 'h1', settledAt: '2026-12-02T10:00:01.000Z' })),
+      JSON.stringify(line('b', { settledAt: '2026-12-02T10:00:05.000Z' })),
       JSON.stringify(line('a', { outcome: 'failed', code: 'internal' })),
       // A line an older cohort (or a hand) wrote: no usage, no text.
       JSON.stringify({ taskId: 'c', outcome: 'empty' }),
@@ -355,6 +363,8 @@ describe('cohort results on hand-written lines', () => {
       duplicates: 1,
       duplicateIds: ['a'],
       tornBytes: '{"id":"ag_d","title":"d","outcome":"compl'.length,
+      // From a's start (its settle less its 10 ms) to b's settle; c has no clock time.
+      span: { from: '2026-12-02T10:00:00.990Z', to: '2026-12-02T10:00:05.000Z', ms: 4010 },
     });
     // Cache reads over all input: 1600 / (200 + 1600 + 200).
     expect(status.spent.cacheHitPercent).toBe(80);

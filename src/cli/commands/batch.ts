@@ -469,7 +469,13 @@ async function runTasks(options: {
           }
         : {}),
     })) {
-      results.append({ ...result, taskId: spec.task.id, taskHash: identities.hash(spec.task.id) });
+      results.append({
+        ...result,
+        taskId: spec.task.id,
+        taskHash: identities.hash(spec.task.id),
+        // When the line was written: with `elapsedMs`, the batch's span for `cohort results`.
+        settledAt: new Date().toISOString(),
+      });
       tally.settle(result);
       const stop = stopOf(result, spec.task, options.engine, quota);
       if (stop !== undefined) {

@@ -27,7 +27,12 @@ import { inspectTarget, refuseTasksFile, specialKind, type Target } from './targ
  * A batch output line: the AgentResult plus the task's id and the hash of the task as it ran
  * (`src/cli/task-identity.ts`; lines an older cohort wrote have none).
  */
-export type BatchResultLine = AgentResult & { taskId: string; taskHash?: string };
+export type BatchResultLine = AgentResult & {
+  taskId: string;
+  taskHash?: string;
+  /** When the batch wrote the line (ISO 8601, UTC). */
+  settledAt?: string;
+};
 
 export interface OpenResultsOptions {
   /** The tasks file path (absent for stdin): `--out` equal to it (same file by dev+ino) is refused. */

@@ -12,6 +12,7 @@ import type { BatchResultLine } from '../file.js';
 const LINE_FIELDS = {
   taskId: true,
   taskHash: true,
+  settledAt: true,
   id: true,
   title: true,
   outcome: true,

@@ -10,8 +10,9 @@ import { type ReadReport, readResults, tornNote } from './reader.js';
  * (`BatchTally`), so the counts, the failure codes, the spend and the cache's hit rate are
  * worked out and worded as the batch's closing summary has them.
  *
- * A result line has no clock time, only `elapsedMs`; the time given is the agents' own, added up
- * and the longest, not a span from the first start to the last end.
+ * The agents' own time (`elapsedMs`) is added up and the longest named. The span runs from the
+ * first start (a line's `settledAt` less its `elapsedMs`) to the last `settledAt`; lines written
+ * before `settledAt` existed have no clock time, and a file of only those has no span.
  */
 export interface ResultsStatus {
   type: 'status';
@@ -25,6 +26,8 @@ export interface ResultsStatus {
   spent: BatchTally['spent'];
   /** The agents' own time: added up, and the longest with its task. */
   elapsedMs: { total: number; longest: number; longestTaskId?: string };
+  /** The first start and the last settle, over the lines with a clock time (ISO 8601). */
+  span?: { from: string; to: string; ms: number };
   /** Tasks a rerun of the batch runs again: cancelled by a stop, or failed for a provider's state. */
   rerun: number;
   /** Lines for a task already seen, and the first few such tasks. */
@@ -49,8 +52,16 @@ export function resultsStatus(file: string): StatusRead {
   const tally = new BatchTally();
   const elapsed = { total: 0, longest: 0, longestTaskId: undefined as string | undefined };
   let rerun = 0;
+  let from = Number.POSITIVE_INFINITY;
+  let to = Number.NEGATIVE_INFINITY;
   const report = readResults(file, (line) => {
     const result = asResult(line);
+    const at = line.record.settledAt;
+    const settled = typeof at === 'string' ? Date.parse(at) : Number.NaN;
+    if (Number.isFinite(settled)) {
+      from = Math.min(from, settled - result.elapsedMs);
+      to = Math.max(to, settled);
+    }
     tally.settle(result);
     elapsed.total += result.elapsedMs;
     if (elapsed.longestTaskId === undefined || result.elapsedMs > elapsed.longest) {
@@ -72,6 +83,15 @@ export function resultsStatus(file: string): StatusRead {
     failures: tally.failureCodes,
     spent: tally.spent,
     elapsedMs: longestTaskId === undefined ? times : { ...times, longestTaskId },
+    ...(to >= from
+      ? {
+          span: {
+            from: new Date(from).toISOString(),
+            to: new Date(to).toISOString(),
+            ms: to - from,
+          },
+        }
+      : {}),
     rerun,
     duplicates: report.duplicates,
     duplicateIds: report.duplicateIds,
@@ -92,6 +112,11 @@ export function statusText({ status, outcomes, report }: StatusRead): string {
     lines.push(
       `agent time: ${formatElapsed(total)} in all, longest ${formatElapsed(longest)}${which}`,
     );
+    if (status.span) {
+      lines.push(
+        `span: ${formatElapsed(status.span.ms)}, from ${status.span.from} to ${status.span.to}`,
+      );
+    }
   }
   if (status.rerun > 0) {
     lines.push(
