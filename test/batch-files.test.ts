@@ -149,19 +149,25 @@ describe.concurrent('cohort batch --files', () => {
 
   it('refuses, with exit 2 and nothing run: a glob that matches nothing, an unknown placeholder, a TASKS.jsonl with --files, --files without --prompt', async () => {
     const dir = folder({ ...FILES, 'tasks.jsonl': '{"id":"x","prompt":"y"}\n' });
-    const [nothing, unknown, both, bare] = await Promise.all([
+    const [nothing, unknown, both, bare, expanded] = await Promise.all([
       batch(dir, ['--files', 'notes/*.md', '--prompt', '{path}', '--print-tasks']),
       batch(dir, ['--files', 'docs/*.md', '--prompt', 'Read {file}', '--print-tasks']),
       batch(dir, ['tasks.jsonl', '--files', 'docs/*.md', '--prompt', '{path}', '--print-tasks']),
       batch(dir, ['--files', 'docs/*.md', '--out', 'results.jsonl']),
+      // What an unquoted `--files docs/*.md` arrives as once the shell has matched it.
+      batch(dir, ['--files', 'docs/a.md', 'docs/b.md', '--prompt', '{path}', '--print-tasks']),
     ]);
-    for (const run of [nothing, unknown, both, bare]) {
+    for (const run of [nothing, unknown, both, bare, expanded]) {
       expect(run.code, run.stderr).toBe(2);
       expect(run.stdout).toBe('');
     }
     expect(nothing.stderr).toContain(`got none for \`notes/*.md\` in ${dir}`);
     expect(unknown.stderr).toMatch(/\{path\}, \{name\}, \{content\}.*got `\{file\}`/);
     expect(both.stderr).toContain('got both');
+    expect(both.stderr).not.toContain('shell expanded');
+    expect(expanded.stderr).toContain(
+      'got both (docs/b.md and --files). If the shell expanded a pattern, put it in quotes',
+    );
     expect(bare.stderr).toContain('Expected `--prompt TEMPLATE` with `--files`');
   });
 

@@ -53,8 +53,14 @@ export async function taskSource(values: ParsedValues, positionals: string[]): P
     return tasksFileSource(positionals[0] as string);
   }
   if (positionals.length > 0) {
+    // An unquoted pattern: the shell matched it, handing its first match to --files and the rest
+    // as arguments.
+    const expanded = positionals.every((arg) => arg !== '-' && !arg.endsWith('.jsonl'));
+    const hint = expanded
+      ? ". If the shell expanded a pattern, put it in quotes so cohort matches it: --files 'docs/*.md'"
+      : '';
     throw new UsageError(
-      `Expected either a TASKS.jsonl argument or \`--files\`, got both (${safeLabel(positionals.join(' '))} and --files)`,
+      `Expected either a TASKS.jsonl argument or \`--files\`, got both (${safeLabel(positionals.join(' '))} and --files)${hint}`,
     );
   }
   for (const pattern of patterns) {
