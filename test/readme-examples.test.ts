@@ -47,6 +47,27 @@ function fence(text: string, lang: string, accept: (body: string) => boolean = (
   throw new Error(`README.md: no \`\`\`${lang} block here that fits`);
 }
 
+/**
+ * The body of the first ```LANG fence of `text` that `accept` takes, where the fence may be indented
+ * (inside a list item): its lines without that indent, as a reader pastes them.
+ */
+function indentedFence(
+  text: string,
+  lang: string,
+  accept: (body: string) => boolean = () => true,
+): string {
+  const pattern = new RegExp(`^( *)\`\`\`${lang}\\n([\\s\\S]*?)^\\1\`\`\`$`, 'gm');
+  for (const match of text.matchAll(pattern)) {
+    const indent = match[1]!;
+    const body = match[2]!
+      .split('\n')
+      .map((line) => (line.startsWith(indent) ? line.slice(indent.length) : line))
+      .join('\n');
+    if (accept(body)) return body;
+  }
+  throw new Error(`README.md: no \`\`\`${lang} block here that fits`);
+}
+
 /** A process environment with no real provider: every command runs on the built-in model. */
 function offline(extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
   const env = { ...process.env, ...extra };
@@ -182,6 +203,71 @@ describe('the README cohort batch example', () => {
       expect(result).toMatchObject({ outcome: 'complete', id: expect.stringMatching(/^ag_/) });
       expect(result.usage).toBeDefined();
     }
+  });
+});
+
+describe('the README tasks-from-files example, then its cohort results commands', () => {
+  const FILES_COMMANDS = indentedFence(section('### `cohort batch`'), 'sh', (body) =>
+    body.includes('--files'),
+  );
+  const RESULTS_COMMANDS = fence(section('### `cohort results`'), 'sh');
+
+  it('makes one typed task per matched file and prints their values as a Markdown table', async () => {
+    const workspace = tempDir('cohort-readme-files-');
+    mkdirSync(path.join(workspace, 'src', 'deep'), { recursive: true });
+    writeFileSync(path.join(workspace, 'src', 'a.ts'), 'export const a = 1;\n');
+    writeFileSync(path.join(workspace, 'src', 'deep', 'b.ts'), 'export const b = 2;\n');
+    writeFileSync(path.join(workspace, 'notes.md'), 'Not a source file.\n');
+    const bin = cohortOnPath();
+    const { stdout } = await run('/bin/sh', ['-e', '-c', FILES_COMMANDS], {
+      cwd: workspace,
+      env: offline({ PATH: `${bin}${path.delimiter}${process.env.PATH ?? ''}` }),
+      timeout: 60_000,
+    });
+    const results = readResultLines(path.join(workspace, 'reviews.jsonl')) as {
+      taskId: string;
+      outcome: string;
+      value: { risks: unknown };
+    }[];
+    // One task per .ts file, its id the path; each typed reply parsed into `value`.
+    expect(results.map((result) => result.taskId).sort()).toEqual(['src/a.ts', 'src/deep/b.ts']);
+    for (const result of results) {
+      expect(result.outcome).toBe('complete');
+      expect(Array.isArray(result.value.risks)).toBe(true);
+    }
+    const table = stdout.trim().split('\n');
+    expect(table[0]).toBe('| taskId | outcome | value.risks |');
+    expect(table).toHaveLength(2 + results.length);
+    expect(table.slice(2).sort()).toEqual(
+      results
+        .map((result) => `| ${result.taskId} | complete | ${JSON.stringify(result.value.risks)} |`)
+        .sort(),
+    );
+  });
+
+  it("reads the batch example's results file with each results command, as printed", async () => {
+    const workspace = tempDir('cohort-readme-results-');
+    const bin = cohortOnPath();
+    const env = offline({ PATH: `${bin}${path.delimiter}${process.env.PATH ?? ''}` });
+    await run('/bin/sh', ['-e', '-c', fence(section('### `cohort batch`'), 'sh')], {
+      cwd: workspace,
+      env,
+      timeout: 60_000,
+    });
+    const { stdout } = await run('/bin/sh', ['-e', '-c', RESULTS_COMMANDS], {
+      cwd: workspace,
+      env,
+      timeout: 60_000,
+    });
+    expect(stdout).toContain('results.jsonl: 2 task(s) in 2 line(s)');
+    expect(stdout).toContain('outcomes: 2 complete');
+    // The export went to out.csv, in the tasks file's order.
+    const csv = readFileSync(path.join(workspace, 'out.csv'), 'utf8').trim().split('\r\n');
+    expect(csv[0]).toBe('taskId,outcome,value.title,usage.costUsd');
+    expect(csv.slice(1).map((row) => row.split(',').slice(0, 2).join(','))).toEqual([
+      'a,complete',
+      'b,complete',
+    ]);
   });
 });
 
