@@ -52,7 +52,7 @@ export interface TaskDefaults {
 }
 
 /** The defaults a batch's flags give its tasks, from the checked engine. */
-export function taskDefaults(prepared: PreparedEngine): TaskDefaults {
+function taskDefaults(prepared: PreparedEngine): TaskDefaults {
   const provider = { ...prepared.options.provider, ...prepared.choice.config };
   return {
     model: provider.model ?? DEFAULT_PROVIDER_CONFIG.model,
@@ -144,7 +144,7 @@ export class TaskIdentities {
  * JSON with every object's keys in sorted order and no whitespace; `undefined` fields are left
  * out, as `JSON.stringify` leaves them. Arrays keep their order: a tool list's order is sent.
  */
-export function canonicalJson(value: unknown): string {
+function canonicalJson(value: unknown): string {
   if (Array.isArray(value))
     return `[${value.map((item) => canonicalJson(item ?? null)).join(',')}]`;
   if (typeof value === 'object' && value !== null) {

@@ -30,7 +30,7 @@ const MAX_DEPTH = 64;
 const patterns = new Map<string, RegExp | null>();
 
 /** `pattern` compiled as Ajv compiles it (the `u` flag), cached; null when it does not compile. */
-export function compiledPattern(pattern: string): RegExp | null {
+function compiledPattern(pattern: string): RegExp | null {
   let compiled = patterns.get(pattern);
   if (compiled === undefined) {
     try {
@@ -45,7 +45,7 @@ export function compiledPattern(pattern: string): RegExp | null {
 }
 
 /** The JSON type names `value` has; an integral number is both `integer` and `number`. */
-export function jsonTypes(value: unknown): string[] {
+function jsonTypes(value: unknown): string[] {
   if (value === null) return ['null'];
   if (Array.isArray(value)) return ['array'];
   if (typeof value === 'number')

@@ -384,7 +384,7 @@ function singular(name: string | undefined): string | undefined {
  * `maximum`, both `exclusive…` forms), a multiple of `multipleOf` by Ajv's test, whole for
  * `integer`. Empty when the bounds leave none.
  */
-export function numberCandidates(schema: Schema, integer: boolean): number[] {
+function numberCandidates(schema: Schema, integer: boolean): number[] {
   let low = Number.NEGATIVE_INFINITY;
   let high = Number.POSITIVE_INFINITY;
   let lowOpen = false;

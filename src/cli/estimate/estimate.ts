@@ -142,6 +142,7 @@ function byModel(
   return [...models.values()];
 }
 
+/** The batch help's paragraph on `--estimate`. */
 export const ESTIMATE_USAGE = `--estimate checks every task the same way and prints, without sending a message: the number of
 tasks; the input tokens of each task's first request, built as its agent would send it and counted
 by the provider's POST /v1/messages/count_tokens (8 at a time), or as characters / 4 when the

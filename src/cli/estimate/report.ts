@@ -10,8 +10,8 @@ import type { CountMethod } from './token-count.js';
  * person or as one JSON object (`--json`). The figures themselves come from estimate.ts.
  */
 
-export /** What one model's tasks would take. */
-interface ModelEstimate {
+/** What one model's tasks would take. */
+export interface ModelEstimate {
   model: string;
   tasks: number;
   inputTokens: number;
@@ -211,5 +211,3 @@ function formatSeconds(seconds: number): string {
   if (minutes > 0) return `${minutes}m ${rest}s`;
   return `${rest}s`;
 }
-
-/** The batch help's paragraph on `--estimate`. */

@@ -1,6 +1,5 @@
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
-import { Ajv } from 'ajv';
 import {
   type Document,
   isMap,
@@ -21,7 +20,7 @@ import {
   type Field,
   type Fields as OptionFields,
 } from '../../shared/option-schema.js';
-import { outputSchemaProblem } from '../../shared/tools/output-schema.js';
+import { outputSchemaProblem, schemaAjv } from '../../shared/tools/output-schema.js';
 import {
   AGENT_FILE_FIELDS,
   type AgentDefinition,
@@ -254,7 +253,7 @@ function schemaProblem(schema: Record<string, unknown>): string | undefined {
   // A fresh Ajv each time: one shared instance would refuse a second schema with the same
   // `$id`, so loading the same folder twice would fail.
   try {
-    new Ajv({ allErrors: true, strict: false, validateFormats: false }).compile(schema);
+    schemaAjv().compile(schema);
   } catch (error) {
     const reason = error instanceof Error ? error.message : String(error);
     return `Expected \`outputSchema\` to be a JSON Schema that Ajv compiles, got one Ajv refuses: ${reason}`;

@@ -1,11 +1,11 @@
-import { Ajv, type ValidateFunction } from 'ajv';
+import type { ValidateFunction } from 'ajv';
 import { describeValue } from '../errors.js';
 import type { ToolCall, ToolResultBlock } from '../provider/types.js';
 import { redactSecrets } from '../redact.js';
 import { renderValue } from '../render.js';
 import type { TraceSink } from '../trace/types.js';
 import { GEN_AI } from '../trace/types.js';
-import { outputValidator } from './output-schema.js';
+import { outputValidator, schemaAjv } from './output-schema.js';
 import { BAD_REPLY_PREFIX, EXTRA_REPLY_TEXT, REPLY_ACK } from './reply.js';
 import {
   type CallStop,
@@ -16,9 +16,7 @@ import {
 } from './tool-timeout.js';
 import { type AnyTool, REPLY_TOOL, SPAWN_TOOLS, type ToolContext } from './types.js';
 
-// `format` is not checked (no format library is loaded): without `validateFormats: false` Ajv
-// would print a warning to the console for each schema that names one.
-const ajv = new Ajv({ allErrors: true, strict: false, validateFormats: false });
+const ajv = schemaAjv();
 const validators = new WeakMap<AnyTool, ValidateFunction>();
 /**
  * Compiled schemas by their JSON text. Each child gets its own copies of its host tools (their

@@ -30,6 +30,15 @@ export type JsonSchemaConvertible =
 const MAX_CACHED = 256;
 const cache = new Map<string, ValidateFunction>();
 
+/**
+ * The Ajv every schema of cohort's is compiled with (tool inputs, output schemas, agent files).
+ * `format` is not checked (no format library is loaded), and without `validateFormats: false`
+ * Ajv would print a warning to the console for each schema that names one.
+ */
+export function schemaAjv(): Ajv {
+  return new Ajv({ allErrors: true, strict: false, validateFormats: false });
+}
+
 /** A compiled output schema, cached by its JSON text. Throws when Ajv refuses it. */
 export function outputValidator(schema: object): ValidateFunction {
   const key = JSON.stringify(schema);
@@ -38,7 +47,7 @@ export function outputValidator(schema: object): ValidateFunction {
     // Most recently used goes last; the first key is the one to evict.
     cache.delete(key);
   } else {
-    validate = new Ajv({ allErrors: true, strict: false, validateFormats: false }).compile(schema);
+    validate = schemaAjv().compile(schema);
     if (cache.size >= MAX_CACHED) cache.delete(cache.keys().next().value as string);
   }
   cache.set(key, validate);

@@ -29,7 +29,7 @@ export function toolTimeoutText(name: string, limitMs: number): string {
  * The abort reason a timed-out call's `signal` carries: a `TimeoutError`, as
  * `AbortSignal.timeout` gives, whose message names the tool and the limit.
  */
-export function toolTimeoutReason(name: string, limitMs: number): DOMException {
+function toolTimeoutReason(name: string, limitMs: number): DOMException {
   return new DOMException(
     `\`${name}\` timed out after ${formatDuration(limitMs)} (timeoutMs ${limitMs})`,
     'TimeoutError',

@@ -134,7 +134,7 @@ export function statusText({ status, outcomes, report }: StatusRead): string {
 }
 
 /** `850 ms`, `12.4 s`, `4m05s`, `2h13m`: the agents' time, added up over a batch, runs to hours. */
-export function formatElapsed(ms: number): string {
+function formatElapsed(ms: number): string {
   if (ms < 1000) return `${Math.round(ms)} ms`;
   const seconds = ms / 1000;
   if (seconds < 60) return `${seconds.toFixed(1)} s`;
