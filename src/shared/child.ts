@@ -14,6 +14,7 @@ import {
   runAgentLoop,
 } from './loop/agent-loop.js';
 import { eventSink } from './loop/event-sink.js';
+import { firstMessage } from './loop/step-request.js';
 import { defined } from './option-schema.js';
 import { priceOf, priceTable } from './prices.js';
 import type { Provider } from './provider/provider.js';
@@ -122,7 +123,7 @@ async function runLoop(run: ChildRun, deps: ChildRunDeps): Promise<AgentResult> 
     deps.budget?.resumeSteps?.(restored.steps);
   }
   const price = priceOf(spec.provider.model, priceTable(spec.prices));
-  const messages: MessageParam[] = restored?.messages ?? [firstMessage(spec)];
+  const messages: MessageParam[] = restored?.messages ?? [firstMessage(spec.prompt, spec.preamble)];
   // Its run's start record holds the whole transcript it goes on from: a resumed child's
   // supersedes what its dead worker wrote, including a write of that worker that lands late.
   log.start(
@@ -299,19 +300,4 @@ function settle(run: ChildRun, outcome: LoopOutcome): AgentResult {
         code: outcome.failure.code,
       };
   }
-}
-
-/**
- * The child's first message: its prompt, after its `preamble` when it has one (a block of its
- * own, so the request builder can cache the text its siblings share apart from the question).
- */
-function firstMessage(spec: ChildSpec): MessageParam {
-  if (spec.preamble === undefined) return { role: 'user', content: spec.prompt };
-  return {
-    role: 'user',
-    content: [
-      { type: 'text', text: spec.preamble },
-      { type: 'text', text: spec.prompt },
-    ],
-  };
 }

@@ -2,6 +2,7 @@ import type { EngineOptions } from '../../main/engine.js';
 import type { EngineCheck } from '../../main/engine-check.js';
 import { childSystemPrompt } from '../../shared/child.js';
 import { DEFAULT_MAX_DEPTH } from '../../shared/child-spec.js';
+import { firstMessage, replyToolParam, toolParam } from '../../shared/loop/step-request.js';
 import {
   type CacheSettings,
   DEFAULT_CACHE_MODE,
@@ -10,23 +11,11 @@ import {
   type SharedPrefix,
 } from '../../shared/provider/cache.js';
 import { estimateInputTokens } from '../../shared/provider/request-size.js';
-import type {
-  ContentBlockParam,
-  MessageParam,
-  ProviderRequest,
-  ToolParam,
-} from '../../shared/provider/types.js';
+import type { ProviderRequest } from '../../shared/provider/types.js';
 import { loadToolModule } from '../../shared/tools/modules.js';
 import { jsonOutputSchema } from '../../shared/tools/output-schema.js';
-import {
-  REPLY_DESCRIPTION,
-  REPLY_SCHEMA,
-  TYPED_REPLY_DESCRIPTION,
-  typedReplySchema,
-} from '../../shared/tools/reply.js';
 import { spawnTools } from '../../shared/tools/spawn-tools.js';
 import type { AnyTool } from '../../shared/tools/types.js';
-import { REPLY_TOOL } from '../../shared/tools/types.js';
 import { WORKSPACE_TOOLS } from '../../shared/tools/workspace.js';
 import { type BatchTask, taskAgentOptions } from '../task-lines.js';
 
@@ -75,7 +64,7 @@ export async function requestBuilder(
     const request: ProviderRequest = {
       system: childSystemPrompt(agent.system),
       messages: [firstMessage(agent.prompt, agent.preamble)],
-      tools: [...selected.map(toolParam), replyTool(schema)],
+      tools: [...selected.map(toolParam), replyToolParam(schema)],
     };
     const cache: CacheSettings = {
       mode: agent.cache ?? options.cache ?? DEFAULT_CACHE_MODE,
@@ -96,30 +85,6 @@ export async function requestBuilder(
       ...(plan?.shared ? { shared: plan.shared } : {}),
     };
   };
-}
-
-/** The first user message: a preamble goes before the prompt, as a block of its own. */
-function firstMessage(prompt: string, preamble: string | undefined): MessageParam {
-  if (preamble === undefined) return { role: 'user', content: prompt };
-  const blocks: ContentBlockParam[] = [
-    { type: 'text', text: preamble },
-    { type: 'text', text: prompt },
-  ];
-  return { role: 'user', content: blocks };
-}
-
-function toolParam(tool: AnyTool): ToolParam {
-  return { name: tool.name, description: tool.description, input_schema: tool.inputSchema };
-}
-
-function replyTool(schema: Record<string, unknown> | undefined): ToolParam {
-  return schema
-    ? {
-        name: REPLY_TOOL,
-        description: TYPED_REPLY_DESCRIPTION,
-        input_schema: typedReplySchema(schema),
-      }
-    : { name: REPLY_TOOL, description: REPLY_DESCRIPTION, input_schema: REPLY_SCHEMA };
 }
 
 /** The spawn tools are only described here, never run. */

@@ -1,7 +1,7 @@
 import { defaultGovernorStatePath, readGovernorMemory } from '../../main/governor-state.js';
 import type { GovernorOptions } from '../../shared/governor/options.js';
 import type { ProviderConfig } from '../../shared/provider/config.js';
-import { accountKey } from '../../shared/provider/provider.js';
+import { accountKey, governorKey } from '../../shared/provider/provider.js';
 import { resolveBaseURL, resolveCredential } from '../../shared/provider/transport/endpoint.js';
 
 /** The per-minute limits the governor would pace one model's requests by. */
@@ -38,7 +38,7 @@ export function modelLimits(
   if (governor?.enabled === false) return { kind: 'off' };
   const file =
     governor?.state === false ? undefined : (governor?.state ?? defaultGovernorStatePath());
-  const key = `${accountKey(resolveBaseURL(config), resolveCredential())} ${model}`;
+  const key = governorKey(accountKey(resolveBaseURL(config), resolveCredential()), model);
   const learned = file === undefined ? undefined : readGovernorMemory(file, key);
   const limits: AssumedLimit[] = [];
   for (const name of ['rpm', 'itpm', 'otpm'] as const) {

@@ -1,6 +1,6 @@
 import { defined } from '../option-schema.js';
 import { costUsd, uncachedCostUsd } from '../prices.js';
-import type { ProviderResult, ProviderUsage, ToolParam } from '../provider/types.js';
+import type { MessageParam, ProviderResult, ProviderUsage, ToolParam } from '../provider/types.js';
 import { StreamRedactor } from '../redact.js';
 import type { AgentUsage } from '../result.js';
 import {
@@ -9,34 +9,50 @@ import {
   TYPED_REPLY_DESCRIPTION,
   typedReplySchema,
 } from '../tools/reply.js';
-import { REPLY_TOOL } from '../tools/types.js';
+import { type AnyTool, REPLY_TOOL } from '../tools/types.js';
 import type { LoopOptions, LoopSink } from './agent-loop.js';
 
 // One step's provider request: the tools it offers, what it spent, and its streamed text.
 
 /** The tools the model is offered: the agent's own, and `reply` below the root. */
 export function advertised(options: LoopOptions): ToolParam[] {
-  const params: ToolParam[] = [...options.tools.values()].map((tool) => ({
-    name: tool.name,
-    description: tool.description,
-    input_schema: tool.inputSchema,
-  }));
-  return [...params, ...lastTurnTools(options)];
+  return [...[...options.tools.values()].map(toolParam), ...lastTurnTools(options)];
 }
 
 /** What an agent's last turn offers, after its budget: `reply` alone (nothing at the root). */
 export function lastTurnTools(options: LoopOptions): ToolParam[] {
-  if (options.depth < 1) return [];
-  const schema = options.outputSchema;
-  return [
-    schema
-      ? {
-          name: REPLY_TOOL,
-          description: TYPED_REPLY_DESCRIPTION,
-          input_schema: typedReplySchema(schema),
-        }
-      : { name: REPLY_TOOL, description: REPLY_DESCRIPTION, input_schema: REPLY_SCHEMA },
-  ];
+  return options.depth < 1 ? [] : [replyToolParam(options.outputSchema)];
+}
+
+/** A tool as the request offers it. */
+export function toolParam(tool: AnyTool): ToolParam {
+  return { name: tool.name, description: tool.description, input_schema: tool.inputSchema };
+}
+
+/** The `reply` tool as offered: typed by the output schema when there is one. */
+export function replyToolParam(schema: Record<string, unknown> | undefined): ToolParam {
+  return schema
+    ? {
+        name: REPLY_TOOL,
+        description: TYPED_REPLY_DESCRIPTION,
+        input_schema: typedReplySchema(schema),
+      }
+    : { name: REPLY_TOOL, description: REPLY_DESCRIPTION, input_schema: REPLY_SCHEMA };
+}
+
+/**
+ * An agent's first message: its prompt, after its `preamble` when it has one (a block of its
+ * own, so the request builder can cache the text its siblings share apart from the question).
+ */
+export function firstMessage(prompt: string, preamble: string | undefined): MessageParam {
+  if (preamble === undefined) return { role: 'user', content: prompt };
+  return {
+    role: 'user',
+    content: [
+      { type: 'text', text: preamble },
+      { type: 'text', text: prompt },
+    ],
+  };
 }
 
 /** Adds one step's spend to the usage and the budget (a failed request spends too). */

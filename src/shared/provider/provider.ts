@@ -204,7 +204,7 @@ export class Provider {
   ): AdmitRequest {
     const model = request.model ?? this.config.model;
     const admit: AdmitRequest = {
-      key: `${this.#account} ${model}`,
+      key: governorKey(this.#account, model),
       label: `${model} at ${this.#endpoint}`,
       inputTokens: cache?.inputTokens ?? estimateInputTokens(request),
       maxTokens: this.config.maxTokens,
@@ -448,6 +448,11 @@ function patienceTimer(signal: AbortSignal, ms: number): { signal: AbortSignal; 
  */
 export function accountKey(baseURL: string, apiKey: string): string {
   return createHash('sha256').update(`${baseURL}\n${apiKey}`).digest('hex').slice(0, 16);
+}
+
+/** The governor's key for a model on an account (`accountKey`): what its limits are learned by. */
+export function governorKey(account: string, model: string): string {
+  return `${account} ${model}`;
 }
 
 /** The last attempt's error; when there were several, the message says how many. */
