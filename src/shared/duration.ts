@@ -48,6 +48,14 @@ export function formatDuration(ms: number): string {
   return `${ms}ms`;
 }
 
+/** Whole seconds as a person reads a clock: `45s`, `3m07s`, `2h05m`. */
+export function clockText(seconds: number): string {
+  const whole = Math.max(0, Math.round(seconds));
+  if (whole < 60) return `${whole}s`;
+  if (whole < 3600) return `${Math.floor(whole / 60)}m${String(whole % 60).padStart(2, '0')}s`;
+  return `${Math.floor(whole / 3600)}h${String(Math.floor((whole % 3600) / 60)).padStart(2, '0')}m`;
+}
+
 function durationMs(value: string | number): number | undefined {
   if (typeof value === 'number') {
     return Number.isFinite(value) && value >= 0 ? Math.round(value) : undefined;

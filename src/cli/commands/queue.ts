@@ -5,7 +5,7 @@ import {
   type QueueWorkerStatus,
 } from '../../main/runners/queue/inspector.js';
 import { DEFAULT_QUEUE_NAME, QUEUE_FIELDS } from '../../main/runners/queue/options.js';
-import { formatDuration } from '../../shared/duration.js';
+import { clockText, formatDuration } from '../../shared/duration.js';
 import { CohortError, UsageError } from '../../shared/errors.js';
 import {
   type CliFlag,
@@ -163,20 +163,14 @@ function describeWorker(worker: QueueWorkerStatus, width: number): string {
   const doing =
     worker.running === 0
       ? 'idle'
-      : `running ${worker.running} job${worker.running === 1 ? '' : 's'} (the oldest for ${age((worker.oldestRunningMs ?? 0) / 1000)})`;
+      : `running ${worker.running} job${worker.running === 1 ? '' : 's'} (the oldest for ${clockText((worker.oldestRunningMs ?? 0) / 1000)})`;
   const link =
     worker.connected === false
       ? 'not connected: it stopped or lost Redis, and its jobs go back to the queue once their locks expire'
       : worker.connectedSeconds === undefined
         ? ''
-        : `connected for ${age(worker.connectedSeconds)}`;
+        : `connected for ${clockText(worker.connectedSeconds)}`;
   return `${safeLabel(worker.name).padEnd(width)}  ${doing}${link === '' ? '' : `, ${link}`}`;
 }
 
 /** `14s`, `3m12s`, `2h05m`. */
-function age(seconds: number): string {
-  const whole = Math.max(0, Math.round(seconds));
-  if (whole < 60) return `${whole}s`;
-  if (whole < 3600) return `${Math.floor(whole / 60)}m${String(whole % 60).padStart(2, '0')}s`;
-  return `${Math.floor(whole / 3600)}h${String(Math.floor((whole % 3600) / 60)).padStart(2, '0')}m`;
-}

@@ -1,3 +1,4 @@
+import { clockText } from '../../shared/duration.js';
 import type { ParsedValues } from '../flags.js';
 import { safeLabel, stdout } from '../output.js';
 import type { BatchTask } from '../task-lines.js';
@@ -182,7 +183,7 @@ function timeLines(models: readonly ModelEstimate[], seconds: number | undefined
           ? limits.limits.map((l) => `${count(l.perMinute)} ${l.name}`).join(', ')
           : '';
       lines.push(
-        `  time:    ${label}at least ${formatSeconds(model.time.seconds)} at ${assumed}; ${binding.name} binds, ${source}`,
+        `  time:    ${label}at least ${clockText(Math.max(1, model.time.seconds))} at ${assumed}; ${binding.name} binds, ${source}`,
       );
     } else if (limits.kind === 'off') {
       lines.push(`  time:    ${label}not paced (--governor off): as fast as the provider answers`);
@@ -197,17 +198,9 @@ function timeLines(models: readonly ModelEstimate[], seconds: number | undefined
     }
   }
   if (seconds !== undefined && models.length > 1) {
-    lines.push(`  time:    at least ${formatSeconds(seconds)} in all (the models are paced apart)`);
+    lines.push(
+      `  time:    at least ${clockText(Math.max(1, seconds))} in all (the models are paced apart)`,
+    );
   }
   return lines;
-}
-
-function formatSeconds(seconds: number): string {
-  const total = Math.max(1, Math.round(seconds));
-  const hours = Math.floor(total / 3600);
-  const minutes = Math.floor((total % 3600) / 60);
-  const rest = total % 60;
-  if (hours > 0) return `${hours}h ${minutes}m`;
-  if (minutes > 0) return `${minutes}m ${rest}s`;
-  return `${rest}s`;
 }

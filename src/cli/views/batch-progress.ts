@@ -1,4 +1,5 @@
 import cliProgress from 'cli-progress';
+import { clockText } from '../../shared/duration.js';
 import type { AgentEvent } from '../../shared/events.js';
 import type { GovernorState } from '../../shared/governor/types.js';
 import { type AgentOutcome, type AgentResult, emptyOutcomeCounts } from '../../shared/result.js';
@@ -386,11 +387,7 @@ export class BatchProgress {
     const done = this.#tally.settled;
     if (done < 2) return '…';
     const perTask = (Date.now() - this.#started) / done;
-    const seconds = Math.round((perTask * (this.#total - done)) / 1000);
-    if (seconds < 60) return `${seconds}s`;
-    if (seconds < 3600)
-      return `${Math.floor(seconds / 60)}m${String(seconds % 60).padStart(2, '0')}s`;
-    return `${Math.floor(seconds / 3600)}h${String(Math.floor((seconds % 3600) / 60)).padStart(2, '0')}m`;
+    return clockText((perTask * (this.#total - done)) / 1000);
   }
 }
 

@@ -1,4 +1,5 @@
 import { ROOT_ID, type SessionEvent } from '../../main/session.js';
+import { clockText } from '../../shared/duration.js';
 import type { GovernorState } from '../../shared/governor/types.js';
 import { addUsage, noUsage, type ProviderUsage } from '../../shared/provider/types.js';
 import { type AgentOutcome, emptyOutcomeCounts } from '../../shared/result.js';
@@ -106,9 +107,5 @@ export class RunStatus {
 
 /** `42s`, `1m05s`, `2h03m`: a time on a status line, to the second under an hour. */
 export function describeElapsed(ms: number): string {
-  const seconds = Math.max(0, Math.floor(ms / 1000));
-  if (seconds < 60) return `${seconds}s`;
-  if (seconds < 3600)
-    return `${Math.floor(seconds / 60)}m${String(seconds % 60).padStart(2, '0')}s`;
-  return `${Math.floor(seconds / 3600)}h${String(Math.floor((seconds % 3600) / 60)).padStart(2, '0')}m`;
+  return clockText(Math.floor(ms / 1000));
 }

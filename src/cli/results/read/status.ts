@@ -1,4 +1,5 @@
 import path from 'node:path';
+import { clockText } from '../../../shared/duration.js';
 import { safeLabel } from '../../output.js';
 import { BatchTally, describeSpend } from '../../views/batch-progress.js';
 import { INTERRUPTED, RERUN_CODES } from '../file.js';
@@ -137,8 +138,5 @@ export function statusText({ status, outcomes, report }: StatusRead): string {
 function formatElapsed(ms: number): string {
   if (ms < 1000) return `${Math.round(ms)} ms`;
   const seconds = ms / 1000;
-  if (seconds < 60) return `${seconds.toFixed(1)} s`;
-  const whole = Math.round(seconds);
-  if (whole < 3600) return `${Math.floor(whole / 60)}m${String(whole % 60).padStart(2, '0')}s`;
-  return `${Math.floor(whole / 3600)}h${String(Math.floor((whole % 3600) / 60)).padStart(2, '0')}m`;
+  return seconds < 60 ? `${seconds.toFixed(1)} s` : clockText(seconds);
 }
