@@ -70,7 +70,8 @@ describe('default policy: root', () => {
         {
           type: 'tool_result',
           tool_use_id: list!.id,
-          content: 'src/a.ts\nREADME.md\n\ndocs/b.md\n',
+          // A listing cut at its limit ends with a line that is not a path.
+          content: 'src/a.ts\nREADME.md\n\ndocs/b.md\n[… 2 more not listed]\n',
         },
       ],
     });

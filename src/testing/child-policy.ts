@@ -1,4 +1,11 @@
-import { firstLine, lastUser, taskText, toolResults, toolUses } from './conversation.js';
+import {
+  firstLine,
+  lastUser,
+  listingPaths,
+  taskText,
+  toolResults,
+  toolUses,
+} from './conversation.js';
 import type { PlannedTurn } from './default-policy.js';
 import { digestFile, digestPrompt } from './digest.js';
 import { isRecord } from './is-record.js';
@@ -90,12 +97,8 @@ function listedPaths(messages: RequestMessage[], uses: ToolUseBlock[]): string[]
   const paths: string[] = [];
   for (const message of messages) {
     for (const result of toolResults(message)) {
-      if (!listings.has(result.tool_use_id) || result.is_error === true) continue;
-      for (const line of toolResultText(result).split('\n')) {
-        const path = line.trim();
-        // `[… N more not listed]` closes a listing cut at its limit.
-        if (path !== '' && !path.startsWith('[') && !paths.includes(path)) paths.push(path);
-      }
+      if (!listings.has(result.tool_use_id)) continue;
+      for (const path of listingPaths(result)) if (!paths.includes(path)) paths.push(path);
     }
   }
   return paths;

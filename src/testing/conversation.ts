@@ -1,4 +1,9 @@
-import type { RequestMessage, ToolResultBlock, ToolUseBlock } from './messages-api.js';
+import {
+  type RequestMessage,
+  type ToolResultBlock,
+  type ToolUseBlock,
+  toolResultText,
+} from './messages-api.js';
 
 /** Reading a checked conversation, for the default policy's root and child alike. */
 
@@ -40,4 +45,16 @@ export function firstLine(text: string): string {
 export function taskText(message: RequestMessage | undefined): string {
   const texts = (message?.blocks ?? []).filter((block) => block.type === 'text');
   return texts.at(-1)?.text ?? '';
+}
+
+/**
+ * The paths a `list_files` result lists, one a line; none from an error. The `[… N more not
+ * listed]` line that closes a listing cut at its limit is not a path.
+ */
+export function listingPaths(result: ToolResultBlock): string[] {
+  if (result.is_error === true) return [];
+  return toolResultText(result)
+    .split('\n')
+    .map((line) => line.trim())
+    .filter((line) => line !== '' && !line.startsWith('['));
 }

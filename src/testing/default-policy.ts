@@ -1,5 +1,5 @@
 import { childTurn } from './child-policy.js';
-import { firstLine, lastUser, toolResults, toolUses } from './conversation.js';
+import { firstLine, lastUser, listingPaths, toolResults, toolUses } from './conversation.js';
 import { isRecord } from './is-record.js';
 import {
   type MessagesRequest,
@@ -80,7 +80,7 @@ function rootTurn(request: MessagesRequest, tools: Set<string>): PlannedTurn {
   if (listing !== undefined) {
     const pattern = nameOf.get(listing.tool_use_id)?.input.pattern;
     // Nothing the prompt named is there (its paths were words that looked like paths): survey.
-    if (pattern !== SURVEY.input.pattern && listedPaths(listing).length === 0) {
+    if (pattern !== SURVEY.input.pattern && listingPaths(listing).length === 0) {
       return {
         text: 'Nothing the prompt names is in the workspace; surveying all of it.',
         calls: [SURVEY],
@@ -121,13 +121,6 @@ function rootTurn(request: MessagesRequest, tools: Set<string>): PlannedTurn {
 const SURVEY = { name: 'list_files', input: { pattern: '**/*' } } satisfies ExpandedCall;
 
 /** The paths of a list_files result, or none when the listing failed. */
-function listedPaths(listing: ToolResultBlock): string[] {
-  if (listing.is_error === true) return [];
-  return toolResultText(listing)
-    .split('\n')
-    .map((line) => line.trim())
-    .filter((line) => line !== '');
-}
 
 /**
  * The named agent (an agent file) the first user message names as a word, if the `agent` tool
@@ -154,7 +147,7 @@ function fanOut(listing: ToolResultBlock, agent: string | undefined): PlannedTur
   if (listing.is_error === true) {
     return { text: `Listing the files failed: ${firstLine(toolResultText(listing))}`, calls: [] };
   }
-  const paths = listedPaths(listing);
+  const paths = listingPaths(listing);
   if (paths.length === 0) return { text: 'The workspace has no files to digest.', calls: [] };
   const chosen = paths.slice(0, MAX_FAN_OUT);
   const text =
