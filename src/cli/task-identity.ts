@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { AgentDefinition } from '../main/agents/definition.js';
-import { agentResolver } from '../main/agents/resolve.js';
+import type { AgentOptions } from '../main/engine-options.js';
 import type { Budget } from '../shared/budget.js';
 import { mergeBudgets } from '../shared/budget-meter.js';
 import { DEFAULT_MAX_STEPS } from '../shared/child-spec.js';
@@ -63,16 +63,14 @@ function taskDefaults(prepared: PreparedEngine): TaskDefaults {
 }
 
 /**
- * The hash of `task` (a line that passed `checkTasks`) as it runs with `definition`, the agent
- * file it names (undefined when it names none), under the flags' `defaults`.
+ * The hash of a task (a line that passed `checkTasks`) as it runs: its options merged over the
+ * agent file it names (the engine's own `resolve`), under the flags' `defaults`.
  */
-export function taskHash(
-  task: BatchTask,
-  definition: AgentDefinition | undefined,
+function taskHash(
+  resolved: { options: AgentOptions; definition?: AgentDefinition },
   defaults: TaskDefaults,
 ): string {
-  // The engine's own merge of an agent file's fields under the line's.
-  const { options } = agentResolver(definition ? [definition] : [])(taskAgentOptions(task));
+  const { options, definition } = resolved;
   const identity = defined({
     prompt: options.prompt,
     preamble: options.preamble,
@@ -89,17 +87,16 @@ export function taskHash(
   return `${TASK_HASH_PREFIX}${digest}`;
 }
 
-/** Each task's hash by id, with its agent file from the engine's check. */
+/** Each task's hash by id, with its agent file as the engine's check resolves it. */
 export function taskIdentities(
   tasks: readonly BatchTask[],
   prepared: PreparedEngine,
 ): TaskIdentities {
   const defaults = taskDefaults(prepared);
-  const agents = new Map(prepared.check.agents.map((agent) => [agent.name, agent]));
   return new TaskIdentities(
     tasks.map((task) => [
       task.id,
-      taskHash(task, task.agent === undefined ? undefined : agents.get(task.agent), defaults),
+      taskHash(prepared.check.resolve(taskAgentOptions(task)), defaults),
     ]),
   );
 }
