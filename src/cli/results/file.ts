@@ -335,10 +335,23 @@ const RERUN: ReadonlySet<string> = new Set(RERUN_CODES);
  * RERUN_CODES), duplicates and retried failures. A line kept so far is compared with its task
  * as it is now: a changed task's line is noted, and dropped when changed tasks rerun.
  */
+/**
+ * Whether a batch that opens the file runs this line's task again whatever its flags: it was
+ * cancelled by a stop, or failed for the provider's state (a spent quota, no connection, a
+ * refused key).
+ */
+export function runsAgain(line: {
+  outcome: string;
+  reason?: string | undefined;
+  code?: string | undefined;
+}): boolean {
+  if (line.outcome === 'cancelled') return INTERRUPTED.has(line.reason ?? '');
+  return line.outcome === 'failed' && RERUN.has(line.code ?? '');
+}
+
 function decide(scan: Scan, line: ResultLineFacts, span: LineSpan, rules: LineRules): void {
   if (scan.outcomes.has(line.taskId)) scan.removed++;
-  else if (line.outcome === 'cancelled' && INTERRUPTED.has(line.reason ?? '')) scan.removed++;
-  else if (line.outcome === 'failed' && RERUN.has(line.code ?? '')) scan.removed++;
+  else if (runsAgain(line)) scan.removed++;
   else if (line.outcome === 'failed' && rules.retryFailed) scan.retried++;
   else {
     const comparison = compareHash(line.taskHash, rules.taskHashes?.get(line.taskId));

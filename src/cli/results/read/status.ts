@@ -2,7 +2,7 @@ import path from 'node:path';
 import { clockText } from '../../../shared/duration.js';
 import { safeLabel } from '../../output.js';
 import { BatchTally, describeSpend } from '../../views/batch-progress.js';
-import { INTERRUPTED, RERUN_CODES } from '../file.js';
+import { RERUN_CODES, runsAgain } from '../file.js';
 import { asResult } from './as-result.js';
 import { type ReadReport, readResults, tornNote } from './reader.js';
 
@@ -38,8 +38,6 @@ export interface ResultsStatus {
   tornBytes?: number;
 }
 
-const RERUN: ReadonlySet<string> = new Set(RERUN_CODES);
-
 /** A file's status, with what only the plain text needs. */
 export interface StatusRead {
   status: ResultsStatus;
@@ -69,9 +67,8 @@ export function resultsStatus(file: string): StatusRead {
       elapsed.longest = result.elapsedMs;
       elapsed.longestTaskId = line.taskId;
     }
-    // The rule the batch applies when it opens the file again (file.ts, `decide`).
-    const interrupted = result.outcome === 'cancelled' && INTERRUPTED.has(result.reason ?? '');
-    if (interrupted || (result.outcome === 'failed' && RERUN.has(result.code ?? ''))) rerun++;
+    // The rule the batch applies when it opens the file again.
+    if (runsAgain(result)) rerun++;
     return undefined;
   });
   const { longestTaskId, ...times } = elapsed;
