@@ -44,7 +44,7 @@ async function readTextFile(file: string, what: string): Promise<string> {
       throw new Error('it is not a regular file or a pipe');
     }
   } catch (error) {
-    throw new UsageError(`Expected ${what}, got \`${safeLabel(file)}\`: ${reason(error)}`);
+    throw new UsageError(`Expected ${what}, got \`${safeLabel(file)}\`: ${readFailure(error)}`);
   }
   // `@/dev/stdin`: read our own stdin as it is; a socket (a parent's pipe) cannot be reopened.
   if (isStdin(stat)) return readStdin(what);
@@ -57,7 +57,7 @@ async function readTextFile(file: string, what: string): Promise<string> {
     return await readCapped(createReadStream(file), `${what} \`${safeLabel(file)}\``);
   } catch (error) {
     if (error instanceof UsageError) throw error;
-    throw new UsageError(`Expected ${what}, got \`${safeLabel(file)}\`: ${reason(error)}`);
+    throw new UsageError(`Expected ${what}, got \`${safeLabel(file)}\`: ${readFailure(error)}`);
   }
 }
 
@@ -89,7 +89,8 @@ async function readCapped(stream: AsyncIterable<Buffer>, what: string): Promise<
   return Buffer.concat(chunks).toString('utf8');
 }
 
-function reason(error: unknown): string {
+/** Why a file could not be read, in a few words: `no such file`, `permission denied`, … */
+export function readFailure(error: unknown): string {
   const code = (error as NodeJS.ErrnoException).code;
   if (code === 'ENOENT') return 'no such file';
   if (code === 'EACCES') return 'permission denied';

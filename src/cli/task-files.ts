@@ -4,6 +4,7 @@ import { glob, isDynamicPattern } from 'tinyglobby';
 import { UsageError } from '../shared/errors.js';
 import { defined, wholeNumber } from '../shared/option-schema.js';
 import type { CliFlag } from './flags.js';
+import { readFailure } from './input.js';
 import { type Placeholder, type PromptTemplate, renderTemplate } from './prompt-template.js';
 import type { TaskLineError } from './task-lines.js';
 
@@ -167,7 +168,7 @@ function readContent(file: string, max: number): Content {
     }
     buffer = readFileSync(file);
   } catch (error) {
-    return { ok: false, message: `expected a readable file, got ${reason(error)}` };
+    return { ok: false, message: `expected a readable file, got ${readFailure(error)}` };
   }
   // Checked again: the file may have grown between the two calls.
   if (buffer.length > max) {
@@ -191,13 +192,6 @@ function readContent(file: string, max: number): Content {
       message: 'expected UTF-8 text for {content}, got bytes that are not UTF-8',
     };
   }
-}
-
-function reason(error: unknown): string {
-  const code = (error as NodeJS.ErrnoException).code;
-  if (code === 'ENOENT') return 'no such file (it went away)';
-  if (code === 'EACCES') return 'permission denied';
-  return error instanceof Error ? error.message : String(error);
 }
 
 /** The batch help's paragraph on `--files`. */

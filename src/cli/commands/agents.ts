@@ -1,6 +1,7 @@
 import { statSync } from 'node:fs';
 import path from 'node:path';
 import type { AgentFile } from '../../main/agents/definition.js';
+import { defaultAgentsFolder } from '../../main/agents/resolve.js';
 import { ENGINE_FIELDS } from '../../main/engine-options.js';
 import { UsageError } from '../../shared/errors.js';
 import { type CliFlag, parseCommand, stringFlag } from '../flags.js';
@@ -70,11 +71,8 @@ async function checkCommand(argv: string[]): Promise<number> {
   }
   // The workspace tools count as known: the default folder is only read under a workspace.
   const workspace = stringFlag(values, ENGINE_FIELDS.workspace) ?? '.';
-  const folder = path.resolve(
-    positionals[0] ??
-      stringFlag(values, ENGINE_FIELDS.agentsDir) ??
-      path.join(workspace, '.cohort', 'agents'),
-  );
+  const given = positionals[0] ?? stringFlag(values, ENGINE_FIELDS.agentsDir);
+  const folder = given === undefined ? defaultAgentsFolder(workspace) : path.resolve(given);
   checkFolder(folder);
   // Checked as `cohort batch` would: each bad file is kept with its error instead of stopping.
   const prepared = await prepareEngine(

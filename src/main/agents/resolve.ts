@@ -92,6 +92,11 @@ export function engineAgents(options: EngineOptions): AgentFolder {
     return { folder, files: loadAgentFolder(folder, { required: true }) };
   }
   if (options.workspace === undefined) return { files: [] };
-  const folder = path.resolve(options.workspace, '.cohort', 'agents');
+  const folder = defaultAgentsFolder(options.workspace);
   return { folder, files: loadAgentFolder(folder, { required: false }) };
+}
+
+/** Where a workspace keeps its agent files when `agentsDir` does not say: `.cohort/agents`. */
+export function defaultAgentsFolder(workspace: string): string {
+  return path.resolve(workspace, '.cohort', 'agents');
 }
