@@ -1,6 +1,6 @@
 /**
  * The governor against overload it did not cause and against a dead provider (issue 27): random
- * 529s from a seeded scripted model, a cold key,
+ * 529s from a seeded scripted model, overload that depends on load (`maxStreams`), a cold key,
  * a closed port and a refused key. The real `Governor` and the real `Provider`, over HTTP. No
  * assertion reads a duration: the figures are counts the server and the governor keep.
  */
@@ -49,6 +49,7 @@ async function fanOut(
   count: number,
   concurrency: number,
   gate?: Governor,
+  signal: AbortSignal = never(),
 ): Promise<ProviderResult[]> {
   const results: ProviderResult[] = [];
   let next = 0;
@@ -60,9 +61,7 @@ async function fanOut(
           messages: [{ role: 'user' as const, content: `Say hello, number ${index}.` }],
           tools: [],
         };
-        results.push(
-          await target.complete(request, { signal: never(), ...(gate ? { gate } : {}) }),
-        );
+        results.push(await target.complete(request, { signal, ...(gate ? { gate } : {}) }));
       }
     }),
   );
@@ -112,6 +111,34 @@ describe('random refusals', () => {
       expect(governor.held).toBe(0);
     },
   );
+});
+
+describe('overload that depends on load', () => {
+  it('past a hard capacity the window settles near it, with far fewer 529s than no governor', async () => {
+    const run = async (governed: boolean) => {
+      const server = await model({ maxStreams: 16, ttftMs: 30 });
+      const governor = governed ? new Governor() : undefined;
+      // Bounded well inside the test's timeout, so a stall fails with the state that stalled.
+      const signal = AbortSignal.timeout(40_000);
+      const results = await fanOut(provider(server.url), 300, 64, governor, signal);
+      // Without a governor some run out of retries against so many 529s: that is the point.
+      const stalled = results.filter((result) => !result.ok);
+      if (governed && stalled.length > 0) {
+        throw new Error(
+          `Expected all 300 governed requests to complete, got ${stalled.length} not ok; server ${JSON.stringify(server.stats)}, governor ${JSON.stringify(governor?.states())}`,
+        );
+      }
+      return { server, governor };
+    };
+    const governed = await run(true);
+    const free = await run(false);
+    const state = governed.governor!.states()[0]!;
+    expect(state.limit).toBeLessThanOrEqual(32);
+    expect(state.limit).toBeGreaterThanOrEqual(4);
+    // Fewer by far on a quiet machine (about a third); a busy one answers slower, so more
+    // responses are under way at once and both sides meet more of the capacity.
+    expect(governed.server.stats.overloaded529).toBeLessThan(free.server.stats.overloaded529 * 0.8);
+  });
 });
 
 describe('a cold key', () => {
