@@ -10,6 +10,7 @@ import { BaseSequencer, type TestSpecification } from 'vitest/node';
 const UNIT = [
   'agent-files',
   'batch-progress-lines',
+  'breaker',
   'budget',
   'cache-breakpoints',
   'cli-output',

@@ -5,30 +5,22 @@
  * every engine through every agent. Only content is checked, never a timing.
  */
 import { readFileSync } from 'node:fs';
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { builtPath } from '../bench/common/paths.js';
 import { agentPrompt } from '../bench/common/scenario.js';
 import { type BenchEngine, type EngineName, startEngine } from '../bench/engines/engines.js';
-import { runBench } from '../bench/run.js';
-import type { AgentEvent } from '../src/shared/events.js';
 import { type ScriptedModel, startScriptedModel } from '../src/testing/index.js';
-import { contentBlocks, scripted, tempDir } from './helpers.js';
+import {
+  type BenchRun,
+  benchRun,
+  expectCancelledOnClose,
+  expectRetriesCounted,
+} from './bench-helpers.js';
+import { contentBlocks, tempDir } from './helpers.js';
 import { type RecordingProxy, recordingProxy, type SeenRequest } from './recording-proxy.js';
 
 const LIBRARY_ENGINES: EngineName[] = ['ai-sdk', 'langchain'];
 const WORK_TOOL = builtPath('bench/common/work-tool.js');
-
-function collector(): { write(text: string): boolean; text(): string } {
-  let text = '';
-  return {
-    write(chunk: string) {
-      text += chunk;
-      return true;
-    },
-    text: () => text,
-  };
-}
 
 /** The system prompt of a request, whether sent as a string or as text blocks. */
 function systemOf(request: SeenRequest): string {
@@ -94,88 +86,36 @@ describe('the ai-sdk and langchain engines against the scripted model', () => {
 
   it.each(LIBRARY_ENGINES)(
     "%s counts the library's own retries as provider calls, and reports the retried 429",
-    async (name) => {
-      const events: AgentEvent[] = [];
-      const result = await engines.get(name)!.run({
-        prompt: scripted([{ error: { status: 429, retryAfterMs: 1 } }]),
-        title: 'refused',
-        maxSteps: 1,
-        onEvent: (event) => events.push(event),
-      });
-      expect(result).toMatchObject({ outcome: 'failed', code: 'rate_limited' });
-      expect(result.usage.providerCalls).toBe(2);
-      // The second refusal is the failure itself, not a retry.
-      expect(events.map((event) => event.type === 'provider-retry' && event.code)).toEqual([
-        'rate_limited',
-      ]);
-    },
+    (name) => expectRetriesCounted(engines.get(name)!, 1),
   );
 
-  it.each(LIBRARY_ENGINES)('%s cancels a live agent on close', async (name) => {
-    const closing = await startEngine(name, {
-      provider: { baseURL: model.url, model: 'cohort-bench', maxRetries: 0 },
-      logDir: tempDir('cohort-bench-peers-'),
-      toolModules: [],
-      concurrency: 1,
-    });
-    const parked = closing.run({
-      prompt: scripted([{ delayMs: 60_000, reply: 'late' }]),
-      title: 'parked',
-      maxSteps: 1,
-    });
-    await new Promise((resolve) => model.once('request', resolve));
-    await closing.close();
-    expect(await parked).toMatchObject({ outcome: 'cancelled', reason: 'shutdown' });
-  });
+  it.each(LIBRARY_ENGINES)('%s cancels a live agent on close', (name) =>
+    expectCancelledOnClose(name, model),
+  );
 });
 
 describe('npm run bench peers: one tiny round of every engine', () => {
   const AGENTS = 12;
   const ENGINES = ['cohort', 'sdk-loop', 'ai-sdk', 'langchain'];
-  const dir = tempDir('cohort-bench-peers-test-');
-  const out = path.join(dir, 'report.json');
-  const chart = path.join(dir, 'chart.svg');
-  const stdout = collector();
-  const stderr = collector();
-  let code: number;
-  // biome-ignore lint/suspicious/noExplicitAny: the report is JSON read back from disk.
-  let report: any;
+  let run: BenchRun;
 
   beforeAll(async () => {
-    code = await runBench(
-      [
-        'peers',
-        '--agents',
-        String(AGENTS),
-        '--concurrency',
-        '4',
-        '--ttft-ms',
-        '5',
-        '--runs',
-        '1',
-        '--threads',
-        '1',
-        '--out',
-        out,
-        '--chart',
-        chart,
-      ],
-      { stdout, stderr },
+    run = await benchRun(
+      `peers --agents ${AGENTS} --concurrency 4 --ttft-ms 5 --runs 1 --threads 1`.split(' '),
     );
-    report = JSON.parse(readFileSync(out, 'utf8'));
   }, 120_000);
 
   it('exits 0 and prints a line per engine, the ratios to cohort and the outputs', () => {
-    expect(code, stderr.text()).toBe(0);
-    const table = stdout.text();
+    expect(run.code, run.stderr).toBe(0);
+    const table = run.stdout;
     for (const engine of ENGINES) expect(table).toMatch(new RegExp(`^${engine} +${AGENTS}/`, 'm'));
     expect(table).toContain('governor on');
-    expect(table).toContain(`report: ${out}`);
-    expect(table).toContain(`chart: ${chart}`);
+    expect(table).toContain(`report: ${run.out}`);
+    expect(table).toContain(`chart: ${run.chart}`);
   });
 
   it('runs every agent of every engine through its three steps, each in its own process', () => {
-    const data = report.parts.peers.data;
+    const data = run.report.parts.peers.data;
     expect(data).toMatchObject({ concurrency: 4, rounds: 1, engines: ENGINES, governor: true });
     expect(data.scenario).toMatchObject({ agents: AGENTS, steps: 3, ttftMs: 5, cpuMs: 0 });
     expect(data.measurements.map((item: { engine: string }) => item.engine)).toEqual(ENGINES);
@@ -188,7 +128,7 @@ describe('npm run bench peers: one tiny round of every engine', () => {
   });
 
   it('reports CPU per call, efficiency and wall for each engine, and each peer against cohort', () => {
-    const data = report.parts.peers.data;
+    const data = run.report.parts.peers.data;
     expect(data.summary.map((item: { engine: string }) => item.engine)).toEqual(ENGINES);
     for (const item of data.summary) {
       expect(item.completed).toEqual([AGENTS]);
@@ -207,12 +147,12 @@ describe('npm run bench peers: one tiny round of every engine', () => {
       expect(item.cohortEfficiencyOverPeer, item.engine).toBeGreaterThan(0);
       expect(item.wallOverCohort, item.engine).toBeGreaterThan(0);
     }
-    const metrics = report.parts.peers.rows.map((row: { metric: string }) => row.metric);
+    const metrics = run.report.parts.peers.rows.map((row: { metric: string }) => row.metric);
     expect(metrics).toContain('cpu ms/call, langchain / cohort');
   });
 
   it('draws a bar per engine in each of the three panels', () => {
-    const svg = readFileSync(chart, 'utf8');
+    const svg = readFileSync(run.chart, 'utf8');
     expect(svg.trimStart().startsWith('<svg')).toBe(true);
     for (const engine of ENGINES) {
       expect(svg.split(`>${engine}</text>`).length - 1, engine).toBe(3);

@@ -20,31 +20,20 @@ import {
 } from '../bench/profile/profile-summary.js';
 import { runBench } from '../bench/run.js';
 import { benchCommand } from '../src/cli/commands/bench.js';
-import type { AgentEvent } from '../src/shared/events.js';
 import {
   type ScriptedModel,
   type ScriptedRequestEvent,
   startScriptedModel,
 } from '../src/testing/index.js';
+import { collector, expectCancelledOnClose, expectRetriesCounted } from './bench-helpers.js';
 import { runCli } from './cli-helpers.js';
-import { scripted, tempDir } from './helpers.js';
+import { tempDir } from './helpers.js';
 import { redisMissing } from './redis.js';
 
 const ENGINES = ['cohort', 'in-process', 'thread-per-child', 'sdk-loop'];
 const LEVELS = [4];
 const AGENTS = 8;
 const STEPS = 2;
-
-function collector(): { write(text: string): boolean; text(): string } {
-  let text = '';
-  return {
-    write(chunk: string) {
-      text += chunk;
-      return true;
-    },
-    text: () => text,
-  };
-}
 
 /** Every number in `value`, with the path that leads to it. */
 function numbersIn(value: unknown, at = '$'): [string, number][] {
@@ -812,39 +801,10 @@ describe('the sdk-loop engine against the scripted model', () => {
     for (const item of requests) expect(item.tools).toEqual(['work', 'reply']);
   });
 
-  it("counts the SDK's own retries as provider calls, and reports each retried 429", async () => {
-    const events: AgentEvent[] = [];
-    const result = await engine.run({
-      prompt: scripted([{ error: { status: 429, retryAfterMs: 1 } }]),
-      title: 'refused',
-      maxSteps: 1,
-      onEvent: (event) => events.push(event),
-    });
-    expect(result).toMatchObject({ outcome: 'failed', code: 'rate_limited' });
-    expect(result.usage.providerCalls).toBe(3);
-    // The third refusal is the failure itself, not a retry.
-    expect(events.map((event) => event.type === 'provider-retry' && event.code)).toEqual([
-      'rate_limited',
-      'rate_limited',
-    ]);
-  });
+  it("counts the SDK's own retries as provider calls, and reports each retried 429", () =>
+    expectRetriesCounted(engine, 2));
 
-  it('cancels a live agent on close', async () => {
-    const closing = await startEngine('sdk-loop', {
-      provider: { baseURL: model.url, model: 'cohort-bench', maxRetries: 0 },
-      logDir: tempDir('cohort-bench-sdk-loop-'),
-      toolModules: [],
-      concurrency: 1,
-    });
-    const parked = closing.run({
-      prompt: scripted([{ delayMs: 60_000, reply: 'late' }]),
-      title: 'parked',
-      maxSteps: 1,
-    });
-    await new Promise((resolve) => model.once('request', resolve));
-    await closing.close();
-    expect(await parked).toMatchObject({ outcome: 'cancelled', reason: 'shutdown' });
-  });
+  it('cancels a live agent on close', () => expectCancelledOnClose('sdk-loop', model));
 });
 
 describe('profile-summary: categories of a known profile', () => {

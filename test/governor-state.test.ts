@@ -11,12 +11,12 @@ import {
 import path from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import {
-  defaultGovernorStatePath,
   GOVERNOR_STATE_EXPIRY_MS,
   GOVERNOR_STATE_MAX_KEYS,
   GovernorStateFile,
   openGovernorState,
 } from '../src/main/governor-state.js';
+import { defaultGovernorStatePath } from '../src/main/governor-state-path.js';
 import { tempDir } from './helpers.js';
 
 // The store against real files in a temporary folder: what one process learns, the next one

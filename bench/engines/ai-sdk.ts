@@ -12,50 +12,44 @@
  */
 import { createAnthropic } from '@ai-sdk/anthropic';
 import { generateText, hasToolCall, jsonSchema, stepCountIs, type ToolSet, tool } from 'ai';
-import {
-  API_KEY_ENV,
-  DEFAULT_PROVIDER_CONFIG,
-  PLACEHOLDER_KEY,
-  type ProviderConfig,
-} from '../../src/shared/provider/config.js';
+import type { ProviderConfig } from '../../src/shared/provider/config.js';
 import type { AgentResult } from '../../src/shared/result.js';
-import type { AnyTool } from '../../src/shared/tools/types.js';
 import { AttemptLedger, failureOf } from './attempt-ledger.js';
 import type { AgentRequest, BenchEngine, EngineSetup } from './engines.js';
 import {
   agentSystem,
-  loadAgentTools,
-  REPLY_DESCRIPTION,
-  REPLY_SCHEMA,
+  type HandLoop,
   REPLY_TOOL,
   render,
   startAgentRun,
+  startHandLoop,
 } from './hand-loop.js';
 import { LiveRuns } from './live-runs.js';
 
 interface LoopContext {
   model: ReturnType<ReturnType<typeof createAnthropic>>;
   config: ProviderConfig;
-  tools: ReadonlyMap<string, AnyTool>;
+  loop: HandLoop;
   ledger: AttemptLedger;
 }
 
 export async function aiSdkEngine(setup: EngineSetup): Promise<BenchEngine> {
-  const config: ProviderConfig = { ...DEFAULT_PROVIDER_CONFIG, ...setup.provider };
+  const loop = await startHandLoop(setup);
+  const { config } = loop;
   const ledger = new AttemptLedger();
   const provider = createAnthropic({
     // The provider's base URL ends in /v1, the SDK's does not.
     ...(config.baseURL === undefined
       ? {}
       : { baseURL: `${config.baseURL.replace(/\/+$/, '')}/v1` }),
-    apiKey: process.env[API_KEY_ENV] || PLACEHOLDER_KEY,
+    apiKey: loop.apiKey,
     ...(config.headers === undefined ? {} : { headers: config.headers }),
     fetch: ledger.fetch,
   });
   const context: LoopContext = {
     model: provider(config.model),
     config,
-    tools: await loadAgentTools(setup.toolModules),
+    loop,
     ledger,
   };
   const runs = new LiveRuns<AgentResult>();
@@ -72,19 +66,21 @@ export async function aiSdkEngine(setup: EngineSetup): Promise<BenchEngine> {
  * the agent's id and its abort signal.
  */
 function agentTools(context: LoopContext, agentId: string, signal: AbortSignal): ToolSet {
+  const { tools: advertised, reply, runTool } = context.loop;
   const tools: ToolSet = {};
-  for (const [name, definition] of context.tools) {
+  for (const { name, description, inputSchema } of advertised) {
     tools[name] = tool({
-      description: definition.description,
-      inputSchema: jsonSchema(definition.inputSchema as Parameters<typeof jsonSchema>[0]),
-      execute: async (input: unknown) =>
-        render(await definition.run(input, { signal, agentId, depth: 1 })),
+      description,
+      inputSchema: jsonSchema(inputSchema as Parameters<typeof jsonSchema>[0]),
+      execute: (input: unknown) => runTool(name, input, { signal, agentId }),
     });
   }
   // No execute: the SDK ends the loop after the step that calls it.
-  tools[REPLY_TOOL] = tool({
-    description: REPLY_DESCRIPTION,
-    inputSchema: jsonSchema<{ result: unknown }>(REPLY_SCHEMA as Parameters<typeof jsonSchema>[0]),
+  tools[reply.name] = tool({
+    description: reply.description,
+    inputSchema: jsonSchema<{ result: unknown }>(
+      reply.inputSchema as Parameters<typeof jsonSchema>[0],
+    ),
   });
   return tools;
 }

@@ -22,24 +22,18 @@ import {
 import type { ToolCall } from '@langchain/core/messages/tool';
 import { type ToolRunnableConfig, tool } from '@langchain/core/tools';
 import type { JSONSchema } from '@langchain/core/utils/json_schema';
-import {
-  API_KEY_ENV,
-  DEFAULT_PROVIDER_CONFIG,
-  PLACEHOLDER_KEY,
-  type ProviderConfig,
-} from '../../src/shared/provider/config.js';
+import type { ProviderConfig } from '../../src/shared/provider/config.js';
 import type { AgentResult } from '../../src/shared/result.js';
 import { AttemptLedger, failureOf } from './attempt-ledger.js';
 import type { AgentRequest, BenchEngine, EngineSetup } from './engines.js';
 import {
   agentSystem,
-  loadAgentTools,
-  REPLY_DESCRIPTION,
+  anthropicTool,
   REPLY_RECORDED,
-  REPLY_SCHEMA,
   REPLY_TOOL,
   render,
   startAgentRun,
+  startHandLoop,
 } from './hand-loop.js';
 import { LiveRuns } from './live-runs.js';
 
@@ -58,11 +52,11 @@ interface LoopContext {
 }
 
 export async function langchainEngine(setup: EngineSetup): Promise<BenchEngine> {
-  const config: ProviderConfig = { ...DEFAULT_PROVIDER_CONFIG, ...setup.provider };
+  const { config, apiKey, tools, reply, runTool } = await startHandLoop(setup);
   const ledger = new AttemptLedger();
   const model = new ChatAnthropic({
     model: config.model,
-    apiKey: process.env[API_KEY_ENV] || PLACEHOLDER_KEY,
+    apiKey,
     ...(config.baseURL === undefined ? {} : { anthropicApiUrl: config.baseURL }),
     maxTokens: config.maxTokens,
     maxRetries: config.maxRetries,
@@ -73,31 +67,23 @@ export async function langchainEngine(setup: EngineSetup): Promise<BenchEngine> 
     },
   });
   const toolsByName = new Map<string, LoopTool>();
-  for (const definition of (await loadAgentTools(setup.toolModules)).values()) {
+  for (const { name, description, inputSchema } of tools) {
     toolsByName.set(
-      definition.name,
+      name,
       tool(
-        async (input: Record<string, unknown>, config) =>
-          render(
-            await definition.run(input, {
-              // The loop always passes the agent's signal; a call without one has no canceller.
-              signal: config?.signal ?? new AbortController().signal,
-              agentId: String(config?.configurable?.agentId ?? ''),
-              depth: 1,
-            }),
-          ),
-        {
-          name: definition.name,
-          description: definition.description,
-          schema: definition.inputSchema as JSONSchema,
-        },
+        (input: Record<string, unknown>, config) =>
+          runTool(name, input, {
+            // The loop always passes the agent's signal; a call without one has no canceller.
+            signal: config?.signal ?? new AbortController().signal,
+            agentId: String(config?.configurable?.agentId ?? ''),
+          }),
+        { name, description, schema: inputSchema as JSONSchema },
       ),
     );
   }
   // `reply` is advertised in the Anthropic tool format `bindTools` takes; the loop answers it.
-  const reply = { name: REPLY_TOOL, description: REPLY_DESCRIPTION, input_schema: REPLY_SCHEMA };
   const context: LoopContext = {
-    bound: model.bindTools([...toolsByName.values(), reply]),
+    bound: model.bindTools([...toolsByName.values(), anthropicTool(reply)]),
     config,
     toolsByName,
     ledger,

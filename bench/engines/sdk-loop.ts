@@ -10,25 +10,19 @@
 import Anthropic, { type Middleware } from '@anthropic-ai/sdk';
 import type { AgentEvent } from '../../src/shared/events.js';
 import { classify, publicEndpoint } from '../../src/shared/provider/classify.js';
-import {
-  API_KEY_ENV,
-  DEFAULT_PROVIDER_CONFIG,
-  PLACEHOLDER_KEY,
-  type ProviderConfig,
-} from '../../src/shared/provider/config.js';
+import type { ProviderConfig } from '../../src/shared/provider/config.js';
 import type { ProviderErrorCode } from '../../src/shared/provider/types.js';
 import type { AgentResult, AgentUsage } from '../../src/shared/result.js';
-import type { AnyTool } from '../../src/shared/tools/types.js';
 import type { AgentRequest, BenchEngine, EngineSetup } from './engines.js';
 import {
   agentSystem,
-  loadAgentTools,
-  REPLY_DESCRIPTION,
+  anthropicTool,
+  type HandLoop,
   REPLY_RECORDED,
-  REPLY_SCHEMA,
   REPLY_TOOL,
   render,
   startAgentRun,
+  startHandLoop,
 } from './hand-loop.js';
 import { LiveRuns } from './live-runs.js';
 
@@ -38,15 +32,14 @@ interface LoopContext {
   config: ProviderConfig;
   endpoint: string;
   toolParams: Anthropic.Tool[];
-  tools: ReadonlyMap<string, AnyTool>;
+  runTool: HandLoop['runTool'];
 }
 
 /** Starts the engine: one client for every agent, as a user would share it. */
 export async function sdkLoopEngine(setup: EngineSetup): Promise<BenchEngine> {
-  const config: ProviderConfig = { ...DEFAULT_PROVIDER_CONFIG, ...setup.provider };
-  const tools = await loadAgentTools(setup.toolModules);
+  const { config, apiKey, tools, reply, runTool } = await startHandLoop(setup);
   const client = new Anthropic({
-    apiKey: process.env[API_KEY_ENV] || PLACEHOLDER_KEY,
+    apiKey,
     ...(config.baseURL === undefined ? {} : { baseURL: config.baseURL }),
     maxRetries: config.maxRetries,
     timeout: config.requestTimeoutMs,
@@ -56,15 +49,8 @@ export async function sdkLoopEngine(setup: EngineSetup): Promise<BenchEngine> {
     client,
     config,
     endpoint: publicEndpoint(client.baseURL),
-    toolParams: [
-      ...[...tools.values()].map((tool) => ({
-        name: tool.name,
-        description: tool.description,
-        input_schema: tool.inputSchema as Anthropic.Tool.InputSchema,
-      })),
-      { name: REPLY_TOOL, description: REPLY_DESCRIPTION, input_schema: REPLY_SCHEMA },
-    ],
-    tools,
+    toolParams: [...tools, reply].map(anthropicTool),
+    runTool,
   };
   const runs = new LiveRuns<AgentResult>();
   return {
@@ -176,11 +162,9 @@ async function runTools(
       results.push({ type: 'tool_result', tool_use_id: use.id, content: REPLY_RECORDED });
       continue;
     }
-    const tool = context.tools.get(use.name);
     try {
-      if (!tool) throw new Error(`Expected one of the advertised tools, got \`${use.name}\``);
-      const output = await tool.run(input, { ...options, depth: 1 });
-      results.push({ type: 'tool_result', tool_use_id: use.id, content: render(output) });
+      const content = await context.runTool(use.name, input, options);
+      results.push({ type: 'tool_result', tool_use_id: use.id, content });
     } catch (error) {
       const message = error instanceof Error ? error.message : String(error);
       results.push({ type: 'tool_result', tool_use_id: use.id, content: message, is_error: true });

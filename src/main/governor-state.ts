@@ -1,9 +1,12 @@
+/**
+ * The governor's state file as a store: loaded once, entries that expire, and saves that merge
+ * with what other processes wrote. Its format is governor-state-format.ts, the lock around a
+ * save governor-state-lock.ts, and where the file goes governor-state-path.ts.
+ */
 import { createHash, randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { open, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
-import os from 'node:os';
+import { readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { readFile, rename, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { setTimeout as delay } from 'node:timers/promises';
 import type { GovernorMemory, KeyMemory } from '../shared/governor/types.js';
 import {
   type Entry,
@@ -14,6 +17,8 @@ import {
   SHAPE,
   VERSION,
 } from './governor-state-format.js';
+import { lockStateFile } from './governor-state-lock.js';
+import { defaultGovernorStatePath, makeFolder } from './governor-state-path.js';
 
 export { GOVERNOR_STATE_EXPIRY_MS };
 
@@ -22,12 +27,6 @@ export const GOVERNOR_STATE_MAX_KEYS = 256;
 
 /** Writes are at most this often: a key may learn something on every response. */
 export const GOVERNOR_STATE_SAVE_EVERY_MS = 5000;
-
-/** How long a save waits for another process's lock before it writes without. */
-const LOCK_WAIT_MS = 2000;
-
-/** A lock older than this was left by a process that died while it held it. */
-const STALE_LOCK_MS = 10_000;
 
 export interface GovernorStateOptions {
   /** The state file; created, with its folder, at the first save. */
@@ -46,12 +45,12 @@ export interface GovernorStateOptions {
  *
  * The file is read once, when the store opens; `remember` only updates the copy in memory, and a
  * timer writes it at most every `saveEveryMs` (unref'd: it keeps no process alive), and `close`
- * once more. A write takes the file's lock, re-reads the file and keeps, per key, the newer of
- * its entry and ours, so processes that share the file add to it rather than overwrite each
- * other, then replaces the file at once (a temporary file in the same folder, renamed over it),
- * so a reader never sees half a file. A corrupt file is ignored with one warning and rewritten;
- * a path that cannot be written gives one warning, and the store then keeps what it learns in
- * memory only. Nothing here throws.
+ * once more. A write takes the file's lock (governor-state-lock.ts), re-reads the file and keeps,
+ * per key, the newer of its entry and ours, so processes that share the file add to it rather
+ * than overwrite each other, then replaces the file at once (a temporary file in the same folder,
+ * renamed over it), so a reader never sees half a file. A corrupt file is ignored with one
+ * warning and rewritten; a path that cannot be written gives one warning, and the store then
+ * keeps what it learns in memory only. Nothing here throws.
  */
 export class GovernorStateFile implements GovernorMemory {
   readonly path: string;
@@ -187,7 +186,7 @@ export class GovernorStateFile implements GovernorMemory {
     let unlock: (() => Promise<void>) | undefined;
     try {
       makeFolder(path.dirname(this.path));
-      unlock = await this.#lock();
+      unlock = await lockStateFile(this.path);
       const now = Date.now();
       await this.#mergeFromDisk(now, touched);
       const kept = [...this.#entries]
@@ -204,34 +203,6 @@ export class GovernorStateFile implements GovernorMemory {
       this.#unusable(error);
     } finally {
       await unlock?.();
-    }
-  }
-
-  /**
-   * Takes the file's lock (`PATH.lock`, made exclusively) for one read, merge and write: without
-   * it, two processes closing at once (a fleet's workers drained together) would each read the
-   * file before the other's rename, and the last rename would drop the other's keys. A lock
-   * older than `STALE_LOCK_MS` is a dead process's and is taken over; after `LOCK_WAIT_MS` the
-   * save goes on without it, as a hint may. Resolves with the unlock, or undefined without one.
-   */
-  async #lock(): Promise<(() => Promise<void>) | undefined> {
-    const lock = `${this.path}.lock`;
-    const deadline = Date.now() + LOCK_WAIT_MS;
-    for (;;) {
-      try {
-        await (await open(lock, 'wx', 0o600)).close();
-        return () => rm(lock, { force: true }).catch(() => {});
-      } catch (error) {
-        if (codeOf(error) !== 'EEXIST') throw error;
-      }
-      const since = (await stat(lock).catch(() => undefined))?.mtimeMs;
-      if (since !== undefined && Date.now() - since > STALE_LOCK_MS) {
-        await rm(lock, { force: true }).catch(() => {});
-        continue;
-      }
-      if (Date.now() >= deadline) return undefined;
-      // Jittered, so two waiters do not retry in step; ref'd, so a close waits for it.
-      await delay(5 + Math.random() * 20);
     }
   }
 
@@ -321,58 +292,6 @@ export function readGovernorMemory(file: string, key: string): KeyMemory | undef
   if (entry === undefined) return undefined;
   const { savedAt: _savedAt, ...memory } = entry;
   return memory;
-}
-
-/**
- * Where the state file goes by default: `cohort/governor-state.json` under the user's cache
- * folder, `$XDG_CACHE_HOME` when it is set (on any system), else `~/Library/Caches` on macOS,
- * `%LOCALAPPDATA%` on Windows and `~/.cache` elsewhere. Undefined when there is no home folder to
- * put it under.
- */
-export function defaultGovernorStatePath(
-  env: NodeJS.ProcessEnv = process.env,
-  platform: NodeJS.Platform = process.platform,
-): string | undefined {
-  const cache = cacheFolder(env, platform);
-  return cache === undefined ? undefined : path.join(cache, 'cohort', 'governor-state.json');
-}
-
-function cacheFolder(env: NodeJS.ProcessEnv, platform: NodeJS.Platform): string | undefined {
-  // The XDG spec: a relative path is invalid and ignored.
-  const xdg = env.XDG_CACHE_HOME;
-  if (xdg !== undefined && path.isAbsolute(xdg)) return xdg;
-  if (platform === 'win32' && env.LOCALAPPDATA) return env.LOCALAPPDATA;
-  let home: string;
-  try {
-    home = os.homedir();
-  } catch {
-    return undefined;
-  }
-  if (home === '') return undefined;
-  if (platform === 'darwin') return path.join(home, 'Library', 'Caches');
-  if (platform === 'win32') return path.join(home, 'AppData', 'Local');
-  return path.join(home, '.cache');
-}
-
-/**
- * Makes a folder and its missing parents, one level at a time. Not `mkdir -p` (`recursive:
- * true`): under /proc, where mkdir answers ENOENT for a parent that exists, Node's recursive mkdir
- * retries forever, and a mistyped `--governor-state` would hang the start.
- */
-function makeFolder(folder: string): void {
-  const missing: string[] = [];
-  for (let current = folder; !existsSync(current); current = path.dirname(current)) {
-    missing.push(current);
-    if (path.dirname(current) === current) break;
-  }
-  for (const level of missing.reverse()) {
-    try {
-      mkdirSync(level);
-    } catch (error) {
-      // Another process made it in the meantime: as good as made here.
-      if (codeOf(error) !== 'EEXIST') throw error;
-    }
-  }
 }
 
 function codeOf(error: unknown): string | undefined {

@@ -1,4 +1,5 @@
-import { defaultGovernorStatePath, readGovernorMemory } from '../../main/governor-state.js';
+import { readGovernorMemory } from '../../main/governor-state.js';
+import { defaultGovernorStatePath } from '../../main/governor-state-path.js';
 import type { GovernorOptions } from '../../shared/governor/options.js';
 import type { ProviderConfig } from '../../shared/provider/config.js';
 import { accountKey, governorKey } from '../../shared/provider/provider.js';

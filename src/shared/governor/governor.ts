@@ -1,5 +1,6 @@
 import { defined } from '../option-schema.js';
-import { BREAKER_FIRST_HOLD_MS, KeyGovernor, type KeySettings } from './key-governor.js';
+import { BREAKER_FIRST_HOLD_MS } from './breaker.js';
+import { KeyGovernor, type KeySettings } from './key-governor.js';
 import { checkGovernorOptions, DEFAULT_PATIENCE_MS } from './options.js';
 import { PrefixGate, type PrefixRole } from './prefix-gate.js';
 import type { SharedBucketStore } from './shared-leases.js';

@@ -1,4 +1,5 @@
 import { defined } from '../option-schema.js';
+import { Breaker } from './breaker.js';
 import { type ConcurrencyControl, makeWindow, type Window } from './concurrency.js';
 import { retryAfterMsOf } from './headers.js';
 import { type Charge, KeyBuckets } from './key-buckets.js';
@@ -6,7 +7,6 @@ import { type SharedBucketStore, SharedLeases } from './shared-leases.js';
 import type {
   Admission,
   AdmitRequest,
-  BreakerState,
   GovernorLimits,
   GovernorMemory,
   GovernorState,
@@ -38,11 +38,6 @@ export const EXHAUSTED_HOLD_MS = 60_000;
  */
 const FIRST_PAUSE_MS = 500;
 const MAX_PAUSE_MS = 30_000;
-/** Connection failures in a row, across every agent of the key, that open its breaker. */
-export const BREAKER_FAILURES = 5;
-/** How long an open breaker waits before one request probes; doubles per failed probe. */
-export const BREAKER_FIRST_HOLD_MS = 5_000;
-const BREAKER_MAX_HOLD_MS = 60_000;
 /** The largest window a state file may start a key with, whatever it says. */
 const MAX_RECALLED_WINDOW = 10_000;
 /** Weight of the newest success in the running average of latency, for the floor. */
@@ -69,8 +64,8 @@ interface Held {
 
 /**
  * One key's admission: a FIFO queue (retries and later steps of running agents first), the
- * buckets, the adaptive window, the shared pause and the shut state after a spend limit. All
- * state is here and only `pump` admits.
+ * buckets, the adaptive window, the shared pause, the shut state after a spend limit and the
+ * circuit breaker (breaker.ts). Only `pump` admits.
  */
 export class KeyGovernor {
   readonly key: string;
@@ -83,7 +78,7 @@ export class KeyGovernor {
   readonly #onChange: () => void;
   readonly #allocate: () => number;
   readonly #patienceMs: number;
-  readonly #breakerHoldMs: number;
+  readonly #breaker: Breaker;
   #timer: NodeJS.Timeout | undefined;
   #sequence = 0;
   #pausedUntil = 0;
@@ -94,9 +89,6 @@ export class KeyGovernor {
   #admitted = 0;
   #rateLimited = 0;
   #overloaded = 0;
-  /** Connection failures in a row; any answer from the provider resets it. */
-  #unreachable = 0;
-  #breaker: (BreakerState & { hold: number }) | undefined;
   /** The provider's responses carry no rate-limit headers: it has no limits to respect. */
   #unlimited = false;
   /** Running average of a successful attempt's time, for the floor that fills the limits. */
@@ -115,8 +107,8 @@ export class KeyGovernor {
     this.key = key;
     this.#allocate = hooks.allocate;
     this.#patienceMs = settings.patienceMs;
-    this.#breakerHoldMs = settings.breakerHoldMs;
     this.label = label;
+    this.#breaker = new Breaker(label, settings.breakerHoldMs);
     this.#onChange = hooks.onChange;
     this.#window = makeWindow(
       settings.concurrencyControl,
@@ -173,20 +165,10 @@ export class KeyGovernor {
   pump(): void {
     this.#disarm();
     const now = Date.now();
-    const breaker = this.#breaker;
-    if (breaker?.state === 'open') {
-      if (now < breaker.probeAt!) {
-        this.#refuseAll({
-          ok: false,
-          reason: 'breaker',
-          code: breaker.code,
-          message: breaker.message,
-        });
-        return;
-      }
-      // Long enough: one request probes whether the provider is back, the rest wait for it.
-      breaker.state = 'half-open';
-      delete breaker.probeAt;
+    const refusal = this.#breaker.refusal(now);
+    if (refusal !== undefined) {
+      this.#refuseAll(refusal);
+      return;
     }
     if (this.#exhausted !== undefined) {
       if (now < this.#exhausted.until) {
@@ -207,7 +189,7 @@ export class KeyGovernor {
         // No limits to respect: the window follows the demand until the provider pushes back.
         this.#window.open(this.#held.size + this.#priority.size + this.#normal.size);
       }
-      const probing = this.#probing || this.#breaker !== undefined;
+      const probing = this.#probing || this.#breaker.probing;
       if (this.#held.size >= (probing ? 1 : this.#window.limit)) return;
       const wait = this.#buckets.waitFor(head.request, now);
       if (wait > 0) {
@@ -269,7 +251,7 @@ export class KeyGovernor {
     const held = this.#held.get(permit);
     if (!held || held.opened) return;
     held.opened = true;
-    this.#answered();
+    this.#breaker.answered();
     this.#buckets.learn(held.charge, held.sentAt, headers);
     const severe = this.#window.answered({
       sequence: held.sequence,
@@ -323,7 +305,7 @@ export class KeyGovernor {
     });
     if (refused) this.#refused(report, now);
     this.#roundEnded(severe, now);
-    this.#breakerSees(report, now);
+    this.#breaker.settled(report, now);
     if (report.outcome === 'ok') this.#probing = false;
     else if (report.outcome === 'exhausted') {
       this.#exhausted = {
@@ -361,54 +343,6 @@ export class KeyGovernor {
   #pause(ms: number, now: number): void {
     // A pause longer than a request's patience would hold it past the moment it should fail.
     this.#pausedUntil = Math.max(this.#pausedUntil, now + Math.min(ms, this.#patienceMs));
-  }
-
-  /** The provider answered: whatever it said, it is reachable, and an open breaker closes. */
-  #answered(): void {
-    this.#unreachable = 0;
-    this.#breaker = undefined;
-  }
-
-  /**
-   * The circuit breaker: connection failures in a row (or one refused API key) open it, and
-   * every queued request fails at once with the cause instead of each grinding through its
-   * retries. After a hold one request probes; an answer closes it, a failure reopens it for
-   * twice as long.
-   */
-  #breakerSees(report: SettleReport, now: number): void {
-    const { outcome } = report;
-    if (outcome === 'auth') {
-      // A refused key opens it at once; a refused probe reopens it for twice as long. Requests
-      // sent before it opened and refused since change nothing.
-      const breaker = this.#breaker;
-      if (breaker?.state === 'open') return;
-      this.#openBreaker(report, now, breaker ? breaker.hold * 2 : this.#breakerHoldMs);
-      return;
-    }
-    if (outcome === 'unreachable') {
-      this.#unreachable++;
-      const breaker = this.#breaker;
-      // A half-open breaker's probe failed, or enough failures in a row to open it.
-      if (breaker?.state === 'half-open') this.#openBreaker(report, now, breaker.hold * 2);
-      else if (!breaker && this.#unreachable >= BREAKER_FAILURES) {
-        this.#openBreaker(report, now, this.#breakerHoldMs);
-      }
-      return;
-    }
-    // Any status from the provider (a success, a refusal, a 500, a 400) says it is reachable.
-    const answered = outcome !== 'aborted' && (outcome !== 'failed' || report.answered === true);
-    if (answered) this.#answered();
-  }
-
-  #openBreaker(report: SettleReport, now: number, hold: number): void {
-    const code = report.outcome === 'auth' ? 'auth' : 'connection';
-    const cause = report.message ?? (code === 'auth' ? 'the API key was refused' : 'no connection');
-    const message =
-      code === 'auth'
-        ? `${cause}: stopped sending requests for ${this.label}`
-        : `the provider is unreachable (${this.#unreachable} connection failures in a row; the last: ${cause}): stopped sending requests for ${this.label}. Check that it is up and that the base URL is right (--base-url, ANTHROPIC_BASE_URL)`;
-    const capped = Math.min(Math.max(BREAKER_MAX_HOLD_MS, this.#breakerHoldMs), hold);
-    this.#breaker = { state: 'open', code, message, probeAt: now + capped, hold: capped };
   }
 
   /** Hands what the key learned to the memory, when it changed. */
@@ -453,10 +387,8 @@ export class KeyGovernor {
     };
     if (this.#pausedUntil > now) state.pausedUntil = this.#pausedUntil;
     if (this.#exhausted) state.exhausted = this.#exhausted.message;
-    if (this.#breaker) {
-      const { hold: _hold, ...breaker } = this.#breaker;
-      state.breaker = breaker;
-    }
+    const breaker = this.#breaker.describe();
+    if (breaker) state.breaker = breaker;
     this.#buckets.describe(state, now);
     return state;
   }
