@@ -477,7 +477,7 @@ async function runTasks(options: {
         settledAt: new Date().toISOString(),
       });
       tally.settle(result);
-      const stop = stopOf(result, spec.task, options.engine, quota);
+      const stop = stopOf(result);
       if (stop !== undefined) {
         // One line per model says it all: its other tasks fail for the same reason.
         const passedOver = quota.stop(spec.task, stop.kind, stop.reason);
