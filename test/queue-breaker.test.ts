@@ -117,7 +117,9 @@ describe.skipIf(redisMissing)(
         const stderr = run.stderr();
         expect(stderr.match(/stopped admitting tasks for model/g)).toHaveLength(1);
         expect(stderr).toMatch(
-          new RegExp(`stopped admitting tasks for model claude-sonnet-5: .*${literal(deadUrl)}`),
+          new RegExp(
+            `stopped admitting tasks for model claude-sonnet-5 \\(worker ${literal(fleet.names[0]!)}\\): .*${literal(deadUrl)}`,
+          ),
         );
         expect(stderr).toMatch(
           new RegExp(`${summary.notStarted} task\\(s\\) not started.*rerun the same command`),
