@@ -192,6 +192,10 @@ describe('the circuit breaker', () => {
     expect(fromBreaker.length).toBeGreaterThan(150);
     expect(messages.size).toBeLessThanOrEqual(3);
     expect(governor.held).toBe(0);
+    // What the breaker refused says so as data (a batch in another process stops on it); a
+    // request whose own attempts failed before it opened does not.
+    const flagged = results.filter((result) => !result.ok && result.error.breakerOpen === true);
+    expect(flagged).toEqual(fromBreaker);
   });
 
   it('a refused key opens it at once; an embedded engine probes and closes it when the provider is back', async () => {
@@ -220,6 +224,9 @@ describe('the circuit breaker', () => {
     const seen = watch(governor);
     const refused = await fanOut(provider(url), 40, 20, governor);
     expect(refused.every((result) => !result.ok && result.error.code === 'auth')).toBe(true);
+    // Every one stands behind the open breaker: those it refused, and the few sent, whose own
+    // refused key opened it.
+    expect(refused.filter((result) => !result.ok && result.error.breakerOpen)).toHaveLength(40);
     const open = governor.states()[0]!;
     expect(open.breaker).toMatchObject({ state: 'open', code: 'auth' });
     expect(open.breaker?.message).toMatch(/API key was refused/);

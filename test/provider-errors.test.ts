@@ -230,6 +230,8 @@ describe('HTTP statuses', () => {
     });
     const result = await complete(provider(server.url, { maxRetries: 3 }));
     expect(result).toMatchObject({ ok: false, calls: 1, error: { code: 'auth', status: 401 } });
+    // No governor, no breaker to stand behind it.
+    expect(!result.ok && result.error.breakerOpen).toBeUndefined();
     const message = !result.ok ? result.error.message : '';
     expect(message).toBe(
       `the API key was refused (${server.url}/v1/messages answered 401: authentication_error: invalid x-api-key Bearer [redacted]); check the key in ANTHROPIC_API_KEY`,

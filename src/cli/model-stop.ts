@@ -3,7 +3,6 @@
  * breaker found its provider unreachable or refusing the key. The batch then passes over that
  * model's tasks and explains once how to go on.
  */
-import type { Engine } from '../main/engine.js';
 import { defined } from '../shared/option-schema.js';
 import type { AgentResult } from '../shared/result.js';
 import { note, safeLabel } from './output.js';
@@ -13,25 +12,15 @@ import type { BatchTask } from './task-lines.js';
 export type StopKind = 'quota' | 'unreachable';
 
 /**
- * Whether `result` stops its model: a spent quota, or a failure the governor's circuit breaker
- * gave because the provider is unreachable or refuses the API key (its breaker is open).
+ * Whether `result` stops its model: a spent quota, or a failure behind which the governor's
+ * circuit breaker stands, open because the provider is unreachable or refuses the API key
+ * (`breakerOpen`). The result says it wherever its governor ran: in this process, or in the
+ * `cohort worker` that ran it on a queue.
  */
-export function stopOf(
-  result: AgentResult,
-  task: BatchTask,
-  engine: Engine,
-  stop: ModelStop,
-): { kind: StopKind; reason: string } | undefined {
+export function stopOf(result: AgentResult): { kind: StopKind; reason: string } | undefined {
   if (result.code === 'quota_exhausted') return { kind: 'quota', reason: result.reason ?? '' };
-  if (result.code !== 'connection' && result.code !== 'auth') return undefined;
-  const label = `${stop.modelOf(task)} at `;
-  const open = engine.governor?.states().filter((state) => state.breaker !== undefined) ?? [];
-  // Its model's key, else (an agent file chose the model) any key whose breaker says the same.
-  const breaker = (
-    open.find((state) => state.label.startsWith(label)) ??
-    open.find((state) => state.breaker?.code === result.code)
-  )?.breaker;
-  return breaker === undefined ? undefined : { kind: 'unreachable', reason: breaker.message };
+  if (result.breakerOpen === true) return { kind: 'unreachable', reason: result.reason ?? '' };
+  return undefined;
 }
 
 /**

@@ -298,6 +298,7 @@ function settle(run: ChildRun, outcome: LoopOutcome): AgentResult {
         outcome: 'failed',
         reason: redactSecrets(outcome.failure.message),
         code: outcome.failure.code,
+        ...(outcome.failure.breakerOpen ? { breakerOpen: true } : {}),
       };
   }
 }

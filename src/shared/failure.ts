@@ -49,6 +49,8 @@ export type FailureCode = (typeof FAILURE_CODES)[number];
 export interface Failure {
   code: FailureCode;
   message: string;
+  /** The provider's key is shut by the governor's circuit breaker (`ProviderError.breakerOpen`). */
+  breakerOpen?: true;
 }
 
 export function isFailureCode(value: unknown): value is FailureCode {

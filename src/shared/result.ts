@@ -91,6 +91,14 @@ export interface AgentResult<T = unknown> {
   /** Set exactly when `outcome` is `failed`: what failed, as a stable code. */
   code?: FailureCode;
   /**
+   * Set on a `failed` result (code `connection` or `auth`) when the rate-limit governor's circuit
+   * breaker for its model and key was open as it failed: the breaker refused its request, or its
+   * refused API key opened it. Every other agent of that model and key fails at once too until a
+   * probe finds the provider back (docs/GOVERNOR.md), so a caller can stop starting them:
+   * `cohort batch` does, in queue mode too, where the breaker is in the worker that ran it.
+   */
+  breakerOpen?: true;
+  /**
    * The agent's log folder (docs/LOGS.md). Present only when the folder exists: the engine's
    * `logs` policy (`all`, `failed`, `none`) removes the folders it does not keep.
    */

@@ -113,9 +113,11 @@ finished steps are not paid for again (unless the task changed since: then it st
 Every request passes the rate-limit governor (see --rpm, --patience, --governor). When the
 provider says the quota is spent (a spend-limit 429), cannot be reached (5 connection failures
 in a row) or refuses the API key, the batch stops admitting tasks for that model, says why once,
-and exits 1 within seconds. Rerun the same command once that is fixed: the tasks never started
-run, and so do those that failed for it (codes quota_exhausted, connection and auth: their
-lines are replaced, without --retry-failed).
+and exits 1 within seconds. On a queue the governors are the workers': the first result one of
+them failed for those reasons stops the batch alike, and the message names that worker. Rerun
+the same command once that is fixed: the tasks never started run, and so do those that failed
+for it (codes quota_exhausted, connection and auth: their lines are replaced, without
+--retry-failed).
 
 With --queue REDIS, every task is a job on that Redis queue, run by \`cohort worker\` processes on
 any machine (docs/SCALE-OUT.md). A task's job id comes from RESULTS.jsonl's path, its id and its
@@ -477,14 +479,16 @@ async function runTasks(options: {
         settledAt: new Date().toISOString(),
       });
       tally.settle(result);
-      const stop = stopOf(result, spec.task, options.engine, quota);
+      const stop = stopOf(result);
       if (stop !== undefined) {
         // One line per model says it all: its other tasks fail for the same reason.
         const passedOver = quota.stop(spec.task, stop.kind, stop.reason);
         if (passedOver !== undefined) {
           progress.passOver(passedOver);
+          // On a queue, the worker whose key or provider it was: each has its own.
+          const where = result.worker === undefined ? '' : ` (worker ${result.worker})`;
           progress.note(
-            `cohort batch: stopped admitting tasks for model ${safeLabel(quota.modelOf(spec.task))}: ${safeLabel(stop.reason)}`,
+            `cohort batch: stopped admitting tasks for model ${safeLabel(quota.modelOf(spec.task))}${safeLabel(where)}: ${safeLabel(stop.reason)}`,
           );
         }
       } else if (result.outcome === 'failed') progress.failed(spec.task.id, result);

@@ -4,7 +4,7 @@
  * retries. After a hold one request probes; an answer closes it, a failure reopens it for twice
  * as long. 429s and 529s never open it: those are pacing, not a dead provider.
  */
-import type { Admission, BreakerState, SettleReport } from './types.js';
+import { type Admission, type BreakerState, opensBreaker, type SettleReport } from './types.js';
 
 /** Connection failures in a row, across every agent of the key, that open its breaker. */
 export const BREAKER_FAILURES = 5;
@@ -64,7 +64,7 @@ export class Breaker {
   /** An admitted attempt ended: a failure to connect or a refused key may open the breaker. */
   settled(report: SettleReport, now: number): void {
     const { outcome } = report;
-    if (outcome === 'auth') {
+    if (opensBreaker(outcome)) {
       // A refused key opens it at once; a refused probe reopens it for twice as long. Requests
       // sent before it opened and refused since change nothing.
       const breaker = this.#open;

@@ -72,6 +72,15 @@ export type SettleOutcome =
   | 'failed'
   | 'aborted';
 
+/**
+ * Whether settling an attempt with `outcome` leaves its key's circuit breaker open whatever came
+ * before: a refused API key opens it at once, and keeps an open one open. The attempt's own
+ * failure is then one the open breaker stands behind (`ProviderError.breakerOpen`).
+ */
+export function opensBreaker(outcome: SettleOutcome): boolean {
+  return outcome === 'auth';
+}
+
 export interface SettleReport {
   outcome: SettleOutcome;
   /** What the response reported; zeros when it reported nothing. */

@@ -203,8 +203,10 @@ export async function runAgentLoop(options: LoopOptions): Promise<LoopOutcome> {
       if (response.error.code === 'aborted' || signal.aborted) {
         return { kind: 'cancelled', reason: cancelReasonOf(signal) };
       }
-      const { code, message } = response.error;
-      return { kind: 'failed', failure: { code, message: `provider ${code}: ${message}` } };
+      const { code, message, breakerOpen } = response.error;
+      const failure: Failure = { code, message: `provider ${code}: ${message}` };
+      if (breakerOpen) failure.breakerOpen = true;
+      return { kind: 'failed', failure };
     }
     const turn = response.turn;
     messages.push(turn.message);

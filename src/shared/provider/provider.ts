@@ -1,7 +1,13 @@
 import { createHash } from 'node:crypto';
 import { delay } from 'abort-controller-x';
 import { pickRateLimitHeaders } from '../governor/headers.js';
-import type { Admission, AdmitRequest, SettleOutcome, SettleReport } from '../governor/types.js';
+import {
+  type Admission,
+  type AdmitRequest,
+  opensBreaker,
+  type SettleOutcome,
+  type SettleReport,
+} from '../governor/types.js';
 import { defined } from '../option-schema.js';
 import { type CachePlan, planCache } from './cache.js';
 import { closeChatSpan, openChatSpan } from './chat-span.js';
@@ -121,7 +127,7 @@ export class Provider {
           }
           const error: ProviderError =
             admission.reason === 'breaker'
-              ? { code: admission.code, message: admission.message }
+              ? { code: admission.code, message: admission.message, breakerOpen: true }
               : { code: 'quota_exhausted', message: admission.message };
           return { ok: false, error, calls: attempt - 1, usage };
         }
@@ -137,7 +143,11 @@ export class Provider {
       const outcome = await this.#attempt(body, attempt - 1, options, onHead);
       if (span !== undefined) closeChatSpan(options.trace!, span, outcome);
       // The head already carried the headers: the settle need not carry them again.
-      if (gate && permit !== undefined) gate.settle(permit, settleReport(outcome, !onHead));
+      let report: SettleReport | undefined;
+      if (gate && permit !== undefined) {
+        report = settleReport(outcome, !onHead);
+        gate.settle(permit, report);
+      }
       if (outcome.ok) return { ok: true, turn: outcome.turn, calls: attempt };
       addUsage(usage, outcome.usage);
       const error = outcome.error;
@@ -179,7 +189,15 @@ export class Provider {
       refusals = 0;
       counted++;
       if (!shouldRetry(outcome) || counted >= maxAttempts) {
-        return { ok: false, error: gaveUp(error, attempt), calls: attempt, usage };
+        // Its settle shut the key (a refused key): a caller may stop sending that key work.
+        const shut = report !== undefined && opensBreaker(report.outcome);
+        const final = gaveUp(error, attempt);
+        return {
+          ok: false,
+          error: shut ? { ...final, breakerOpen: true } : final,
+          calls: attempt,
+          usage,
+        };
       }
       const waitMs = backoffMs({
         retry: counted - 1,

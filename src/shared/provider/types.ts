@@ -34,6 +34,12 @@ export interface ProviderError {
   status?: number;
   /** The server's `request-id` header, when it sent one: what its support asks for. */
   requestId?: string;
+  /**
+   * The governor's circuit breaker for this key stands behind the failure (`connection` or
+   * `auth`): it refused the attempt without sending it, or this attempt's refused key opened it.
+   * Every request of the key fails at once until a probe finds the provider back.
+   */
+  breakerOpen?: true;
 }
 
 /** What the retry loop reports before it waits to try again: plain data, for events and logs. */

@@ -31,6 +31,7 @@ export function asResult(line: ResultLine): AgentResult {
     generation: count(record.generation) ?? 0,
     usage: usageOf(record.usage),
     ...(Object.hasOwn(record, 'value') ? { value: record.value } : {}),
+    ...(record.breakerOpen === true ? { breakerOpen: true } : {}),
   };
   for (const [key, value] of Object.entries(optional)) {
     if (value !== undefined) Object.assign(result, { [key]: value });

@@ -20,6 +20,7 @@ const LINE_FIELDS = {
   reason: true,
   cancelReason: true,
   code: true,
+  breakerOpen: true,
   logDir: true,
   replyFile: true,
   truncated: true,

@@ -114,6 +114,13 @@ export function readJobResult(value: unknown): AgentResult | string {
   if (result.code !== undefined && !(FAILURE_CODES as readonly string[]).includes(result.code)) {
     return `expected a failure code, got ${JSON.stringify(result.code)}`;
   }
+  // It stops a batch's model: only a failure may say so, and only as `true`.
+  if (
+    result.breakerOpen !== undefined &&
+    (result.breakerOpen !== true || result.outcome !== 'failed')
+  ) {
+    return `expected breakerOpen to be true on a failed result or absent, got ${JSON.stringify(result.breakerOpen)} on a ${result.outcome} result`;
+  }
   return result as AgentResult;
 }
 
