@@ -116,7 +116,7 @@ describe('random refusals', () => {
 describe('overload that depends on load', () => {
   it('past a hard capacity the window settles near it, with far fewer 529s than no governor', async () => {
     const run = async (governed: boolean) => {
-      const server = await model({ maxStreams: 16, ttftMs: 30 });
+      const server = await model({ maxStreams: 16, ttftMs: 150 });
       const governor = governed ? new Governor() : undefined;
       // Bounded well inside the test's timeout, so a stall fails with the state that stalled.
       const signal = AbortSignal.timeout(40_000);
