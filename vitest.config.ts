@@ -25,6 +25,7 @@ const UNIT = [
   'render',
   'retry',
   'scripted-model',
+  'scripted-model-batches',
   'scripted-model-cache',
   'scripted-model-endpoints',
   'scripted-model-faults',

@@ -56,6 +56,7 @@ export class StoredBatch {
   readonly deadline: number;
   /** How long processing every request takes. */
   readonly #processingMs: number;
+  readonly #expiring: boolean;
   #cancelAt: number | undefined;
 
   constructor(id: string, entries: readonly BatchEntry[], createdAt: number, timing: BatchTiming) {
@@ -65,6 +66,7 @@ export class StoredBatch {
     const { latencyMs, expiring } = timing;
     this.deadline = createdAt + (expiring ? latencyMs : BATCH_DEADLINE_MS);
     this.#processingMs = expiring ? 2 * latencyMs : latencyMs;
+    this.#expiring = expiring;
   }
 
   /** When cancellation was initiated, if it was. */
@@ -102,7 +104,12 @@ export class StoredBatch {
   resultTypes(now: number): ResultType[] | undefined {
     const endedAt = this.endedAt(now);
     if (endedAt === undefined) return undefined;
-    const processed = this.#processedBy(endedAt);
+    // The expiry fault runs out at half its processing time by definition: half its
+    // requests, whatever the latency (of 0 too, where time cannot say so).
+    const processed =
+      this.#cancelAt === undefined && this.#expiring
+        ? Math.floor(this.entries.length / 2)
+        : this.#processedBy(endedAt);
     const rest: ResultType = this.#cancelAt === undefined ? 'expired' : 'canceled';
     return this.entries.map((entry, index) => (index < processed ? entry.answer.outcome : rest));
   }
@@ -120,7 +127,9 @@ export class StoredBatch {
   #processedBy(time: number): number {
     const count = this.entries.length;
     if (time >= this.createdAt + this.#processingMs) return count;
-    return Math.min(count, Math.floor(((time - this.createdAt) * count) / this.#processingMs));
+    // The epsilon keeps a share that is whole on paper from rounding down below it.
+    const share = ((time - this.createdAt) * count) / this.#processingMs;
+    return Math.min(count, Math.floor(share + 1e-9));
   }
 }
 
