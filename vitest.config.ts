@@ -26,6 +26,7 @@ const UNIT = [
   'render',
   'retry',
   'scripted-model',
+  'scripted-model-batches',
   'scripted-model-cache',
   'scripted-model-endpoints',
   'scripted-model-faults',

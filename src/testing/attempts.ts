@@ -30,6 +30,15 @@ export class AttemptCounter {
       headerAttempt(headers, 'x-cohort-attempt') ??
       headerAttempt(headers, 'x-stainless-retry-count');
     if (stated !== undefined) return { attempt: stated };
+    return this.counted(apiKey, body);
+  }
+
+  /**
+   * The attempt number of a request by counting alone: how many failed tries of the same
+   * body from the same key came before. A request of a Message Batch is numbered so, since
+   * the headers of the batch's create say nothing of its requests.
+   */
+  counted(apiKey: string, body: string): Attempt {
     const digest = createHash('sha256')
       .update(apiKey)
       .update('\u0000')

@@ -60,8 +60,25 @@ export interface ScriptedModelOptions {
   maxStreams?: number;
   /** Characters per text or input_json delta. Default 8. */
   chunkChars?: number;
-  /** Seed of every random choice (jitter, overload). Default 1. */
+  /** Seed of every random choice (jitter, overload, the batch faults). Default 1. */
   seed?: number;
+  /**
+   * How long a Message Batch takes, in ms: it ends this long after it was created, its
+   * requests processed one after another over that time. Default 1000. 0 ends a batch at
+   * once; past 24 hours a batch expires first, as the real API's do.
+   */
+  batchLatencyMs?: number;
+  /**
+   * 0..1: the share of the requests in a Message Batch that come back `errored`
+   * (`api_error`) instead of succeeding, rolled per request from the seed. Default 0.
+   */
+  batchErrorProbability?: number;
+  /**
+   * 0..1: the share of Message Batches that expire instead of ending: such a batch reaches
+   * its deadline (`batchLatencyMs` after creation) with only the first half of its requests
+   * processed, and the rest come back `expired`. Rolled per batch from the seed. Default 0.
+   */
+  batchExpireProbability?: number;
   /**
    * The server's monotonic clock in ms, which times pacing, ttft, delays, the rate-limit
    * buckets and the prompt cache's lifetimes. Default `performance.now()`. A test that must
@@ -81,7 +98,7 @@ export class ScriptedModelOptionError extends Error {
   override readonly name = 'ScriptedModelOptionError';
 }
 
-type Rule =
+export type Rule =
   | 'non-negative'
   | 'fraction'
   | 'positive-integer'
@@ -190,6 +207,17 @@ export function resolveOptions(options: ScriptedModelOptions = {}): ResolvedOpti
     maxStreams: checkNumber('`maxStreams`', options.maxStreams ?? 0, 'non-negative-integer'),
     chunkChars: checkNumber('`chunkChars`', options.chunkChars ?? 8, 'positive-integer'),
     seed: checkNumber('`seed`', options.seed ?? 1, 'integer'),
+    batchLatencyMs: checkNumber('`batchLatencyMs`', options.batchLatencyMs ?? 1000, 'non-negative'),
+    batchErrorProbability: checkNumber(
+      '`batchErrorProbability`',
+      options.batchErrorProbability ?? 0,
+      'fraction',
+    ),
+    batchExpireProbability: checkNumber(
+      '`batchExpireProbability`',
+      options.batchExpireProbability ?? 0,
+      'fraction',
+    ),
     clock: checkClock(options.clock),
   };
 }

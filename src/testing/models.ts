@@ -4,6 +4,7 @@
  * `POST /v1/messages`; only this listing is fixed.
  */
 import type { ServerResponse } from 'node:http';
+import { type PageOutcome, pageOf } from './list-page.js';
 import { sendError } from './response-player.js';
 
 /** The model ids the catalog lists, newest first. */
@@ -63,29 +64,8 @@ export function findModel(id: string): ModelInfo | undefined {
 
 const LIFECYCLES = new Set(['active', 'deprecated', 'retired']);
 
-function badLimit(text: string | null): { ok: false; message: string } {
-  return {
-    ok: false,
-    message: `Expected \`limit\` to be an integer from 1 to 1000, got \`${text}\``,
-  };
-}
-
 /** A page of the catalog, or the message of a 400 for a bad query. */
-export function listModels(query: URLSearchParams):
-  | {
-      ok: true;
-      page: {
-        data: ModelInfo[];
-        has_more: boolean;
-        first_id: string | null;
-        last_id: string | null;
-      };
-    }
-  | { ok: false; message: string } {
-  const limitText = query.get('limit');
-  if (limitText !== null && !/^\d{1,4}$/.test(limitText)) return badLimit(limitText);
-  const limit = limitText === null ? 20 : Number(limitText);
-  if (limit < 1 || limit > 1000) return badLimit(limitText);
+export function listModels(query: URLSearchParams): PageOutcome<ModelInfo> {
   const lifecycles = [...query.getAll('lifecycle[]'), ...query.getAll('lifecycle')];
   const unknown = lifecycles.find((value) => !LIFECYCLES.has(value));
   if (unknown !== undefined) {
@@ -96,39 +76,7 @@ export function listModels(query: URLSearchParams):
   }
   // Without a filter the API lists active and deprecated models; every entry here is active.
   const listed = lifecycles.length === 0 || lifecycles.includes('active') ? CATALOG : [];
-  const afterId = query.get('after_id');
-  const beforeId = query.get('before_id');
-  if (afterId !== null && beforeId !== null) {
-    return { ok: false, message: 'Expected at most one of `after_id` and `before_id`, got both' };
-  }
-  let start = 0;
-  let end = listed.length;
-  const cursor = afterId ?? beforeId;
-  if (cursor !== null) {
-    const index = listed.findIndex((model) => model.id === cursor);
-    if (index === -1) {
-      return {
-        ok: false,
-        message: `Expected \`${afterId === null ? 'before_id' : 'after_id'}\` to be a model id of this listing, got \`${cursor}\``,
-      };
-    }
-    if (afterId !== null) start = index + 1;
-    else end = index;
-  }
-  const slice =
-    afterId === null && beforeId !== null
-      ? listed.slice(Math.max(start, end - limit), end)
-      : listed.slice(start, Math.min(end, start + limit));
-  const hasMore = beforeId !== null ? end - slice.length > 0 : start + slice.length < end;
-  return {
-    ok: true,
-    page: {
-      data: slice,
-      has_more: hasMore,
-      first_id: slice[0]?.id ?? null,
-      last_id: slice.at(-1)?.id ?? null,
-    },
-  };
+  return pageOf(listed, query, (model) => model.id, 'a model id of this listing');
 }
 
 /** Answers `GET /v1/models` (`id` undefined) or `GET /v1/models/{id}`. */

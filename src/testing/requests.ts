@@ -60,22 +60,53 @@ export function parseBody(
   }
 }
 
+/** What a request to a Message Batches route asks for. */
+export type BatchAction = 'create' | 'list' | 'retrieve' | 'cancel' | 'delete' | 'results';
+
 export type Route =
   | { kind: 'messages' }
   | { kind: 'count_tokens' }
-  | { kind: 'models'; id?: string };
+  | { kind: 'models'; id?: string }
+  | { kind: 'batches'; action: BatchAction; id?: string };
+
+const BATCHES = '/v1/messages/batches';
 
 export function routeOf(method: string, path: string): Route | undefined {
   if (method === 'POST' && path === '/v1/messages') return { kind: 'messages' };
   if (method === 'POST' && path === '/v1/messages/count_tokens') return { kind: 'count_tokens' };
+  if (path === BATCHES || path.startsWith(`${BATCHES}/`)) return batchRouteOf(method, path);
   if (method !== 'GET') return undefined;
   if (path === '/v1/models') return { kind: 'models' };
-  const match = /^\/v1\/models\/([^/]+)$/.exec(path);
+  const id = pathId(/^\/v1\/models\/([^/]+)$/.exec(path));
+  return id === undefined ? undefined : { kind: 'models', id };
+}
+
+/** Which action each method of a batch's own paths (the batch, `/cancel`, `/results`) takes. */
+const BATCH_ACTIONS: Record<string, Partial<Record<string, BatchAction>>> = {
+  '': { GET: 'retrieve', DELETE: 'delete' },
+  '/cancel': { POST: 'cancel' },
+  '/results': { GET: 'results' },
+};
+
+/** The Message Batches routes: the collection, a batch, its cancel and its results. */
+function batchRouteOf(method: string, path: string): Route | undefined {
+  if (path === BATCHES) {
+    if (method === 'POST') return { kind: 'batches', action: 'create' };
+    return method === 'GET' ? { kind: 'batches', action: 'list' } : undefined;
+  }
+  const match = /^\/v1\/messages\/batches\/([^/]+)(\/cancel|\/results)?$/.exec(path);
+  const id = pathId(match);
+  const action = BATCH_ACTIONS[match?.[2] ?? '']?.[method];
+  return id === undefined || action === undefined ? undefined : { kind: 'batches', action, id };
+}
+
+/** The decoded id a path names, or undefined: a malformed %-escape names nothing. */
+function pathId(match: RegExpExecArray | null): string | undefined {
   if (match === null) return undefined;
   try {
-    return { kind: 'models', id: decodeURIComponent(match[1]!) };
+    return decodeURIComponent(match[1]!);
   } catch {
-    return undefined; // A malformed %-escape names no model.
+    return undefined;
   }
 }
 
@@ -110,27 +141,42 @@ export function betasOf(headers: IncomingHttpHeaders): string[] {
   return values.flatMap((value) => value.split(',').map((beta) => beta.trim()));
 }
 
-/** Reads a whole request body as UTF-8, then calls `then`; a body over 32 MiB gets a 413. */
+/** Sends the 413 of a body over `maxBytes`. */
+function tooLarge(response: ServerResponse, requestId: string, size: number, maxBytes: number) {
+  sendError(response, {
+    status: 413,
+    type: 'request_too_large',
+    message: `Expected a body of at most ${maxBytes} bytes, got ${size}`,
+    requestId,
+  });
+}
+
+/**
+ * Reads a whole request body as UTF-8, then calls `then`; a body over `maxBytes` (32 MiB
+ * unless given) gets a 413, at once when its `content-length` says so.
+ */
 export function readBody(
   request: IncomingMessage,
   response: ServerResponse,
   requestId: string,
   then: (body: string) => void,
+  maxBytes = MAX_BODY_BYTES,
 ): void {
+  const declared = Number(header(request.headers, 'content-length') ?? Number.NaN);
+  if (declared > maxBytes) {
+    // Nothing of it is kept: the server discards the rest of the body once this is sent.
+    tooLarge(response, requestId, declared, maxBytes);
+    return;
+  }
   const chunks: Buffer[] = [];
   let size = 0;
   request.on('data', (chunk: Buffer) => {
     size += chunk.length;
-    if (size <= MAX_BODY_BYTES) chunks.push(chunk);
+    if (size <= maxBytes) chunks.push(chunk);
   });
   request.on('end', () => {
-    if (size > MAX_BODY_BYTES) {
-      sendError(response, {
-        status: 413,
-        type: 'request_too_large',
-        message: `Expected a body of at most ${MAX_BODY_BYTES} bytes, got ${size}`,
-        requestId,
-      });
+    if (size > maxBytes) {
+      tooLarge(response, requestId, size, maxBytes);
       return;
     }
     then(Buffer.concat(chunks).toString('utf8'));

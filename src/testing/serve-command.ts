@@ -1,4 +1,6 @@
 import { parseArgs } from 'node:util';
+import { parseDuration } from '../shared/duration.js';
+import { UsageError } from '../shared/errors.js';
 import { parseNumber, ScriptedModelOptionError, type ScriptedModelOptions } from './load-model.js';
 import { startScriptedModel } from './server.js';
 
@@ -35,6 +37,14 @@ Runs the scripted model: an Anthropic Messages API server for offline use.
                      answered gets 529 overloaded at once; 0 is no limit (default 0)
   --chunk-chars N    characters per delta (default 8)
   --seed N           seed of the random choices (default 1)
+  --batch-latency DURATION
+                     how long a Message Batch takes to end after it is created, like 500ms,
+                     2s or 5m; 0 ends it at once, past 24h it expires first (default 1s)
+  --batch-error P    0..1 share of the requests in a Message Batch that come back errored
+                     (api_error), rolled per request from the seed (default 0)
+  --batch-expire P   0..1 share of Message Batches that expire: such a batch reaches its
+                     deadline at its latency with half its requests processed, and the rest
+                     come back expired (default 0)
   -h, --help         this help
 It serves until SIGINT, SIGTERM or SIGHUP. The engine options of the other commands do not
 apply here. A conversation with no cohort-script gets the default policy: it reads the files
@@ -64,6 +74,9 @@ const FLAGS = {
   'max-streams': { type: 'string' },
   'chunk-chars': { type: 'string' },
   seed: { type: 'string' },
+  'batch-latency': { type: 'string' },
+  'batch-error': { type: 'string' },
+  'batch-expire': { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
@@ -108,7 +121,21 @@ export function parseMockFlags(argv: string[]): ScriptedModelOptions | 'help' {
   assign('maxStreams', number('max-streams', 'non-negative-integer'));
   assign('chunkChars', number('chunk-chars', 'positive-integer'));
   assign('seed', number('seed', 'integer'));
+  const latency = values['batch-latency'];
+  if (typeof latency === 'string') options.batchLatencyMs = durationOption(latency);
+  assign('batchErrorProbability', number('batch-error', 'fraction'));
+  assign('batchExpireProbability', number('batch-expire', 'fraction'));
   return options;
+}
+
+/** `--batch-latency`, a duration as every duration flag of cohort takes one. */
+function durationOption(text: string): number {
+  try {
+    return parseDuration(text, '--batch-latency');
+  } catch (error) {
+    if (!(error instanceof UsageError)) throw error;
+    throw new ScriptedModelOptionError(error.message);
+  }
 }
 
 /**

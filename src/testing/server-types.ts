@@ -4,6 +4,11 @@ import type { EventEmitter } from 'node:events';
 export interface ScriptedModelStats {
   /** Every HTTP request received, whatever its path. */
   requests: number;
+  /**
+   * Every `POST /v1/messages` received, answered or refused: the real-time requests. The
+   * requests of a Message Batch never count here.
+   */
+  messages: number;
   /** 200 SSE responses started. */
   streamed: number;
   /** 200 responses (SSE or JSON) sent to the end. */
@@ -14,17 +19,30 @@ export interface ScriptedModelStats {
   rejected400: number;
   rateLimited429: number;
   overloaded529: number;
+  /** Message Batches created (`POST /v1/messages/batches` answered 200). */
+  batchesCreated: number;
+  /** The requests those batches hold, each answered through the batch. */
+  batchRequests: number;
+  /** Batches retrieved (`GET /v1/messages/batches/{id}` answered 200), polls included. */
+  batchRetrieves: number;
+  /** Results files downloaded (`GET /v1/messages/batches/{id}/results` answered 200). */
+  batchResultDownloads: number;
 }
 
 export function emptyStats(): ScriptedModelStats {
   return {
     requests: 0,
+    messages: 0,
     streamed: 0,
     completed: 0,
     clientClosed: 0,
     rejected400: 0,
     rateLimited429: 0,
     overloaded529: 0,
+    batchesCreated: 0,
+    batchRequests: 0,
+    batchRetrieves: 0,
+    batchResultDownloads: 0,
   };
 }
 

@@ -3,6 +3,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { AddressInfo } from 'node:net';
 import { defined } from '../shared/option-schema.js';
 import { type Attempt, AttemptCounter } from './attempts.js';
+import { BatchRoutes } from './batch-routes.js';
 import {
   decideFate,
   type RequestFate,
@@ -80,6 +81,7 @@ class ScriptedModelServer extends EventEmitter implements ScriptedModel {
   readonly #attempts = new AttemptCounter();
   readonly #threads = new ThreadStore();
   readonly #stats = emptyStats();
+  readonly #batches: BatchRoutes;
   #sequence = 0;
   #closing = false;
   #port = 0;
@@ -92,6 +94,14 @@ class ScriptedModelServer extends EventEmitter implements ScriptedModel {
     this.#limits = hasRateLimits(options) ? new RateLimits(options) : undefined;
     this.#spend = options.spendCapTokens > 0 ? new SpendCap(options.spendCapTokens) : undefined;
     this.#capacity = options.maxStreams > 0 ? new StreamCapacity(options.maxStreams) : undefined;
+    this.#batches = new BatchRoutes({
+      options,
+      now: () => this.#scheduler.now(),
+      cache: this.#cache,
+      attempts: this.#attempts,
+      stats: this.#stats,
+      baseUrl: () => this.url,
+    });
     this.#server.on('request', (request, response) => this.#handle(request, response));
   }
 
@@ -155,10 +165,11 @@ class ScriptedModelServer extends EventEmitter implements ScriptedModel {
       reject(
         404,
         'not_found_error',
-        `Expected POST /v1/messages, POST /v1/messages/count_tokens, GET /v1/models or GET /v1/models/{id}, got ${request.method} ${path}`,
+        `Expected POST /v1/messages, POST /v1/messages/count_tokens, GET /v1/models, GET /v1/models/{id}, POST or GET /v1/messages/batches, GET or DELETE /v1/messages/batches/{id}, POST /v1/messages/batches/{id}/cancel or GET /v1/messages/batches/{id}/results, got ${request.method} ${path}`,
       );
       return;
     }
+    if (route.kind === 'messages') this.#stats.messages++;
     const refusal = this.#options.strictAuth ? authRefusal(request.headers) : undefined;
     if (refusal !== undefined) {
       reject(refusal.status, refusal.type, refusal.message);
@@ -167,6 +178,10 @@ class ScriptedModelServer extends EventEmitter implements ScriptedModel {
     if (route.kind === 'models') {
       request.resume();
       answerModels(response, requestId, query, route.id);
+      return;
+    }
+    if (route.kind === 'batches') {
+      this.#batches.answer(request, response, requestId, route, query);
       return;
     }
     readBody(request, response, requestId, (body) => {

@@ -11,6 +11,8 @@ export interface SseEvent {
 export interface MessageIdentity {
   messageId: string;
   model: string;
+  /** `usage.service_tier`: `batch` for a message answered in a Message Batch. Default `standard`. */
+  serviceTier?: 'standard' | 'batch';
 }
 
 /** Encodes one SSE event: an `event:` line, a `data:` line, and a blank line. */
@@ -22,7 +24,10 @@ export function sseEvent(type: string, data: unknown): string {
  * The usage of a Message (message_start's and the JSON form's), in the SDK's `Usage` shape:
  * the input tokens, the cache's reads and writes with the writes split by ttl, the output.
  */
-function messageUsage(plan: MessagePlan): Record<string, unknown> {
+function messageUsage(
+  plan: MessagePlan,
+  serviceTier: MessageIdentity['serviceTier'] = 'standard',
+): Record<string, unknown> {
   const { input } = plan;
   return {
     input_tokens: input.inputTokens,
@@ -33,7 +38,7 @@ function messageUsage(plan: MessagePlan): Record<string, unknown> {
       ephemeral_1h_input_tokens: input.ephemeral1hInputTokens,
     },
     output_tokens: plan.outputTokens,
-    service_tier: 'standard',
+    service_tier: serviceTier,
   };
 }
 
@@ -170,6 +175,6 @@ export function messageJson(plan: MessagePlan, identity: MessageIdentity): strin
     content: plan.blocks.map(jsonBlock),
     stop_reason: plan.stopReason,
     stop_sequence: plan.stopSequence,
-    usage: messageUsage(plan),
+    usage: messageUsage(plan, identity.serviceTier),
   });
 }
