@@ -17,6 +17,7 @@ import {
   stringFlag,
   wholeNumberFlag,
 } from '../flags.js';
+import { LANE_FLAGS, laneOptions } from '../lane-flags.js';
 import { ModelStop, stopOf } from '../model-stop.js';
 import { note, safeLabel, shellQuote, stdout } from '../output.js';
 import {
@@ -70,6 +71,7 @@ const OWN_FLAGS: readonly CliFlag[] = [
   { flag: '--strict', help: 'refuse to start when any task line is bad' },
   { flag: '--quiet', help: 'no progress and no summary on stderr' },
   { flag: '--json', help: 'a summary object on stdout at the end' },
+  ...LANE_FLAGS,
   ...FILES_FLAGS,
   ...ESTIMATE_FLAGS,
 ];
@@ -226,6 +228,9 @@ export async function batchCommand(argv: string[]): Promise<number> {
     const logDir = engine?.keptLogDir;
     const summary = {
       type: 'summary',
+      // The lane the tasks ran in unless their line said otherwise, and the batches it made.
+      lane: prepared.options.lane ?? 'realtime',
+      ...(engine && engine.batchesCreated > 0 ? { messageBatches: engine.batchesCreated } : {}),
       tasks: tasks.length,
       skipped,
       ran: tally.settled,
@@ -257,6 +262,12 @@ export async function batchCommand(argv: string[]): Promise<number> {
     };
     if (values.json) stdout().write(`${JSON.stringify(summary)}\n`);
     if (!quiet) progress.summary(results.path, skipped, errors.length, logDir);
+    if (!quiet && summary.lane === 'batches') {
+      const saved = tally.spent.batchSavedUsd;
+      note(
+        `cohort batch: lane batches: ${engine?.batchesCreated ?? 0} Message Batch(es)${saved === undefined ? '' : `, $${saved.toFixed(4)} less than in real time`}`,
+      );
+    }
     // Cancelled tasks and those that failed for a spent quota or an unreachable provider run
     // again on resume, like the ones never started.
     const again =
@@ -348,7 +359,10 @@ function sameFileKey(file: string): string {
 async function readTasks(values: ParsedValues, source: TaskSource) {
   const { label } = source;
   // Only the agent files a task names must be good: a bad one makes those lines bad, not the run.
-  const prepared = await prepareEngine(values, { agentFileCheck: 'spawn' });
+  const prepared = await prepareEngine(values, {
+    agentFileCheck: 'spawn',
+    own: laneOptions(values),
+  });
   const timeout = timeoutFlag(values);
   const parsed = await source.read(prepared.check);
   // `--timeout` is each task's default: its line's and its agent file's win.
