@@ -1,9 +1,10 @@
-import { writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type ScriptedModel, startScriptedModel } from '../src/testing/index.js';
+import Anthropic from '@anthropic-ai/sdk';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { type ScriptedModel, type ScriptStep, startScriptedModel } from '../src/testing/index.js';
 import { readResultLines, runCli, writeTasks } from './cli-helpers.js';
-import { tempDir } from './helpers.js';
+import { scripted, TEST_TOOLS, tempDir } from './helpers.js';
 
 // `cohort batch --lane batches` as a user meets it: a real process against the scripted model's
 // Message Batches API, and the flags' refusals.
@@ -101,5 +102,82 @@ describe('cohort batch --lane', () => {
         fast: 'realtime',
       },
     );
+  });
+
+  it('after a kill -9 mid-batch, a rerun follows the batch in flight: one line per task, no step sent twice', async () => {
+    // Batches take ten minutes of the server's clock; after the kill its clock runs 10,000 times
+    // faster, so the rerun's batches end in a blink while the first run's could not.
+    let fastSince: number | undefined;
+    const clock = () =>
+      fastSince === undefined
+        ? performance.now()
+        : fastSince + (performance.now() - fastSince) * 10_000;
+    const slow = await startScriptedModel({ port: 0, batchLatencyMs: 600_000, clock });
+    try {
+      const echo = (value: string): ScriptStep => ({ calls: [{ name: 'echo', input: { value } }] });
+      const tasks = writeTasks(
+        Array.from({ length: 8 }, (_, index) =>
+          scripted(
+            [echo(`a${index}`), echo(`b${index}`), { reply: `done ${index}` }],
+            `Task ${index}.`,
+          ),
+        ),
+      );
+      const out = path.join(tempDir(), 'results.jsonl');
+      const args = [
+        'batch',
+        tasks,
+        '--out',
+        out,
+        '--base-url',
+        slow.url,
+        '--tools',
+        TEST_TOOLS,
+        '--lane',
+        'batches',
+        '--batch-poll',
+        '20ms',
+      ];
+      const first = runCli(args);
+      // The batch is created and in the journal: the run is killed before it could end.
+      await vi.waitFor(
+        () => {
+          const runDir = readFileSync(`${out}.journals`, 'utf8').trim().split('\n')[0]!;
+          const journal = readdirSync(runDir)
+            .filter((name) => name.startsWith('journal-'))
+            .map((name) => readFileSync(path.join(runDir, name), 'utf8'))
+            .join('');
+          expect(journal).toContain('"k":"batch"');
+        },
+        { timeout: 20_000, interval: 20 },
+      );
+      first.child.kill('SIGKILL');
+      expect((await first.exit).signal).toBe('SIGKILL');
+      expect(slow.stats.batchesCreated).toBe(1);
+
+      fastSince = performance.now();
+      const rerun = runCli(args);
+      expect((await rerun.exit).code).toBe(0);
+      const lines = readResultLines(out);
+      expect(lines.map((line) => line.taskId).sort()).toEqual(
+        Array.from({ length: 8 }, (_, index) => `t${index}`),
+      );
+      expect(lines.every((line) => line.outcome === 'complete')).toBe(true);
+      expect(slow.stats.messages).toBe(0);
+
+      // Every step went into exactly one batch: 8 tasks × 3 steps, no custom id twice.
+      const client = new Anthropic({ authToken: 'cohort-no-key', apiKey: null, baseURL: slow.url });
+      const sent = new Map<string, number>();
+      for await (const batch of client.messages.batches.list()) {
+        for await (const line of await client.messages.batches.results(batch.id)) {
+          sent.set(line.custom_id, (sent.get(line.custom_id) ?? 0) + 1);
+        }
+      }
+      expect(sent.size).toBe(24);
+      expect([...sent.values()].every((count) => count === 1)).toBe(true);
+      expect(slow.stats.batchRequests).toBe(24);
+    } finally {
+      await slow.close();
+    }
   });
 });

@@ -525,6 +525,18 @@ export const ENGINE_FIELDS = {
     arg: 'DURATION',
     help: `the batches lane: the first wait between polls of a batch (default ${formatDuration(DEFAULT_BATCH_POLL_MS)};\nit grows up to eight times that)`,
   }),
+  /**
+   * The batches lane: Message Batches an earlier, killed run of this work created and never read,
+   * by the custom id of each request (a `Map`; the run journal's `batch` records hold them). A
+   * step whose custom id is among them waits on that batch instead of being sent again. `cohort
+   * batch` reads them from its earlier runs' journals.
+   */
+  batchesInFlight: custom<ReadonlyMap<string, string>>(
+    'a Map of custom ids to Message Batch ids',
+    (value) =>
+      value instanceof Map &&
+      [...value].every(([key, id]) => typeof key === 'string' && typeof id === 'string'),
+  ),
   /** Prices by model (dollars per million tokens) over the built-in table, for `costUsd`. */
   prices: custom<PriceTable>('an object of model prefixes to prices', checkedBy(checkPriceTable), {
     flag: '--prices',

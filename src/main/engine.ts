@@ -12,7 +12,7 @@ import { newAgentId } from '../shared/ids.js';
 import type { LogPolicy } from '../shared/journal/policy.js';
 import { transcriptText } from '../shared/journal/reader.js';
 import { compactJournal } from '../shared/journal/retention.js';
-import { closeJournals } from '../shared/journal/writer.js';
+import { closeJournals, journalFor } from '../shared/journal/writer.js';
 import { checkOption, defined, durationMs } from '../shared/option-schema.js';
 import {
   type CacheMode,
@@ -338,6 +338,7 @@ export class Engine {
         collector: this.#batchCollector(),
         provider: childProvider,
         apiKey: carried?.apiKey,
+        name: agent.key ?? id,
       };
     } else if (this.governor) capabilities.governor = this.governor;
     if (tree) capabilities.tree = tree;
@@ -440,6 +441,13 @@ export class Engine {
       windowMs: this.#options.batchWindowMs ?? DEFAULT_BATCH_WINDOW_MS,
       pollMs: this.#options.batchPollMs ?? DEFAULT_BATCH_POLL_MS,
       warn: warner(this.#options.onWarning, 'batches'),
+      // In the run journal before its first poll: a rerun of a killed run follows it.
+      submitted: ({ batchId, endpoint, customIds }) => {
+        const segment = journalFor(this.logDir);
+        segment.append({ k: 'batch', b: batchId, at: Date.now(), url: endpoint, c: customIds });
+        return segment.flushed();
+      },
+      ...(this.#options.batchesInFlight ? { inFlight: this.#options.batchesInFlight } : {}),
     });
     return this.#collector;
   }

@@ -29,7 +29,7 @@ import {
   stopSignal,
 } from '../process.js';
 import { openResults, RERUN_CODES, type ResultsFile } from '../results/file.js';
-import { recordJournal, unfinishedTasks } from '../results/journals.js';
+import { batchesInFlight, recordJournal, unfinishedTasks } from '../results/journals.js';
 import {
   againDetail,
   changedMode,
@@ -185,6 +185,11 @@ export async function batchCommand(argv: string[]): Promise<number> {
   const todo = tasks.filter((task) => !results.done.has(task.id));
   const skipped = tasks.length - todo.length;
   // Nothing to run (all done, or no good line): start neither the model nor the pool.
+  // The batches lane: what a killed run sent and never read is followed, not sent again.
+  const batched =
+    prepared.options.lane === 'batches' || todo.some((task) => task.lane === 'batches');
+  const inFlight = batched ? await batchesInFlight(results.path) : undefined;
+  if (inFlight !== undefined && inFlight.size > 0) prepared.options.batchesInFlight = inFlight;
   const engine =
     todo.length === 0 ? undefined : (await startEngine(values, { prepared, quiet })).engine;
   // Tasks an earlier run left mid-way go on from their last committed step. A queue keeps its

@@ -28,6 +28,11 @@ const POLL_GROWTH_CAP = 8;
 /** One agent's step waiting for its batch. */
 export interface LaneStep {
   agentId: string;
+  /**
+   * What names its steps' custom ids across runs: the spawn's `key` (a batch's task), so a rerun
+   * finds the request a killed run sent; else the agent's id.
+   */
+  name: string;
   /** Its step, counted from 1: with the agent, its `custom_id`. */
   step: number;
   params: LaneParams;
@@ -72,6 +77,8 @@ interface Entry {
   /** Batches it went into. */
   calls: number;
   done: boolean;
+  /** It waits on a killed run's batch: only a success is taken from it. */
+  followed?: true;
 }
 
 /** Steps of one account (a server and a key): a batch holds one account's requests. */
@@ -94,6 +101,8 @@ export class BatchCollector {
   readonly #open = new Map<string, { account: Account; entries: Map<string, Entry> }>();
   /** Steps a rerun follows in a killed run's batches, by batch id. */
   readonly #followed = new Map<string, Map<string, Entry>>();
+  /** Steps not answered yet, by custom id: no two of them may share one. */
+  readonly #live = new Map<string, Entry>();
   readonly #closing = new AbortController();
   readonly #running = new Set<Promise<void>>();
   /** Agents in the lane: spawned and not settled. */
@@ -124,13 +133,11 @@ export class BatchCollector {
    * still to be sent is dropped, and one in a batch is answered to no one.
    */
   submit(step: LaneStep): () => void {
-    const entry: Entry = {
-      step,
-      customId: customIdOf(step.agentId, step.step),
-      retries: 0,
-      calls: 0,
-      done: false,
-    };
+    let customId = customIdOf(step.name, step.step);
+    // Two spawns given one key: the second is named by its agent id instead.
+    if (this.#live.has(customId)) customId = customIdOf(step.agentId, step.step);
+    const entry: Entry = { step, customId, retries: 0, calls: 0, done: false };
+    this.#live.set(customId, entry);
     if (this.#closing.signal.aborted) {
       this.#answer(entry, aborted('the engine is closing'));
       return () => {};
@@ -141,7 +148,7 @@ export class BatchCollector {
     else account.pending.push(entry);
     this.#consider();
     return () => {
-      entry.done = true;
+      this.#settle(entry);
       const at = account.pending.indexOf(entry);
       if (at >= 0) account.pending.splice(at, 1);
       this.#consider();
@@ -275,6 +282,7 @@ export class BatchCollector {
   /** A step of a killed run's batch: it waits on that batch, polled once for all its steps. */
   #follow(account: Account, batchId: string, entry: Entry): void {
     entry.calls++;
+    entry.followed = true;
     const followed = this.#followed.get(batchId);
     if (followed) {
       followed.set(entry.customId, entry);
@@ -347,7 +355,7 @@ export class BatchCollector {
         `Message Batch ${now.id} ended without a results_url; its steps are retried`,
       );
     } else {
-      await this.#dispatch(now, entries, account, seen);
+      await this.#dispatch(now, entries, account, seen, followed);
     }
     for (const entry of entries.values()) {
       if (!entry.done && !seen.has(entry.customId)) {
@@ -362,6 +370,7 @@ export class BatchCollector {
     entries: Map<string, Entry>,
     account: Account,
     seen: Set<string>,
+    followed: boolean,
   ): Promise<void> {
     const signal = this.#closing.signal;
     let line = 0;
@@ -380,6 +389,8 @@ export class BatchCollector {
         }
         const entry =
           typeof parsed?.custom_id === 'string' ? entries.get(parsed.custom_id) : undefined;
+        // A killed run's batch holds other steps too: those that were read then, or are no more.
+        if (entry === undefined && followed) continue;
         if (entry === undefined) {
           this.#options.warn(
             `line ${line} of Message Batch ${batch.id}'s results names a custom_id no step of it has (${JSON.stringify(String(parsed?.custom_id)).slice(0, 80)}); ignored`,
@@ -400,6 +411,14 @@ export class BatchCollector {
 
   #result(entry: Entry, result: ResultLine['result'], account: Account, batchId: string): void {
     const type = result?.type;
+    if (entry.followed && type !== 'succeeded') {
+      // What an earlier run's batch did not answer is sent again, as if it had never been sent:
+      // a step that expired or errored then may well succeed now (`--retry-failed`).
+      delete entry.followed;
+      entry.calls--;
+      account.pending.push(entry);
+      return;
+    }
     if (type === 'succeeded') {
       const turn = turnFromMessage(result?.message);
       if (turn) this.#answer(entry, { ok: true, turn, calls: entry.calls });
@@ -458,8 +477,13 @@ export class BatchCollector {
 
   #answer(entry: Entry, result: ProviderResult): void {
     if (entry.done) return;
-    entry.done = true;
+    this.#settle(entry);
     entry.step.answer(result);
+  }
+
+  #settle(entry: Entry): void {
+    entry.done = true;
+    if (this.#live.get(entry.customId) === entry) this.#live.delete(entry.customId);
   }
 
   /** Waits `ms`; false when the collector closed meanwhile. */

@@ -8,6 +8,8 @@ export interface LaneAttachment {
   provider: ProviderConfig;
   /** Its key given in code; unset, the environment's. Never journaled. */
   apiKey: string | undefined;
+  /** Its spawn's `key`, which names its steps in batches across runs; else its id. */
+  name: string;
 }
 
 /**
@@ -36,6 +38,7 @@ export class LaneChild implements Serving<'lane-submit' | 'lane-withdraw'> {
     const { id } = message;
     const withdraw = this.#attached.collector.submit({
       agentId: this.#child.id,
+      name: this.#attached.name,
       step: message.step,
       params: message.params,
       provider: this.#attached.provider,
