@@ -1,3 +1,5 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import Anthropic from '@anthropic-ai/sdk';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { EngineWarning } from '../src/index.js';
@@ -144,5 +146,105 @@ describe('the batches lane', () => {
     const closed = await client.messages.batches.retrieve(open.id);
     expect(closed.processing_status).not.toBe('in_progress');
     expect(rig.model.stats.messages).toBe(0);
+  });
+
+  it('ignores and reports a results line for an unknown custom id, and retries a step whose line was cut', async () => {
+    // The scripted model writes whole, honest results files; a server of a few lines stands in
+    // for one that does not: its first batch's file names a stranger and ends mid-line, its
+    // second answers every request.
+    const created: string[][] = [];
+    const message = (text: string) => ({
+      id: 'msg_1',
+      type: 'message',
+      role: 'assistant',
+      model: 'cohort-scripted',
+      content: [{ type: 'tool_use', id: 'toolu_1', name: 'reply', input: { result: text } }],
+      stop_reason: 'tool_use',
+      usage: { input_tokens: 10, output_tokens: 5 },
+    });
+    const server = http.createServer((request, response) => {
+      let body = '';
+      request.on('data', (chunk: Buffer) => {
+        body += chunk.toString();
+      });
+      request.on('end', () => {
+        const url = request.url ?? '';
+        const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+        const batch = (id: string) => ({
+          id,
+          type: 'message_batch',
+          processing_status: 'ended',
+          results_url: `${origin}/v1/messages/batches/${id}/results`,
+        });
+        response.setHeader('content-type', 'application/json');
+        if (request.method === 'POST' && url === '/v1/messages/batches') {
+          const ids = (JSON.parse(body) as { requests: { custom_id: string }[] }).requests.map(
+            (one) => one.custom_id,
+          );
+          created.push(ids);
+          response.end(JSON.stringify(batch(`b${created.length}`)));
+          return;
+        }
+        const results = /^\/v1\/messages\/batches\/(b\d+)\/results$/.exec(url);
+        if (results) {
+          const index = Number(results[1]!.slice(1)) - 1;
+          const ids = created[index]!;
+          const lines = ids.map((id) =>
+            JSON.stringify({ custom_id: id, result: { type: 'succeeded', message: message(id) } }),
+          );
+          if (index === 0) {
+            // A stranger's line, then the last line cut in the middle.
+            lines.splice(
+              1,
+              0,
+              JSON.stringify({ custom_id: 'stranger', result: { type: 'expired' } }),
+            );
+            const last = lines.pop()!;
+            lines.push(last.slice(0, 30));
+            response.end(lines.join('\n'));
+          } else response.end(`${lines.join('\n')}\n`);
+          return;
+        }
+        const retrieve = /^\/v1\/messages\/batches\/(b\d+)$/.exec(url);
+        if (retrieve) {
+          response.end(JSON.stringify(batch(retrieve[1]!)));
+          return;
+        }
+        response.statusCode = 404;
+        response.end('{}');
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const warnings: EngineWarning[] = [];
+      rig = await startRig(
+        {
+          lane: 'batches',
+          batchPollMs: 10,
+          onWarning: (warning) => warnings.push(warning),
+          provider: { baseURL: `http://127.0.0.1:${(server.address() as AddressInfo).port}` },
+        },
+        {},
+      );
+      const results = await Promise.all(
+        ['one', 'two', 'three'].map((title) =>
+          rig!.engine.run({ prompt: `Task ${title}.`, title }),
+        ),
+      );
+      expect(results.map((result) => result.outcome)).toEqual(['complete', 'complete', 'complete']);
+      // The first batch held all three; the one whose line was cut went again, alone.
+      expect(created.map((ids) => ids.length)).toEqual([3, 1]);
+      expect(created[1]![0]).toBe(created[0]![2]);
+      expect(results.find((result) => result.usage.providerCalls === 2)).toBeDefined();
+      expect(warnings.map((warning) => warning.code)).toEqual(['batches', 'batches']);
+      expect(warnings[0]!.message).toMatch(
+        /names a custom_id no step of it has \("stranger"\); ignored/,
+      );
+      expect(warnings[1]!.message).toMatch(
+        /is not whole JSON \(cut mid-line\?\).*its step is retried/,
+      );
+    } finally {
+      await new Promise((resolve) => server.close(resolve));
+    }
   });
 });
