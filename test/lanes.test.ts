@@ -3,8 +3,9 @@ import type { AddressInfo } from 'node:net';
 import Anthropic from '@anthropic-ai/sdk';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { EngineWarning } from '../src/index.js';
+import { batchPrice } from '../src/shared/lane/lane.js';
 import type { ScriptStep } from '../src/testing/index.js';
-import { type Rig, scripted, startRig } from './helpers.js';
+import { agentCall, type Rig, scripted, startRig, usageError } from './helpers.js';
 
 // The batches lane against the scripted model's Message Batches API over real HTTP, with real
 // worker threads: every step through batches, none through /v1/messages.
@@ -246,5 +247,60 @@ describe('the batches lane', () => {
     } finally {
       await new Promise((resolve) => server.close(resolve));
     }
+  });
+
+  it('takes the lane from a spawn, over its group, and passes it to the agents an agent spawns', async () => {
+    rig = await startRig({ maxDepth: 2, batchPollMs: 10 }, { batchLatencyMs: 5 });
+    const group = rig.engine.group({ lane: 'batches' });
+    const parent = await group.run({
+      prompt: scripted([
+        { calls: [agentCall('child', [{ reply: 'from the child' }])] },
+        { reply: 'parent done' },
+      ]),
+    });
+    expect(parent).toMatchObject({ outcome: 'complete', text: 'parent done', lane: 'batches' });
+    // The parent's 2 steps and its child's 1, all in batches; not one real-time request.
+    expect(rig.model.stats).toMatchObject({ messages: 0, batchRequests: 3 });
+    const own = await group.run({ prompt: scripted([{ reply: 'fast' }]), lane: 'realtime' });
+    expect(own.lane).toBeUndefined();
+    expect(rig.model.stats.messages).toBe(1);
+    const plain = await rig.engine.run({ prompt: scripted([{ reply: 'engine default' }]) });
+    expect(plain.lane).toBeUndefined();
+    expect(rig.model.stats.messages).toBe(2);
+  });
+
+  it('refuses a lane it does not know, and the batches lane with a queue', async () => {
+    rig = await startRig({}, {});
+    const engine = rig.engine;
+    expect(
+      usageError(() => engine.spawn({ prompt: 'x', lane: 'overnight' as 'batches' })).message,
+    ).toBe('Expected `lane` to be realtime or batches, got `overnight` (string)');
+    expect(usageError(() => engine.group({ lane: 'soon' as 'batches' })).message).toContain(
+      'Expected `group.lane` to be realtime or batches',
+    );
+    const { Engine } = await import('../src/index.js');
+    await expect(
+      Engine.start({ lane: 'batches', queue: { url: 'redis://127.0.0.1:1' } }),
+    ).rejects.toThrow('Expected `lane` to be `realtime` with `queue`');
+  });
+
+  it('prices a batch step at half of every token price, the cache multipliers on top', () => {
+    expect(batchPrice({ inputPerMTok: 3, outputPerMTok: 15 })).toEqual({
+      inputPerMTok: 1.5,
+      outputPerMTok: 7.5,
+    });
+    expect(
+      batchPrice({
+        inputPerMTok: 3,
+        outputPerMTok: 15,
+        cacheReadPerMTok: 0.3,
+        cacheWrite1hPerMTok: 6,
+      }),
+    ).toEqual({
+      inputPerMTok: 1.5,
+      outputPerMTok: 7.5,
+      cacheReadPerMTok: 0.15,
+      cacheWrite1hPerMTok: 3,
+    });
   });
 });
