@@ -150,72 +150,15 @@ describe('the batches lane', () => {
   });
 
   it('ignores and reports a results line for an unknown custom id, and retries a step whose line was cut', async () => {
-    // The scripted model writes whole, honest results files; a server of a few lines stands in
-    // for one that does not: its first batch's file names a stranger and ends mid-line, its
-    // second answers every request.
-    const created: string[][] = [];
-    const message = (text: string) => ({
-      id: 'msg_1',
-      type: 'message',
-      role: 'assistant',
-      model: 'cohort-scripted',
-      content: [{ type: 'tool_use', id: 'toolu_1', name: 'reply', input: { result: text } }],
-      stop_reason: 'tool_use',
-      usage: { input_tokens: 10, output_tokens: 5 },
+    // Its first batch's file names a stranger and ends mid-line; its second answers every request.
+    const odd = await oddBatchServer({
+      results: (index, lines) => {
+        if (index > 0) return `${lines.join('\n')}\n`;
+        lines.splice(1, 0, JSON.stringify({ custom_id: 'stranger', result: { type: 'expired' } }));
+        const last = lines.pop()!;
+        return [...lines, last.slice(0, 30)].join('\n');
+      },
     });
-    const server = http.createServer((request, response) => {
-      let body = '';
-      request.on('data', (chunk: Buffer) => {
-        body += chunk.toString();
-      });
-      request.on('end', () => {
-        const url = request.url ?? '';
-        const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-        const batch = (id: string) => ({
-          id,
-          type: 'message_batch',
-          processing_status: 'ended',
-          results_url: `${origin}/v1/messages/batches/${id}/results`,
-        });
-        response.setHeader('content-type', 'application/json');
-        if (request.method === 'POST' && url === '/v1/messages/batches') {
-          const ids = (JSON.parse(body) as { requests: { custom_id: string }[] }).requests.map(
-            (one) => one.custom_id,
-          );
-          created.push(ids);
-          response.end(JSON.stringify(batch(`b${created.length}`)));
-          return;
-        }
-        const results = /^\/v1\/messages\/batches\/(b\d+)\/results$/.exec(url);
-        if (results) {
-          const index = Number(results[1]!.slice(1)) - 1;
-          const ids = created[index]!;
-          const lines = ids.map((id) =>
-            JSON.stringify({ custom_id: id, result: { type: 'succeeded', message: message(id) } }),
-          );
-          if (index === 0) {
-            // A stranger's line, then the last line cut in the middle.
-            lines.splice(
-              1,
-              0,
-              JSON.stringify({ custom_id: 'stranger', result: { type: 'expired' } }),
-            );
-            const last = lines.pop()!;
-            lines.push(last.slice(0, 30));
-            response.end(lines.join('\n'));
-          } else response.end(`${lines.join('\n')}\n`);
-          return;
-        }
-        const retrieve = /^\/v1\/messages\/batches\/(b\d+)$/.exec(url);
-        if (retrieve) {
-          response.end(JSON.stringify(batch(retrieve[1]!)));
-          return;
-        }
-        response.statusCode = 404;
-        response.end('{}');
-      });
-    });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     try {
       const warnings: EngineWarning[] = [];
       rig = await startRig(
@@ -223,7 +166,7 @@ describe('the batches lane', () => {
           lane: 'batches',
           batchPollMs: 10,
           onWarning: (warning) => warnings.push(warning),
-          provider: { baseURL: `http://127.0.0.1:${(server.address() as AddressInfo).port}` },
+          provider: { baseURL: odd.url },
         },
         {},
       );
@@ -234,6 +177,7 @@ describe('the batches lane', () => {
       );
       expect(results.map((result) => result.outcome)).toEqual(['complete', 'complete', 'complete']);
       // The first batch held all three; the one whose line was cut went again, alone.
+      const { created } = odd;
       expect(created.map((ids) => ids.length)).toEqual([3, 1]);
       expect(created[1]![0]).toBe(created[0]![2]);
       expect(results.find((result) => result.usage.providerCalls === 2)).toBeDefined();
@@ -245,7 +189,34 @@ describe('the batches lane', () => {
         /is not whole JSON \(cut mid-line\?\).*its step is retried/,
       );
     } finally {
-      await new Promise((resolve) => server.close(resolve));
+      await odd.close();
+    }
+  });
+
+  it('splits a batch the server refuses as too large, and never asks the governor', async () => {
+    // A server that takes at most 2 requests a batch, answering 413 as the API does past 256 MB.
+    const odd = await oddBatchServer({ maxRequests: 2 });
+    try {
+      rig = await startRig(
+        {
+          lane: 'batches',
+          batchPollMs: 10,
+          provider: { baseURL: odd.url },
+          governor: { rpm: 1, maxConcurrency: 1 },
+        },
+        {},
+      );
+      const results = await Promise.all(
+        Array.from({ length: 5 }, (_, index) => rig!.engine.run({ prompt: `Task ${index}.` })),
+      );
+      expect(results.every((result) => result.outcome === 'complete')).toBe(true);
+      expect(odd.refused).toBeGreaterThan(0);
+      expect(odd.created.every((ids) => ids.length <= 2)).toBe(true);
+      expect(odd.created.flat().sort()).toEqual(results.map((result) => `${result.id}-s1`).sort());
+      // The real-time limits pace nothing of the lane: the governor never saw a request.
+      expect(rig.engine.governor?.states()).toEqual([]);
+    } finally {
+      await odd.close();
     }
   });
 
@@ -304,3 +275,87 @@ describe('the batches lane', () => {
     });
   });
 });
+
+/**
+ * A Message Batches server of a few lines, for what the scripted model never does (it writes
+ * whole, honest results files and takes any batch within the API's limits): every batch has
+ * ended when it is created, each request answered by a `reply` of its custom id; `results` may
+ * rewrite a batch's file, and `maxRequests` refuses a larger create with 413.
+ */
+async function oddBatchServer(options: {
+  results?: (index: number, lines: string[]) => string;
+  maxRequests?: number;
+}): Promise<{ url: string; created: string[][]; refused: number; close(): Promise<void> }> {
+  const created: string[][] = [];
+  let refused = 0;
+  const message = (text: string) => ({
+    id: 'msg_1',
+    type: 'message',
+    role: 'assistant',
+    model: 'cohort-scripted',
+    content: [{ type: 'tool_use', id: 'toolu_1', name: 'reply', input: { result: text } }],
+    stop_reason: 'tool_use',
+    usage: { input_tokens: 10, output_tokens: 5 },
+  });
+  const server = http.createServer((request, response) => {
+    let body = '';
+    request.on('data', (chunk: Buffer) => {
+      body += chunk.toString();
+    });
+    request.on('end', () => {
+      const url = request.url ?? '';
+      const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+      const batch = (id: string) => ({
+        id,
+        type: 'message_batch',
+        processing_status: 'ended',
+        results_url: `${origin}/v1/messages/batches/${id}/results`,
+      });
+      response.setHeader('content-type', 'application/json');
+      if (request.method === 'POST' && url === '/v1/messages/batches') {
+        const ids = (JSON.parse(body) as { requests: { custom_id: string }[] }).requests.map(
+          (one) => one.custom_id,
+        );
+        if (options.maxRequests !== undefined && ids.length > options.maxRequests) {
+          refused++;
+          response.statusCode = 413;
+          response.end(
+            JSON.stringify({
+              type: 'error',
+              error: { type: 'request_too_large', message: 'too large' },
+            }),
+          );
+          return;
+        }
+        created.push(ids);
+        response.end(JSON.stringify(batch(`b${created.length}`)));
+        return;
+      }
+      const results = /^\/v1\/messages\/batches\/(b\d+)\/results$/.exec(url);
+      if (results) {
+        const index = Number(results[1]!.slice(1)) - 1;
+        const lines = created[index]!.map((id) =>
+          JSON.stringify({ custom_id: id, result: { type: 'succeeded', message: message(id) } }),
+        );
+        response.end(options.results ? options.results(index, lines) : `${lines.join('\n')}\n`);
+        return;
+      }
+      const retrieve = /^\/v1\/messages\/batches\/(b\d+)$/.exec(url);
+      if (retrieve) {
+        response.end(JSON.stringify(batch(retrieve[1]!)));
+        return;
+      }
+      response.statusCode = 404;
+      response.end('{}');
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    created,
+    get refused() {
+      return refused;
+    },
+    close: () => new Promise((resolve) => server.close(() => resolve())),
+  };
+}

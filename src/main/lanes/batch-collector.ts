@@ -101,6 +101,11 @@ export class BatchCollector {
   readonly #open = new Map<string, { account: Account; entries: Map<string, Entry> }>();
   /** Steps a rerun follows in a killed run's batches, by batch id. */
   readonly #followed = new Map<string, Map<string, Entry>>();
+  /**
+   * Batches whose results are being read: their steps are about to be answered and to come back
+   * with their next step, so they do not count as waiting (a batch would go with the first few).
+   */
+  readonly #reading = new WeakSet<Map<string, Entry>>();
   /** Steps not answered yet, by custom id: no two of them may share one. */
   readonly #live = new Map<string, Entry>();
   readonly #closing = new AbortController();
@@ -203,8 +208,12 @@ export class BatchCollector {
       return;
     }
     let waiting = pending;
-    for (const { entries } of this.#open.values()) waiting += liveCount(entries);
-    for (const entries of this.#followed.values()) waiting += liveCount(entries);
+    for (const { entries } of this.#open.values()) {
+      if (!this.#reading.has(entries)) waiting += liveCount(entries);
+    }
+    for (const entries of this.#followed.values()) {
+      if (!this.#reading.has(entries)) waiting += liveCount(entries);
+    }
     if (waiting >= this.#members) {
       this.#flush();
       return;
@@ -355,7 +364,12 @@ export class BatchCollector {
         `Message Batch ${now.id} ended without a results_url; its steps are retried`,
       );
     } else {
-      await this.#dispatch(now, entries, account, seen, followed);
+      this.#reading.add(entries);
+      try {
+        await this.#dispatch(now, entries, account, seen, followed);
+      } finally {
+        this.#reading.delete(entries);
+      }
     }
     for (const entry of entries.values()) {
       if (!entry.done && !seen.has(entry.customId)) {
