@@ -240,6 +240,17 @@ describe('the batches lane', () => {
     expect(rig.model.stats.messages).toBe(2);
   });
 
+  it('names two live steps of one key apart: each custom id once in a batch', async () => {
+    rig = await startRig({ lane: 'batches', batchPollMs: 10 }, { batchLatencyMs: 5 });
+    const results = await Promise.all(
+      ['first', 'second'].map((text) =>
+        rig!.engine.run({ prompt: scripted([{ reply: text }]), key: 'same-task' }),
+      ),
+    );
+    expect(results.map((result) => result.text)).toEqual(['first', 'second']);
+    expect(rig.model.stats).toMatchObject({ messages: 0, batchesCreated: 1, batchRequests: 2 });
+  });
+
   it('refuses a lane it does not know, and the batches lane with a queue', async () => {
     rig = await startRig({}, {});
     const engine = rig.engine;
