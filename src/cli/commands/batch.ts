@@ -83,14 +83,15 @@ Runs one child agent per task line and appends one result line (the AgentResult 
 per task as it settles. TASKS.jsonl may be \`-\` for stdin. A task line is
   {"id", "prompt", "title"?, "system"?, "tools"?, "maxSteps"?, "model"?,
    "agent"?, "outputSchema"?, "budget"?, "patienceMs"?, "timeout"?, "cache"?, "cacheTtl"?,
-   "preamble"?}
+   "preamble"?, "lane"?}
 ("agent" names an agent file in --agents: only the files tasks name are checked, and a task
 naming a bad one is a bad line with its FILE:LINE message; "outputSchema" puts the parsed reply in "value";
 "patienceMs" is how long one of its requests may be refused 429/529 before it fails, in ms,
 over its agent file's and --patience; "timeout" is its wall-clock limit in ms from its spawn
 (past it the task is cancelled, reason timeout), over its agent file's and --timeout; "cache"
 and "cacheTtl" are over --cache and --cache-ttl;
-"preamble" is text the tasks share, a document, sent before the prompt and cached once).
+"preamble" is text the tasks share, a document, sent before the prompt and cached once;
+"lane" is over --lane: realtime, or batches for Message Batches at half the price).
 Every line is checked as the engine would check it before anything starts: a bad line is
 reported with its number and gets no result line; the good lines run (--strict refuses to start).
 
