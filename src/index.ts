@@ -54,6 +54,7 @@ export {
   JournalVersionError,
   readRun,
 } from './shared/journal/reader.js';
+export { BATCH_PRICE_FACTOR, LANES, type Lane } from './shared/lane/lane.js';
 export type { CacheMode, CacheTtl } from './shared/provider/cache.js';
 export type { ProviderConfig } from './shared/provider/config.js';
 export { clip, DEFAULT_REPLY_CAP, renderValue } from './shared/render.js';

@@ -27,7 +27,7 @@ import { type BatchTask, taskAgentOptions } from './task-lines.js';
  *
  * What is not in it does not change what the task asks or of whom: its `id` (the key the hash is
  * compared under), `title` (a label for people, never sent), `patienceMs` and `timeout` (how long
- * it may wait, not what it asks), `cache` and `cacheTtl` (prompt caching changes the bill, not
+ * it may wait, not what it asks), `cache`, `cacheTtl` and `lane` (caching and batches change the bill, not
  * the reply), where requests go (`--base-url`, `--provider`, the governor's flags), the code of
  * the tools, the workspace's files and the other agent files (what the task reads or may spawn,
  * not the task itself).

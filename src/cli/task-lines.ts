@@ -56,6 +56,8 @@ export const TASK_FIELDS = {
   cacheTtl: AGENT_FIELDS.cacheTtl,
   /** Text its siblings share, sent before the prompt and cached apart (docs/CACHING.md). */
   preamble: AGENT_FIELDS.preamble,
+  /** How its model calls are sent (`realtime` or `batches`): over `--lane` (docs/LANES.md). */
+  lane: AGENT_FIELDS.lane,
 } as const satisfies Fields;
 
 /** One line of a tasks file (an integer `id` is read as its string). */
@@ -81,6 +83,7 @@ const PROBLEM_ORDER: readonly (keyof typeof TASK_FIELDS)[] = [
   'cache',
   'cacheTtl',
   'preamble',
+  'lane',
 ];
 
 export interface TaskLineError {
@@ -151,6 +154,7 @@ export function taskAgentOptions(task: BatchTask): AgentOptions {
     cache: task.cache,
     cacheTtl: task.cacheTtl,
     preamble: task.preamble,
+    lane: task.lane,
   });
 }
 

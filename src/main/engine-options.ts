@@ -11,6 +11,7 @@ import {
   PATIENCE_MS,
 } from '../shared/governor/options.js';
 import { LOG_POLICY } from '../shared/journal/policy.js';
+import { LANE, type Lane } from '../shared/lane/lane.js';
 import {
   anyString,
   boolean,
@@ -37,6 +38,7 @@ import { checkTool } from '../shared/tools/modules.js';
 import { checkOutputSchema, type OutputSchema } from '../shared/tools/output-schema.js';
 import { DEFAULT_TOOL_TIMEOUT_MS } from '../shared/tools/tool-timeout.js';
 import type { AnyTool } from '../shared/tools/types.js';
+import { DEFAULT_BATCH_POLL_MS, DEFAULT_BATCH_WINDOW_MS } from './lanes/batch-collector.js';
 import {
   DEFAULT_AGENTS_PER_THREAD,
   DEFAULT_CANCEL_GRACE_MS,
@@ -195,6 +197,13 @@ export const AGENT_FIELDS = {
    * the engine's `governor.patienceMs` (15 minutes). Only requests the governor paces wait.
    */
   patienceMs: PATIENCE_MS,
+  /**
+   * How its model calls are sent (docs/LANES.md): `realtime`, one streamed request per step, or
+   * `batches`, its steps gathered with other agents' into Message Batches at half the price.
+   * Default: its group's, else its parent's (an agent's own agents inherit it), else the
+   * engine's. Not in queue mode.
+   */
+  lane: LANE,
   /**
    * Its wall-clock limit in ms, counted from this spawn (time spent queued for a thread
    * included). Past it the child is cancelled at once, with `cancelReason: 'timeout'`: its
@@ -492,6 +501,42 @@ export const ENGINE_FIELDS = {
   cache: CACHE,
   /** The shared prefix's cache lifetime after each use: `5m` (default) or `1h`. */
   cacheTtl: CACHE_TTL,
+  /**
+   * How every agent's model calls are sent unless a group or spawn says otherwise (default
+   * `realtime`; docs/LANES.md). `batches` gathers the steps waiting at once into Message Batches:
+   * half the price, answered when a batch ends (minutes to hours). Not with `queue`.
+   */
+  lane: LANE,
+  /**
+   * The batches lane: how long the first waiting step waits for others before its batch goes,
+   * in ms (default 10 s). A batch goes at once when every agent of the lane is waiting.
+   */
+  batchWindowMs: durationMs(1, {
+    flag: '--batch-window',
+    arg: 'DURATION',
+    help: `the batches lane: how long to gather waiting steps before a batch goes\n(default ${formatDuration(DEFAULT_BATCH_WINDOW_MS)}; at once when every agent of the lane waits)`,
+  }),
+  /**
+   * The batches lane: the first wait between two polls of a batch, in ms (default 30 s); each
+   * poll of the same batch waits longer, up to eight times this.
+   */
+  batchPollMs: durationMs(1, {
+    flag: '--batch-poll',
+    arg: 'DURATION',
+    help: `the batches lane: the first wait between polls of a batch (default ${formatDuration(DEFAULT_BATCH_POLL_MS)};\nit grows up to eight times that)`,
+  }),
+  /**
+   * The batches lane: Message Batches an earlier, killed run of this work created and never read,
+   * by the custom id of each request (a `Map`; the run journal's `batch` records hold them). A
+   * step whose custom id is among them waits on that batch instead of being sent again. `cohort
+   * batch` reads them from its earlier runs' journals.
+   */
+  batchesInFlight: custom<ReadonlyMap<string, string>>(
+    'a Map of custom ids to Message Batch ids',
+    (value) =>
+      value instanceof Map &&
+      [...value].every(([key, id]) => typeof key === 'string' && typeof id === 'string'),
+  ),
   /** Prices by model (dollars per million tokens) over the built-in table, for `costUsd`. */
   prices: custom<PriceTable>('an object of model prefixes to prices', checkedBy(checkPriceTable), {
     flag: '--prices',
@@ -512,9 +557,11 @@ export const ENGINE_FIELDS = {
 export interface EngineWarning {
   /**
    * `governor_state`: the governor's state file (`governor.state`). `journal`: the `logs` policy
-   * could not be applied to the run's journal at close (its records stay).
+   * could not be applied to the run's journal at close (its records stay). `batches`: the batches
+   * lane met something it went past (a results line for an unknown custom id, a line cut short, a
+   * batch it could not cancel).
    */
-  code: 'governor_state' | 'journal';
+  code: 'governor_state' | 'journal' | 'batches';
   /** What was expected, what was found, and what the engine does instead. Never an API key. */
   message: string;
 }
@@ -563,6 +610,8 @@ export interface SpawnContext {
   tree?: TreeLedger;
   /** Its parent's patience (`patienceMs`), which it inherits unless it has its own. */
   patienceMs?: number;
+  /** Its parent's or group's lane, which it inherits unless it has its own. */
+  lane?: Lane;
   /**
    * Its queue job's id, in queue mode (default: its agent id): a batch derives it from its task,
    * so a rerun's add of a job still in Redis is the same job, not a second run.

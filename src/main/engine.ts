@@ -12,7 +12,7 @@ import { newAgentId } from '../shared/ids.js';
 import type { LogPolicy } from '../shared/journal/policy.js';
 import { transcriptText } from '../shared/journal/reader.js';
 import { compactJournal } from '../shared/journal/retention.js';
-import { closeJournals } from '../shared/journal/writer.js';
+import { closeJournals, journalFor } from '../shared/journal/writer.js';
 import { checkOption, defined, durationMs } from '../shared/option-schema.js';
 import {
   type CacheMode,
@@ -50,6 +50,11 @@ import {
 import { type GovernorStateFile, openGovernorState } from './governor-state.js';
 import { checkGroup, Group, type GroupEngine, type GroupOptions } from './group.js';
 import { HostBridge } from './host-bridge.js';
+import {
+  BatchCollector,
+  DEFAULT_BATCH_POLL_MS,
+  DEFAULT_BATCH_WINDOW_MS,
+} from './lanes/batch-collector.js';
 import { defaultLogRoot, runFolderName } from './run-folder.js';
 import { type ChildCapabilities, capabilityFlags } from './runners/capabilities.js';
 import { type ChildHandle, ChildPool, type PoolStats } from './runners/local/pool.js';
@@ -114,6 +119,8 @@ export class Engine {
   readonly #busyGroups = new Set<Group>();
   /** What the engine gives its groups (`group`). */
   readonly #groupSide: GroupEngine;
+  /** The batches lane's collector, made at the lane's first spawn. */
+  #collector: BatchCollector | undefined;
 
   private constructor(
     options: EngineOptions,
@@ -150,6 +157,7 @@ export class Engine {
     // Everything is checked before the first worker starts: a bad option never leaves a pool
     // behind to close.
     const check = await checkEngine(options);
+    if (options.queue && options.lane === 'batches') throw queueLaneRefusal();
     // In queue mode each worker process has its own governor (docs/SCALE-OUT.md).
     const governed = options.governor?.enabled !== false && !options.queue;
     const state = governed
@@ -321,7 +329,18 @@ export class Engine {
     const onEvent = eventFilter(agent.onEvent, agent.eventTypes);
     // What main serves the child beside its run (CAPABILITIES); their flags go in its spec.
     const capabilities: ChildCapabilities = {};
-    if (this.governor) capabilities.governor = this.governor;
+    const childProvider =
+      agent.model === undefined ? provider : { ...provider, model: agent.model };
+    const lane = agent.lane ?? context.lane ?? this.#options.lane ?? 'realtime';
+    if (lane === 'batches') {
+      // The batches lane is not paced by the real-time limits: its calls never reach the governor.
+      capabilities.lane = {
+        collector: this.#batchCollector(),
+        provider: childProvider,
+        apiKey: carried?.apiKey,
+        name: agent.key ?? id,
+      };
+    } else if (this.governor) capabilities.governor = this.governor;
     if (tree) capabilities.tree = tree;
     if (trace) capabilities.trace = trace;
     // Unset fields are left out: the spec crosses threads (and queues) as it is.
@@ -332,7 +351,7 @@ export class Engine {
       depth,
       maxDepth: this.maxDepth,
       generation: context.generation ?? 0,
-      provider: agent.model === undefined ? provider : { ...provider, model: agent.model },
+      provider: childProvider,
       maxSteps: agent.maxSteps ?? this.#options.maxSteps ?? DEFAULT_MAX_STEPS,
       replyCap: this.#options.replyCap ?? DEFAULT_REPLY_CAP,
       logDir: this.logDir,
@@ -415,6 +434,29 @@ export class Engine {
     return handle as ChildHandle<T>;
   }
 
+  /** The batches lane's collector (docs/LANES.md), made when the lane is first used. */
+  #batchCollector(): BatchCollector {
+    if (this.queued) throw queueLaneRefusal();
+    this.#collector ??= new BatchCollector({
+      windowMs: this.#options.batchWindowMs ?? DEFAULT_BATCH_WINDOW_MS,
+      pollMs: this.#options.batchPollMs ?? DEFAULT_BATCH_POLL_MS,
+      warn: warner(this.#options.onWarning, 'batches'),
+      // In the run journal before its first poll: a rerun of a killed run follows it.
+      submitted: ({ batchId, endpoint, customIds }) => {
+        const segment = journalFor(this.logDir);
+        segment.append({ k: 'batch', b: batchId, at: Date.now(), url: endpoint, c: customIds });
+        return segment.flushed();
+      },
+      ...(this.#options.batchesInFlight ? { inFlight: this.#options.batchesInFlight } : {}),
+    });
+    return this.#collector;
+  }
+
+  /** Message Batches this engine created so far (the batches lane). */
+  get batchesCreated(): number {
+    return this.#collector?.batches ?? 0;
+  }
+
   /** Every signal a spawn was given, with one listener each, however many children share it. */
   readonly #signals = new SignalWatch();
 
@@ -462,6 +504,7 @@ export class Engine {
       logDirOf: () => this.logDir,
       provider: spec.provider,
       patienceMs: spec.patienceMs,
+      lane: spec.lane ?? 'realtime',
       // The child's own agents report into its parent's events when someone listens.
       ...(onEvent ? { emit: onEvent } : {}),
       ...(trace ? { traceContextOf: (span) => trace.contextOf(span) } : {}),
@@ -574,8 +617,10 @@ export class Engine {
       // Groups' queued spawns are not in the pool: they settle here, cancelled too.
       for (const group of [...this.#busyGroups]) group.cancel('shutdown');
     }
+    // The children go first: their steps are withdrawn, then the batches still open cancelled.
     this.#closing ??= this.#pool
       .close('shutdown')
+      .then(() => this.#collector?.close())
       .then(() => closeJournals())
       .then(() => this.#applyLogPolicy())
       .then(() => this.#governorState?.close())
@@ -670,5 +715,12 @@ export async function checkEngine(
       budget: options.budget,
       prices: options.prices,
     }),
+  );
+}
+
+/** The batches lane gathers steps on this process's main thread: a queue's workers are elsewhere. */
+function queueLaneRefusal(): UsageError {
+  return new UsageError(
+    "Expected `lane` to be `realtime` with `queue` (a queue's workers send their own requests), got `batches`",
   );
 }

@@ -2,6 +2,7 @@ import type { Budget } from '../shared/budget.js';
 import { checkBudget } from '../shared/budget-meter.js';
 import { expected } from '../shared/errors.js';
 import { PATIENCE_MS } from '../shared/governor/options.js';
+import { LANE } from '../shared/lane/lane.js';
 import {
   checkedBy,
   checkOptions,
@@ -48,6 +49,8 @@ export const GROUP_FIELDS = {
   timeout: durationMs(1),
   /** The default `patienceMs` of its spawns (their own, or their agent file's, win). */
   patienceMs: PATIENCE_MS,
+  /** The default `lane` of its spawns (their own, or their agent file's, win; docs/LANES.md). */
+  lane: LANE,
   /**
    * The default `context` of its spawns (their own wins), which their tools get as
    * `ToolContext.context`. Never journaled.

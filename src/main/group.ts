@@ -1,6 +1,7 @@
 import type { Budget } from '../shared/budget.js';
 import { UsageError } from '../shared/errors.js';
 import type { LogPolicy } from '../shared/journal/policy.js';
+import type { Lane } from '../shared/lane/lane.js';
 import { defined } from '../shared/option-schema.js';
 import type { ProviderConfig } from '../shared/provider/config.js';
 import {
@@ -74,6 +75,7 @@ interface Defaults {
   baseURL?: string;
   model?: string;
   patienceMs?: number;
+  lane?: Lane;
 }
 
 /**
@@ -126,6 +128,7 @@ export class Group {
       baseURL: own?.baseURL ?? above.baseURL,
       model: own?.model ?? above.model,
       patienceMs: options.patienceMs ?? above.patienceMs,
+      lane: options.lane ?? above.lane,
     });
     this.#ledger = new TreeLedger({
       budget: options.budget ?? {},
@@ -284,7 +287,7 @@ export class Group {
 
   /** What a spawn of this group is given beside its options: its defaults and its ledger. */
   #spawnContext(): SpawnContext {
-    const { context, apiKey, baseURL, model, patienceMs } = this.#defaults;
+    const { context, apiKey, baseURL, model, patienceMs, lane } = this.#defaults;
     const spawnContext: SpawnContext = { tree: this.#ledger };
     if (context !== undefined || apiKey !== undefined) {
       const inherited: Carried = {};
@@ -293,6 +296,7 @@ export class Group {
       spawnContext.inherited = inherited;
     }
     if (patienceMs !== undefined) spawnContext.patienceMs = patienceMs;
+    if (lane !== undefined) spawnContext.lane = lane;
     if (baseURL !== undefined || model !== undefined) {
       spawnContext.provider = { ...this.#engine.provider, ...defined({ baseURL, model }) };
     }

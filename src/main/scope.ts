@@ -1,5 +1,6 @@
 import type { Context } from '@opentelemetry/api';
 import type { AgentEvent } from '../shared/events.js';
+import type { Lane } from '../shared/lane/lane.js';
 import type { ProviderConfig } from '../shared/provider/config.js';
 import { type AgentResult, type CancelReason, outcomeTag } from '../shared/result.js';
 import type {
@@ -33,6 +34,8 @@ export interface ScopeOptions {
   provider?: ProviderConfig;
   /** The owner's patience (`patienceMs`), which its children inherit unless they have their own. */
   patienceMs?: number | undefined;
+  /** The owner's lane, which its children inherit. */
+  lane?: Lane | undefined;
   /**
    * Where the scope's events go: agent start and async settle and stale. Sync children stream
    * their own events here too when it is set.
@@ -281,7 +284,7 @@ export class AgentScope implements AgentSpawner {
     call: Pick<ToolContext, 'span' | 'callId'> | undefined,
   ): ChildHandle {
     const span = call?.span;
-    const { traceContextOf, tree, patienceMs, carried } = this.#options;
+    const { traceContextOf, tree, patienceMs, carried, lane } = this.#options;
     const handle = this.#options.spawn(
       {
         prompt: input.prompt,
@@ -304,6 +307,7 @@ export class AgentScope implements AgentSpawner {
         ...(traceContextOf ? { traceParent: traceContextOf(span) } : {}),
         ...(tree ? { tree } : {}),
         ...(patienceMs === undefined ? {} : { patienceMs }),
+        ...(lane === undefined ? {} : { lane }),
         ...(carried ? { inherited: carried } : {}),
       },
     );

@@ -54,6 +54,11 @@ export interface ChildSpec {
    */
   governed?: { patienceMs: number };
   /**
+   * Its model calls go through Message Batches: each is sent up the uplink to main's batch
+   * collector instead of to the provider (`lane: 'batches'`, docs/LANES.md). Unset: realtime.
+   */
+  lane?: 'batches';
+  /**
    * How long one of its requests may keep being refused (429/529) before it fails, in ms: its
    * spawn's, its agent file's, its parent's or its engine's `governor.patienceMs`. Unset, the
    * governor that admits it decides (`governed.patienceMs`; in queue mode, the worker's).

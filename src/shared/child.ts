@@ -7,6 +7,7 @@ import { AgentJournal } from './journal/agent-journal.js';
 import { keepsLog } from './journal/policy.js';
 import { transcriptText } from './journal/reader.js';
 import { historyFrom } from './journal/resume-history.js';
+import { batchPrice } from './lane/lane.js';
 import {
   type ChildInbox,
   type LoopOutcome,
@@ -17,8 +18,7 @@ import { eventSink } from './loop/event-sink.js';
 import { firstMessage } from './loop/step-request.js';
 import { defined } from './option-schema.js';
 import { priceOf, priceTable } from './prices.js';
-import type { Provider } from './provider/provider.js';
-import type { MessageParam, ToolCall } from './provider/types.js';
+import type { MessageParam, ModelClient, ToolCall } from './provider/types.js';
 import { redactEvent, redactSecrets, redactValue } from './redact.js';
 import { clip, renderValue } from './render.js';
 import { restoreTranscript } from './restore.js';
@@ -30,7 +30,7 @@ import { WORKSPACE_TOOLS } from './tools/workspace.js';
 import type { TraceSink } from './trace/types.js';
 
 export interface ChildRunDeps {
-  provider: Provider;
+  provider: ModelClient;
   /** The rate-limit governor every provider attempt asks first, when there is one. */
   gate?: Gate | undefined;
   signal: AbortSignal;
@@ -122,7 +122,9 @@ async function runLoop(run: ChildRun, deps: ChildRunDeps): Promise<AgentResult> 
     if (restored.ended) return settle(run, restored.ended);
     deps.budget?.resumeSteps?.(restored.steps);
   }
-  const price = priceOf(spec.provider.model, priceTable(spec.prices));
+  const listed = priceOf(spec.provider.model, priceTable(spec.prices));
+  // A step of the batches lane costs half of each token price (docs/LANES.md).
+  const price = listed && spec.lane === 'batches' ? batchPrice(listed) : listed;
   const messages: MessageParam[] = restored?.messages ?? [firstMessage(spec.prompt, spec.preamble)];
   // Its run's start record holds the whole transcript it goes on from: a resumed child's
   // supersedes what its dead worker wrote, including a write of that worker that lands late.
@@ -249,6 +251,7 @@ function settle(run: ChildRun, outcome: LoopOutcome): AgentResult {
     usage: run.usage,
     text: '',
     elapsedMs: Math.round(performance.now() - run.started),
+    ...(spec.lane === 'batches' ? { lane: spec.lane } : {}),
   };
   switch (outcome.kind) {
     case 'replied': {

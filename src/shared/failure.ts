@@ -17,6 +17,10 @@ export const FAILURE_CODES = [
   'bad_request',
   /** The server refused the API key (401 or 403). */
   'auth',
+  /** The batches lane: the Message Batch ended (expired) before it processed the step. */
+  'batch_expired',
+  /** The batches lane: the Message Batch holding the step was cancelled outside this engine. */
+  'batch_canceled',
   // The worker thread the agent ran on.
   /** Its worker died while this agent ran a tool, `maxCrashes` times. */
   'worker_crashed',

@@ -4,7 +4,8 @@ import type { ChildSpec } from './child-spec.js';
 import type { AgentEvent } from './events.js';
 import type { Failure } from './failure.js';
 import type { Admission, AdmitRequest, SettleReport } from './governor/types.js';
-import type { ContentBlockParam } from './provider/types.js';
+import type { MessagesBody } from './provider/transport/types.js';
+import type { ContentBlockParam, ProviderResult } from './provider/types.js';
 import type { AgentResult, CancelReason } from './result.js';
 import type { AgentInfo, AgentReceipt, AgentToolInput } from './tools/spawn-tools.js';
 import type { TraceOp, TraceSpanId } from './trace/types.js';
@@ -100,7 +101,20 @@ export type WorkerMessage =
    * text appended to transcript.jsonl or, with `replace`, its whole new content (a resume).
    */
   | { type: 'checkpoint'; replace: boolean; lines: string }
-  | GovernorRequest;
+  | GovernorRequest
+  | LaneRequest;
+
+/**
+ * Worker → main, for a child in the batches lane (`spec.lane`): a step's request goes into the
+ * next Message Batch (`lane-submit`, `params` being the request's body without `stream`), or is
+ * no longer wanted (`lane-withdraw`, the child was cancelled). `id` is the worker's own number.
+ */
+export type LaneRequest =
+  | { type: 'lane-submit'; id: number; step: number; params: LaneParams }
+  | { type: 'lane-withdraw'; id: number };
+
+/** A Messages request's body as a batch request's `params`: never streamed. */
+export type LaneParams = Omit<MessagesBody, 'stream'>;
 
 /**
  * Worker → main: the child's provider asks the rate-limit governor for admission, settles an
@@ -119,7 +133,9 @@ export type MainMessage =
   | { type: 'cancel'; reason: CancelReason }
   /** A tree budget the child belongs to is spent: it takes its last turn. */
   | { type: 'budget-spent'; which: BudgetKind }
-  | { type: 'gov-admission'; id: number; admission: Admission };
+  | { type: 'gov-admission'; id: number; admission: Admission }
+  /** A batches-lane step's answer: its batch's result as the provider's would be. */
+  | { type: 'lane-answer'; id: number; result: ProviderResult };
 
 /** Checks a child's message from a worker; anything else is ignored, never trusted. */
 export function isWorkerMessage(value: unknown): value is WorkerMessage {
@@ -151,7 +167,12 @@ export function isWorkerMessage(value: unknown): value is WorkerMessage {
     case 'gov-head':
       return typeof value.id === 'number' && isRecord(value.headers);
     case 'gov-withdraw':
+    case 'lane-withdraw':
       return typeof value.id === 'number';
+    case 'lane-submit':
+      return (
+        typeof value.id === 'number' && typeof value.step === 'number' && isRecord(value.params)
+      );
     default:
       return false;
   }
@@ -161,6 +182,7 @@ export function isMainMessage(value: unknown): value is MainMessage {
   if (!isRecord(value)) return false;
   if (value.type === 'cancel') return typeof value.reason === 'string';
   if (value.type === 'budget-spent') return typeof value.which === 'string';
+  if (value.type === 'lane-answer') return typeof value.id === 'number' && isRecord(value.result);
   return (
     value.type === 'gov-admission' && typeof value.id === 'number' && isRecord(value.admission)
   );

@@ -124,6 +124,11 @@ export interface AgentResult<T = unknown> {
   generation: number;
   usage: AgentUsage;
   /**
+   * `batches` when its model calls went through Message Batches (the `lane` option,
+   * docs/LANES.md): its `usage.costUsd` is at batch prices. Absent: the realtime lane.
+   */
+  lane?: 'batches';
+  /**
    * The machine that ran it, in queue mode (`os.hostname()` of its `cohort worker`); its
    * `logDir` is on that machine.
    */

@@ -3,6 +3,7 @@ import { BudgetMeter } from '../shared/budget-meter.js';
 import { runChild } from '../shared/child.js';
 import { RemoteGate } from '../shared/governor/remote-gate.js';
 import { closeJournals } from '../shared/journal/writer.js';
+import { RemoteLane } from '../shared/lane/remote-lane.js';
 import type { BatchEnds, ChildBatch, ChildTask, WorkerMessage } from '../shared/protocol.js';
 import type { ProviderConfig } from '../shared/provider/config.js';
 import { Provider } from '../shared/provider/provider.js';
@@ -62,6 +63,8 @@ async function runChildTask(task: ChildTask): Promise<'settled'> {
   const controller = new AbortController();
   const send = (message: WorkerMessage) => uplink.send(spec.id, message);
   const gate = spec.governed ? new RemoteGate(send, spec.governed.patienceMs) : undefined;
+  const lane =
+    spec.lane === 'batches' ? new RemoteLane(providerFor(spec.provider, apiKey), send) : undefined;
   // A meter only for a child with a budget: its own limits, or a tree's that main watches.
   const budget =
     spec.budget || spec.inTree
@@ -73,6 +76,7 @@ async function runChildTask(task: ChildTask): Promise<'settled'> {
   const trace = spec.traced ? new TraceRecorder((op) => send({ type: 'trace', op })) : undefined;
   const leave = uplink.join(spec.id, (message) => {
     if (message.type === 'gov-admission') gate?.receive(message.id, message.admission);
+    else if (message.type === 'lane-answer') lane?.receive(message.id, message.result);
     else if (message.type === 'budget-spent') budget?.treeSpent(message.which);
     else if (!controller.signal.aborted) controller.abort(message.reason satisfies CancelReason);
   });
@@ -80,7 +84,7 @@ async function runChildTask(task: ChildTask): Promise<'settled'> {
   live++;
   try {
     const result = await runChild(spec, {
-      provider: providerFor(spec.provider, apiKey),
+      provider: lane ?? providerFor(spec.provider, apiKey),
       gate,
       signal: controller.signal,
       emit: (event) => send({ type: 'event', event }),
@@ -111,6 +115,7 @@ async function runChildTask(task: ChildTask): Promise<'settled'> {
     uplink.flush();
     leave();
     gate?.close();
+    lane?.close();
     budget?.close();
     bridge?.release();
     // The thread's last child: its journal descriptors close before the task ends, so a thread

@@ -17,6 +17,7 @@ import {
   stringFlag,
   wholeNumberFlag,
 } from '../flags.js';
+import { LANE_FLAGS, laneOptions } from '../lane-flags.js';
 import { ModelStop, stopOf } from '../model-stop.js';
 import { note, safeLabel, shellQuote, stdout } from '../output.js';
 import {
@@ -28,7 +29,7 @@ import {
   stopSignal,
 } from '../process.js';
 import { openResults, RERUN_CODES, type ResultsFile } from '../results/file.js';
-import { recordJournal, unfinishedTasks } from '../results/journals.js';
+import { batchesInFlight, recordJournal, unfinishedTasks } from '../results/journals.js';
 import {
   againDetail,
   changedMode,
@@ -70,6 +71,7 @@ const OWN_FLAGS: readonly CliFlag[] = [
   { flag: '--strict', help: 'refuse to start when any task line is bad' },
   { flag: '--quiet', help: 'no progress and no summary on stderr' },
   { flag: '--json', help: 'a summary object on stdout at the end' },
+  ...LANE_FLAGS,
   ...FILES_FLAGS,
   ...ESTIMATE_FLAGS,
 ];
@@ -81,14 +83,15 @@ Runs one child agent per task line and appends one result line (the AgentResult 
 per task as it settles. TASKS.jsonl may be \`-\` for stdin. A task line is
   {"id", "prompt", "title"?, "system"?, "tools"?, "maxSteps"?, "model"?,
    "agent"?, "outputSchema"?, "budget"?, "patienceMs"?, "timeout"?, "cache"?, "cacheTtl"?,
-   "preamble"?}
+   "preamble"?, "lane"?}
 ("agent" names an agent file in --agents: only the files tasks name are checked, and a task
 naming a bad one is a bad line with its FILE:LINE message; "outputSchema" puts the parsed reply in "value";
 "patienceMs" is how long one of its requests may be refused 429/529 before it fails, in ms,
 over its agent file's and --patience; "timeout" is its wall-clock limit in ms from its spawn
 (past it the task is cancelled, reason timeout), over its agent file's and --timeout; "cache"
 and "cacheTtl" are over --cache and --cache-ttl;
-"preamble" is text the tasks share, a document, sent before the prompt and cached once).
+"preamble" is text the tasks share, a document, sent before the prompt and cached once;
+"lane" is over --lane: realtime, or batches for Message Batches at half the price).
 Every line is checked as the engine would check it before anything starts: a bad line is
 reported with its number and gets no result line; the good lines run (--strict refuses to start).
 
@@ -183,6 +186,11 @@ export async function batchCommand(argv: string[]): Promise<number> {
   const todo = tasks.filter((task) => !results.done.has(task.id));
   const skipped = tasks.length - todo.length;
   // Nothing to run (all done, or no good line): start neither the model nor the pool.
+  // The batches lane: what a killed run sent and never read is followed, not sent again.
+  const batched =
+    prepared.options.lane === 'batches' || todo.some((task) => task.lane === 'batches');
+  const inFlight = batched ? await batchesInFlight(results.path) : undefined;
+  if (inFlight !== undefined && inFlight.size > 0) prepared.options.batchesInFlight = inFlight;
   const engine =
     todo.length === 0 ? undefined : (await startEngine(values, { prepared, quiet })).engine;
   // Tasks an earlier run left mid-way go on from their last committed step. A queue keeps its
@@ -226,6 +234,9 @@ export async function batchCommand(argv: string[]): Promise<number> {
     const logDir = engine?.keptLogDir;
     const summary = {
       type: 'summary',
+      // The lane the tasks ran in unless their line said otherwise, and the batches it made.
+      lane: prepared.options.lane ?? 'realtime',
+      ...(engine && engine.batchesCreated > 0 ? { messageBatches: engine.batchesCreated } : {}),
       tasks: tasks.length,
       skipped,
       ran: tally.settled,
@@ -257,6 +268,12 @@ export async function batchCommand(argv: string[]): Promise<number> {
     };
     if (values.json) stdout().write(`${JSON.stringify(summary)}\n`);
     if (!quiet) progress.summary(results.path, skipped, errors.length, logDir);
+    if (!quiet && summary.lane === 'batches') {
+      const saved = tally.spent.batchSavedUsd;
+      note(
+        `cohort batch: lane batches: ${engine?.batchesCreated ?? 0} Message Batch(es)${saved === undefined ? '' : `, $${saved.toFixed(4)} less than in real time`}`,
+      );
+    }
     // Cancelled tasks and those that failed for a spent quota or an unreachable provider run
     // again on resume, like the ones never started.
     const again =
@@ -348,7 +365,10 @@ function sameFileKey(file: string): string {
 async function readTasks(values: ParsedValues, source: TaskSource) {
   const { label } = source;
   // Only the agent files a task names must be good: a bad one makes those lines bad, not the run.
-  const prepared = await prepareEngine(values, { agentFileCheck: 'spawn' });
+  const prepared = await prepareEngine(values, {
+    agentFileCheck: 'spawn',
+    own: laneOptions(values),
+  });
   const timeout = timeoutFlag(values);
   const parsed = await source.read(prepared.check);
   // `--timeout` is each task's default: its line's and its agent file's win.

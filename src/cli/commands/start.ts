@@ -40,11 +40,17 @@ export interface PreparedEngine {
  */
 export async function prepareEngine(
   values: ParsedValues,
-  options: { workspace?: string | undefined; agentFileCheck?: AgentFileCheck } = {},
+  options: {
+    workspace?: string | undefined;
+    agentFileCheck?: AgentFileCheck;
+    /** Engine options a command's own flags set (`batch --lane`). */
+    own?: EngineOptions;
+  } = {},
 ): Promise<PreparedEngine> {
   const engineOptions = {
     ...engineOptionsFrom(values, options),
     ...defined({ agentFileCheck: options.agentFileCheck }),
+    ...options.own,
   };
   const choice = chooseProvider(values);
   checkCliTracing(tracingFlags(values));

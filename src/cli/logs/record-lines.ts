@@ -18,6 +18,10 @@ export class RecordLines {
     switch (record.k) {
       case 'segment':
         return undefined;
+      case 'batch':
+        return safeLabel(
+          `${new Date(record.at).toISOString()} Message Batch ${record.b} created with ${record.c.length} step(s)`,
+        );
       case 'start': {
         const title = record.meta.title;
         if (typeof title === 'string') this.#titles.set(record.a, title);

@@ -5,9 +5,47 @@
  * is about to run (their start records carry the task's journal key as `meta.key`).
  */
 import { appendFileSync, readFileSync } from 'node:fs';
-import { type AgentHistory, readRun } from '../../shared/journal/reader.js';
+import {
+  type AgentHistory,
+  readRun,
+  readSegment,
+  segmentFiles,
+} from '../../shared/journal/reader.js';
 import type { MessageParam } from '../../shared/provider/types.js';
 import { INTERRUPTED } from './file.js';
+
+/** The run folders `<out>.journals` lists, oldest first, each once; none without the file. */
+function runFolders(out: string): string[] {
+  try {
+    const listed = readFileSync(journalsFile(out), 'utf8')
+      .split('\n')
+      .filter((line) => line.trim() !== '');
+    return [...new Set(listed)];
+  } catch {
+    return [];
+  }
+}
+
+/**
+ * The Message Batches earlier runs of this batch created (the batches lane's `batch` records), by
+ * the custom id of each request: the newest batch that holds it. A rerun follows these instead of
+ * sending a step a killed run sent already (`batchesInFlight`, docs/LANES.md).
+ */
+export async function batchesInFlight(out: string): Promise<Map<string, string>> {
+  const found = new Map<string, string>();
+  for (const runDir of runFolders(out)) {
+    for (const file of await segmentFiles(runDir)) {
+      try {
+        for (const batch of (await readSegment(file)).batches) {
+          for (const customId of batch.c) found.set(customId, batch.b);
+        }
+      } catch {
+        // Another version's segment, or unreadable: its steps are sent again.
+      }
+    }
+  }
+  return found;
+}
 
 /** The side file that lists the run folders of the batch writing `out`. */
 export function journalsFile(out: string): string {

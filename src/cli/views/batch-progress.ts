@@ -2,6 +2,7 @@ import cliProgress from 'cli-progress';
 import { clockText } from '../../shared/duration.js';
 import type { AgentEvent } from '../../shared/events.js';
 import type { GovernorState } from '../../shared/governor/types.js';
+import { BATCH_PRICE_FACTOR } from '../../shared/lane/lane.js';
 import { type AgentOutcome, type AgentResult, emptyOutcomeCounts } from '../../shared/result.js';
 import { note, safeLabel, stderr } from '../output.js';
 import { describeGovernor, describeGovernorShort } from './governor-view.js';
@@ -43,6 +44,11 @@ export interface BatchSpent {
   cacheHitPercent?: number;
   /** The sum of the results' `usage.cacheSavedUsd`; only when one of them had it. */
   cacheSavedUsd?: number;
+  /**
+   * What the tasks of the batches lane (`lane: 'batches'` on their result) would have cost more
+   * in real time: their `costUsd` was at half price. Only when one of them was priced.
+   */
+  batchSavedUsd?: number;
 }
 
 /** What a batch has seen: outcomes, failures by code, and which agents are waiting on a retry. */
@@ -111,6 +117,10 @@ export class BatchTally {
     if (usage.costUsd !== undefined) {
       spent.costUsd += usage.costUsd;
       spent.priced++;
+      if (result.lane === 'batches') {
+        spent.batchSavedUsd =
+          (spent.batchSavedUsd ?? 0) + usage.costUsd * (1 / BATCH_PRICE_FACTOR - 1);
+      }
     }
     if (usage.cacheSavedUsd !== undefined) {
       spent.cacheSavedUsd = (spent.cacheSavedUsd ?? 0) + usage.cacheSavedUsd;
@@ -411,5 +421,9 @@ export function describeSpend(spent: BatchSpent, settled: number): string {
   const hit = cacheHitPercent(spent);
   const saved = spent.cacheSavedUsd === undefined ? '' : `, ${describeSaving(spent.cacheSavedUsd)}`;
   const cache = hit === undefined ? '' : `; cache hit ${hit.toFixed(1)}%${saved}`;
-  return `${input} + ${count(spent.outputTokens)} output tokens, ${spent.steps} steps, ${dollars}${cache}${budget}`;
+  const batches =
+    spent.batchSavedUsd === undefined
+      ? ''
+      : `; the batches lane saved $${spent.batchSavedUsd.toFixed(4)}`;
+  return `${input} + ${count(spent.outputTokens)} output tokens, ${spent.steps} steps, ${dollars}${cache}${batches}${budget}`;
 }

@@ -2,6 +2,7 @@ import type { ChildSpec } from '../../shared/child-spec.js';
 import type { Governor } from '../../shared/governor/governor.js';
 import type { MainMessage, WorkerMessage } from '../../shared/protocol.js';
 import type { AgentResult } from '../../shared/result.js';
+import { type LaneAttachment, LaneChild } from '../lanes/lane-child.js';
 import type { ChildTrace } from '../tracing/agent-trace.js';
 import { type TreeLedger, TreeMember } from '../tree-budget.js';
 import { GovernedChild } from './local/governor-link.js';
@@ -98,6 +99,12 @@ export const CAPABILITIES = {
     flag: (governor) => ({ governed: { patienceMs: governor.patienceMs } }),
     kinds: ['gov-admit', 'gov-head', 'gov-settle', 'gov-withdraw'],
     serve: (governor, child) => new GovernedChild(governor, child),
+  }),
+  /** Its model calls go into the engine's Message Batches (the batches lane, docs/LANES.md). */
+  lane: capability<LaneAttachment, 'lane-submit' | 'lane-withdraw'>({
+    flag: () => ({ lane: 'batches' }),
+    kinds: ['lane-submit', 'lane-withdraw'],
+    serve: (attached, child) => new LaneChild(attached, child),
   }),
 };
 

@@ -53,8 +53,23 @@ export interface ResultRecord {
   r: AgentResult;
 }
 
+/**
+ * A Message Batch the batches lane created (docs/LANES.md), written before it is polled: a rerun
+ * of a killed run follows the batch for these custom ids instead of sending their steps again.
+ */
+export interface BatchRecord {
+  k: 'batch';
+  /** The batch's id. */
+  b: string;
+  at: number;
+  /** The server it was created on, without credentials. */
+  url: string;
+  /** The custom ids of its requests: each an agent's (or a task's) step. */
+  c: string[];
+}
+
 export type AgentRecord = StartRecord | StepRecord | ResultRecord;
-export type JournalRecord = SegmentRecord | AgentRecord;
+export type JournalRecord = SegmentRecord | AgentRecord | BatchRecord;
 
 /** A segment's file name: `journal-<pid>-<thread>.jsonl`. */
 export function segmentName(pid: number, thread: string): string {

@@ -9,6 +9,7 @@ import type { MessageParam } from '../provider/types.js';
 import type { AgentResult } from '../result.js';
 import {
   type AgentRecord,
+  type BatchRecord,
   isSegmentName,
   JOURNAL_VERSION,
   type JournalRecord,
@@ -20,6 +21,8 @@ export interface SegmentContent {
   file: string;
   header: SegmentRecord | undefined;
   records: AgentRecord[];
+  /** The Message Batches the batches lane created, in the order they were. */
+  batches: BatchRecord[];
   /** Agents named by a line that did not parse, in the middle of the segment. */
   corrupt: Set<string>;
   /** A line that did not parse and names no agent. */
@@ -44,6 +47,7 @@ export function parseSegment(file: string, text: string): SegmentContent {
     file,
     header: undefined,
     records: [],
+    batches: [],
     corrupt: new Set(),
     unattributed: 0,
   };
@@ -67,6 +71,8 @@ export function parseSegment(file: string, text: string): SegmentContent {
       content.header ??= record;
     } else if (record.k === 'start' || record.k === 'step' || record.k === 'result') {
       content.records.push(record);
+    } else if (record.k === 'batch' && Array.isArray(record.c)) {
+      content.batches.push(record);
     }
   }
   return content;

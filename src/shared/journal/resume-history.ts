@@ -57,6 +57,7 @@ export async function historyFrom(
             file: filed.file,
             header: undefined,
             records: filed.byAgent.get(id) ?? [],
+            batches: [],
             corrupt: filed.corrupt.has(id) ? new Set([id]) : new Set<string>(),
             unattributed: 0,
           },

@@ -5,10 +5,10 @@ import type { Failure } from '../failure.js';
 import type { Gate } from '../governor/types.js';
 import { defined } from '../option-schema.js';
 import type { CacheSettings } from '../provider/cache.js';
-import type { Provider } from '../provider/provider.js';
 import {
   type ContentBlockParam,
   type MessageParam,
+  type ModelClient,
   noUsage,
   type ProviderUsage,
   type ToolCall,
@@ -85,7 +85,7 @@ export interface LoopOptions {
   messages: MessageParam[];
   /** The tools advertised to this agent, `reply` excluded (the loop adds it for children). */
   tools: ReadonlyMap<string, AnyTool>;
-  provider: Provider;
+  provider: ModelClient;
   /** The rate-limit governor every provider attempt asks first, when there is one. */
   gate?: Gate | undefined;
   /**

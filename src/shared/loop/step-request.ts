@@ -93,6 +93,7 @@ export async function request(
       }),
       {
         signal: options.signal,
+        step,
         // A later step of a running agent goes before new agents: it finishes work under way.
         ...(options.gate ? { gate: options.gate, priority: step > 1 } : {}),
         ...(options.patienceMs === undefined ? {} : { patienceMs: options.patienceMs }),

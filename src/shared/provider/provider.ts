@@ -27,6 +27,7 @@ import {
   type AssistantTurn,
   addUsage,
   type CompleteOptions,
+  type ModelClient,
   noUsage,
   type ProviderError,
   type ProviderRequest,
@@ -52,7 +53,7 @@ type AttemptOutcome =
  * attempt has its own AbortController linked to the caller's signal, so aborting one request
  * never aborts another.
  */
-export class Provider {
+export class Provider implements ModelClient {
   readonly config: ProviderConfig;
   readonly #transport: Transport;
   /** The request URL as messages show it: no credentials, no query. */
@@ -309,6 +310,18 @@ export class Provider {
       if (idleTimer) clearTimeout(idleTimer);
       options.signal.removeEventListener('abort', onAbort);
     }
+  }
+
+  /**
+   * The request as a Message Batch request's `params`: the body a streamed attempt would send,
+   * breakpoints in place when caching, without `stream` (a request in a batch cannot stream).
+   */
+  batchParams(request: ProviderRequest): Omit<MessagesBody, 'stream'> {
+    const model = request.model ?? this.config.model;
+    const cache =
+      request.cache?.mode === 'auto' ? planCache(request, model, request.cache.ttl) : undefined;
+    const { stream: _stream, ...params } = this.#body(request, cache);
+    return params;
   }
 
   /** The request as sent: the same body for every attempt, breakpoints in place when caching. */

@@ -24,6 +24,10 @@ export type ProviderErrorCode =
   | 'bad_response'
   | 'bad_request'
   | 'auth'
+  /** A Message Batch ended before it processed the request (24 hours, or the provider's word). */
+  | 'batch_expired'
+  /** The Message Batch holding the request was cancelled by someone else than this engine. */
+  | 'batch_canceled'
   | 'aborted';
 
 export interface ProviderError {
@@ -124,8 +128,18 @@ export type ProviderResult =
   | { ok: true; turn: AssistantTurn; calls: number }
   | { ok: false; error: ProviderError; calls: number; usage: ProviderUsage };
 
+/**
+ * What the agent loop asks its model calls of: a `Provider` (the realtime lane), or a batches
+ * lane's client, which hands each request to main's batch collector. The loop does not know which.
+ */
+export interface ModelClient {
+  complete(request: ProviderRequest, options: CompleteOptions): Promise<ProviderResult>;
+}
+
 export interface CompleteOptions {
   signal: AbortSignal;
+  /** The agent's step this request is, counted from 1: a batch request's id names it. */
+  step?: number;
   /** The rate-limit governor each attempt asks first; none means every attempt goes at once. */
   gate?: Gate | undefined;
   /** A later step of a running agent: the governor lets it go before new agents. */

@@ -31,6 +31,7 @@ const LINE_FIELDS = {
   usage: true,
   host: true,
   worker: true,
+  lane: true,
 } as const satisfies Record<keyof BatchResultLine, true>;
 
 const USAGE_FIELDS = {

@@ -1,0 +1,605 @@
+import { delay } from 'abort-controller-x';
+import { customIdOf } from '../../shared/lane/lane.js';
+import type { LaneParams } from '../../shared/protocol.js';
+import type { ProviderConfig } from '../../shared/provider/config.js';
+import { turnFromMessage } from '../../shared/provider/message-turn.js';
+import { backoffMs } from '../../shared/provider/retry.js';
+import {
+  noUsage,
+  type ProviderError,
+  type ProviderErrorCode,
+  type ProviderResult,
+} from '../../shared/provider/types.js';
+import { BatchApi, BatchApiError, type BatchRequest, type MessageBatch } from './batch-api.js';
+
+/** The API's limits of one batch: requests, and bytes of the create's body. */
+export const MAX_BATCH_REQUESTS = 100_000;
+export const MAX_BATCH_BYTES = 256 * 1024 * 1024;
+/** What a chunk's estimate keeps clear of the byte limit: the envelope, escapes. */
+const BYTE_MARGIN = 1024 * 1024;
+
+/** How long the collector waits for more steps after the first one waits (default). */
+export const DEFAULT_BATCH_WINDOW_MS = 10_000;
+/** The first wait between two polls of a batch (default); it grows to `POLL_GROWTH_CAP` times. */
+export const DEFAULT_BATCH_POLL_MS = 30_000;
+const POLL_GROWTH = 1.5;
+const POLL_GROWTH_CAP = 8;
+
+/** One agent's step waiting for its batch. */
+export interface LaneStep {
+  agentId: string;
+  /**
+   * What names its steps' custom ids across runs: the spawn's `key` (a batch's task), so a rerun
+   * finds the request a killed run sent; else the agent's id.
+   */
+  name: string;
+  /** Its step, counted from 1: with the agent, its `custom_id`. */
+  step: number;
+  params: LaneParams;
+  /** The child's provider settings: its server, its headers, its retries. */
+  provider: ProviderConfig;
+  /** Its key given in code; unset, the environment's. */
+  apiKey: string | undefined;
+  /** Called once with the step's result, unless it was withdrawn first. */
+  answer(result: ProviderResult): void;
+}
+
+/** A batch submitted: what the run journal keeps, before its polling starts. */
+export interface SubmittedBatch {
+  batchId: string;
+  /** Its server (without credentials), so a rerun asks the same one. */
+  endpoint: string;
+  customIds: string[];
+}
+
+export interface BatchCollectorOptions {
+  /** How long to gather after the first step waits, when not every agent of the lane waits. */
+  windowMs: number;
+  /** The first wait between polls of a batch. */
+  pollMs: number;
+  /** Something the collector met and went on past (an unknown custom id, a cut results line). */
+  warn(message: string): void;
+  /** A batch was created: called, and awaited, before it is polled (the run journal). */
+  submitted?(batch: SubmittedBatch): Promise<void> | void;
+  /**
+   * Batches a killed run submitted and never read, by custom id: a step whose id is among them
+   * follows that batch instead of being sent again.
+   */
+  inFlight?: ReadonlyMap<string, string>;
+}
+
+/** A step in the collector, from its submit to its answer. */
+interface Entry {
+  step: LaneStep;
+  customId: string;
+  /** Batches it went into that did not answer it: counted against the provider's retries. */
+  retries: number;
+  /** Batches it went into. */
+  calls: number;
+  done: boolean;
+  /** It waits on a killed run's batch: only a success is taken from it. */
+  followed?: true;
+}
+
+/** Steps of one account (a server and a key): a batch holds one account's requests. */
+interface Account {
+  api: BatchApi;
+  pending: Entry[];
+}
+
+/**
+ * The batches lane's main-thread half, one per engine: it gathers the steps its agents wait on
+ * into Message Batches, polls each batch until it has ended, and hands each result back to its
+ * agent as that step's response (docs/LANES.md). A batch goes when every agent of the lane is
+ * waiting on one (none can add a step), or `windowMs` after the first step waited; it holds at
+ * most the API's 100,000 requests and 256 MB. Nothing here paces by the real-time rate limits.
+ */
+export class BatchCollector {
+  readonly #options: BatchCollectorOptions;
+  readonly #accounts = new Map<string, Account>();
+  /** Open batches, by id, with their steps not yet answered. */
+  readonly #open = new Map<string, { account: Account; entries: Map<string, Entry> }>();
+  /** Steps a rerun follows in a killed run's batches, by batch id. */
+  readonly #followed = new Map<string, Map<string, Entry>>();
+  /**
+   * Batches whose results are being read: their steps are about to be answered and to come back
+   * with their next step, so they do not count as waiting (a batch would go with the first few).
+   */
+  readonly #reading = new WeakSet<Map<string, Entry>>();
+  /** Steps not answered yet, by custom id: no two of them may share one. */
+  readonly #live = new Map<string, Entry>();
+  readonly #closing = new AbortController();
+  readonly #running = new Set<Promise<void>>();
+  /** Agents in the lane: spawned and not settled. */
+  #members = 0;
+  #timer: NodeJS.Timeout | undefined;
+
+  constructor(options: BatchCollectorOptions) {
+    this.#options = options;
+  }
+
+  /** Batches created so far, for a summary and tests. */
+  batches = 0;
+
+  /** An agent joins the lane; the function it gets back is its leave (when it settles). */
+  join(): () => void {
+    this.#members++;
+    let left = false;
+    return () => {
+      if (left) return;
+      left = true;
+      this.#members--;
+      this.#consider();
+    };
+  }
+
+  /**
+   * A step waits for the next batch. Returns its withdraw: the agent was cancelled, so a step
+   * still to be sent is dropped, and one in a batch is answered to no one.
+   */
+  submit(step: LaneStep): () => void {
+    let customId = customIdOf(step.name, step.step);
+    // Two spawns given one key: the second is named by its agent id instead.
+    if (this.#live.has(customId)) customId = customIdOf(step.agentId, step.step);
+    const entry: Entry = { step, customId, retries: 0, calls: 0, done: false };
+    this.#live.set(customId, entry);
+    if (this.#closing.signal.aborted) {
+      this.#answer(entry, aborted('the engine is closing'));
+      return () => {};
+    }
+    const account = this.#account(step.provider, step.apiKey);
+    const journaled = this.#options.inFlight?.get(entry.customId);
+    if (journaled !== undefined) this.#follow(account, journaled, entry);
+    else account.pending.push(entry);
+    this.#consider();
+    return () => {
+      this.#settle(entry);
+      const at = account.pending.indexOf(entry);
+      if (at >= 0) account.pending.splice(at, 1);
+      this.#consider();
+    };
+  }
+
+  /**
+   * Stops: open batches are cancelled (their steps answered `aborted`), waiting steps answered
+   * `aborted`, and the collector's connections closed.
+   */
+  async close(): Promise<void> {
+    if (this.#timer) clearTimeout(this.#timer);
+    this.#timer = undefined;
+    this.#closing.abort('shutdown');
+    for (const account of this.#accounts.values()) {
+      for (const entry of account.pending.splice(0)) this.#answer(entry, aborted('shutdown'));
+    }
+    const cancels = [...this.#open].map(async ([id, { account, entries }]) => {
+      for (const entry of entries.values()) this.#answer(entry, aborted('shutdown'));
+      try {
+        await account.api.cancel(id, AbortSignal.timeout(10_000));
+      } catch (error) {
+        this.#options.warn(`could not cancel Message Batch ${id}: ${messageOf(error)}`);
+      }
+    });
+    await Promise.all([...cancels, ...this.#running]);
+    await Promise.all([...this.#accounts.values()].map((account) => account.api.close()));
+  }
+
+  #account(provider: ProviderConfig, apiKey: string | undefined): Account {
+    // Requests of one server, key and headers may share a batch: the key itself stays in memory.
+    const key = JSON.stringify([
+      provider.baseURL ?? null,
+      provider.headers ?? null,
+      apiKey ?? null,
+    ]);
+    let account = this.#accounts.get(key);
+    if (!account) {
+      account = { api: new BatchApi(provider, apiKey), pending: [] };
+      this.#accounts.set(key, account);
+    }
+    return account;
+  }
+
+  /** Sends what waits when no agent of the lane can add a step, else after the window. */
+  #consider(): void {
+    let pending = 0;
+    for (const account of this.#accounts.values()) pending += account.pending.length;
+    if (pending === 0) {
+      if (this.#timer) clearTimeout(this.#timer);
+      this.#timer = undefined;
+      return;
+    }
+    let waiting = pending;
+    for (const { entries } of this.#open.values()) {
+      if (!this.#reading.has(entries)) waiting += liveCount(entries);
+    }
+    for (const entries of this.#followed.values()) {
+      if (!this.#reading.has(entries)) waiting += liveCount(entries);
+    }
+    if (waiting >= this.#members) {
+      this.#flush();
+      return;
+    }
+    this.#timer ??= setTimeout(() => this.#flush(), this.#options.windowMs);
+  }
+
+  #flush(): void {
+    if (this.#timer) clearTimeout(this.#timer);
+    this.#timer = undefined;
+    for (const account of this.#accounts.values()) {
+      const entries = account.pending.splice(0);
+      for (const chunk of chunks(entries)) this.#track(this.#run(account, chunk));
+    }
+  }
+
+  #track(work: Promise<void>): void {
+    const running = work.catch((error: unknown) => {
+      this.#options.warn(`the batches lane failed: ${messageOf(error)}`);
+    });
+    this.#running.add(running);
+    void running.finally(() => this.#running.delete(running));
+  }
+
+  /** One batch: created (with retries), journaled, polled to its end, its results dispatched. */
+  async #run(account: Account, chunk: Entry[]): Promise<void> {
+    const signal = this.#closing.signal;
+    const requests: BatchRequest[] = chunk.map((entry) => ({
+      custom_id: entry.customId,
+      params: entry.step.params,
+    }));
+    const config = chunk[0]!.step.provider;
+    let batch: MessageBatch | undefined;
+    for (let attempt = 0; batch === undefined; attempt++) {
+      try {
+        batch = await account.api.create(requests, signal);
+      } catch (error) {
+        if (signal.aborted) return;
+        if (error instanceof BatchApiError && error.status === 413 && chunk.length > 1) {
+          // Larger than the server takes: each half goes on its own.
+          const half = Math.ceil(chunk.length / 2);
+          await Promise.all([
+            this.#run(account, chunk.slice(0, half)),
+            this.#run(account, chunk.slice(half)),
+          ]);
+          return;
+        }
+        const retry = error instanceof BatchApiError ? error.retry : false;
+        if (!retry || attempt >= config.maxRetries) {
+          const failure = createFailure(error, attempt + 1);
+          for (const entry of chunk) this.#answer(entry, { ...failure, calls: entry.calls + 1 });
+          this.#consider();
+          return;
+        }
+        if (!(await this.#wait(backoff(config, attempt), signal))) return;
+      }
+    }
+    this.batches++;
+    for (const entry of chunk) entry.calls++;
+    const entries = new Map(chunk.map((entry) => [entry.customId, entry]));
+    this.#open.set(batch.id, { account, entries });
+    try {
+      await this.#options.submitted?.({
+        batchId: batch.id,
+        endpoint: account.api.endpoint,
+        customIds: [...entries.keys()],
+      });
+      await this.#finish(account, batch, entries);
+    } finally {
+      this.#open.delete(batch.id);
+      this.#consider();
+    }
+  }
+
+  /** A step of a killed run's batch: it waits on that batch, polled once for all its steps. */
+  #follow(account: Account, batchId: string, entry: Entry): void {
+    entry.calls++;
+    entry.followed = true;
+    const followed = this.#followed.get(batchId);
+    if (followed) {
+      followed.set(entry.customId, entry);
+      return;
+    }
+    const entries = new Map([[entry.customId, entry]]);
+    this.#followed.set(batchId, entries);
+    this.#track(
+      this.#finish(
+        account,
+        { id: batchId, processing_status: 'in_progress', results_url: null },
+        entries,
+        true,
+      ).finally(() => {
+        this.#followed.delete(batchId);
+        this.#consider();
+      }),
+    );
+  }
+
+  /** Polls `batch` until it has ended, then dispatches its results to `entries`. */
+  async #finish(
+    account: Account,
+    batch: MessageBatch,
+    entries: Map<string, Entry>,
+    followed = false,
+  ): Promise<void> {
+    const signal = this.#closing.signal;
+    const config = [...entries.values()][0]!.step.provider;
+    let interval = this.#options.pollMs;
+    let failures = 0;
+    let now = batch;
+    // A killed run's batch is read at once: it may have ended while no one polled.
+    let first = followed;
+    while (now.processing_status !== 'ended') {
+      if (liveCount(entries) === 0 && !followed) {
+        // No agent waits on it any more: it is cancelled, so its steps are not paid for.
+        await account.api.cancel(now.id, signal).catch(() => {});
+        return;
+      }
+      if (!first && !(await this.#wait(interval, signal))) return;
+      first = false;
+      try {
+        now = await account.api.retrieve(now.id, signal);
+        failures = 0;
+        interval = Math.min(interval * POLL_GROWTH, this.#options.pollMs * POLL_GROWTH_CAP);
+      } catch (error) {
+        if (signal.aborted) return;
+        failures++;
+        if (!(error instanceof BatchApiError && error.retry) || failures > config.maxRetries) {
+          if (followed) {
+            // The killed run's batch cannot be read: its steps go into a batch of their own.
+            this.#options.warn(
+              `Message Batch ${now.id} of an earlier run could not be read (${messageOf(error)}); its steps are sent again`,
+            );
+            for (const entry of entries.values()) if (!entry.done) account.pending.push(entry);
+            return;
+          }
+          const failure = createFailure(error, failures);
+          for (const entry of entries.values())
+            this.#answer(entry, { ...failure, calls: entry.calls });
+          return;
+        }
+        if (!(await this.#wait(backoff(config, failures - 1), signal))) return;
+      }
+    }
+    const seen = new Set<string>();
+    if (now.results_url === null) {
+      this.#options.warn(
+        `Message Batch ${now.id} ended without a results_url; its steps are retried`,
+      );
+    } else {
+      this.#reading.add(entries);
+      try {
+        await this.#dispatch(now, entries, account, seen, followed);
+      } finally {
+        this.#reading.delete(entries);
+      }
+    }
+    for (const entry of entries.values()) {
+      if (!entry.done && !seen.has(entry.customId)) {
+        this.#retry(entry, account, `Message Batch ${now.id} had no result for it`);
+      }
+    }
+  }
+
+  /** Reads the batch's results file line by line and answers each line's step. */
+  async #dispatch(
+    batch: MessageBatch,
+    entries: Map<string, Entry>,
+    account: Account,
+    seen: Set<string>,
+    followed: boolean,
+  ): Promise<void> {
+    const signal = this.#closing.signal;
+    let line = 0;
+    try {
+      for await (const text of account.api.results(batch.results_url!, signal)) {
+        line++;
+        if (text.trim() === '') continue;
+        let parsed: ResultLine;
+        try {
+          parsed = JSON.parse(text) as ResultLine;
+        } catch {
+          this.#options.warn(
+            `line ${line} of Message Batch ${batch.id}'s results is not whole JSON (cut mid-line?): ${text.slice(0, 80)}; its step is retried`,
+          );
+          continue;
+        }
+        const entry =
+          typeof parsed?.custom_id === 'string' ? entries.get(parsed.custom_id) : undefined;
+        // A killed run's batch holds other steps too: those that were read then, or are no more.
+        if (entry === undefined && followed) continue;
+        if (entry === undefined) {
+          this.#options.warn(
+            `line ${line} of Message Batch ${batch.id}'s results names a custom_id no step of it has (${JSON.stringify(String(parsed?.custom_id)).slice(0, 80)}); ignored`,
+          );
+          continue;
+        }
+        if (entry.done || seen.has(entry.customId)) continue;
+        seen.add(entry.customId);
+        this.#result(entry, parsed.result, account, batch.id);
+      }
+    } catch (error) {
+      if (signal.aborted) return;
+      this.#options.warn(
+        `the results of Message Batch ${batch.id} could not be read whole (${messageOf(error)}); the steps without a result are retried`,
+      );
+    }
+  }
+
+  #result(entry: Entry, result: ResultLine['result'], account: Account, batchId: string): void {
+    const type = result?.type;
+    if (entry.followed && type !== 'succeeded') {
+      // What an earlier run's batch did not answer is sent again, as if it had never been sent:
+      // a step that expired or errored then may well succeed now (`--retry-failed`).
+      delete entry.followed;
+      entry.calls--;
+      account.pending.push(entry);
+      return;
+    }
+    if (type === 'succeeded') {
+      const turn = turnFromMessage(result?.message);
+      if (turn) this.#answer(entry, { ok: true, turn, calls: entry.calls });
+      else
+        this.#retry(
+          entry,
+          account,
+          `Message Batch ${batchId} answered a result that is not a message`,
+        );
+      return;
+    }
+    if (type === 'errored') {
+      const error = result?.error?.error;
+      const code = errorCode(error?.type);
+      const message = `Message Batch ${batchId}: ${typeof error?.message === 'string' ? error.message : 'errored'}`;
+      if (code === 'server_error' || code === 'overloaded' || code === 'rate_limited') {
+        this.#retry(entry, account, message, code);
+      } else {
+        this.#answer(entry, failed({ code, message }, entry.calls));
+      }
+      return;
+    }
+    if (type === 'expired') {
+      const message = `Message Batch ${batchId} expired before it processed this step`;
+      this.#answer(entry, failed({ code: 'batch_expired', message }, entry.calls));
+      return;
+    }
+    if (type === 'canceled') {
+      const message = `Message Batch ${batchId} was cancelled before it processed this step`;
+      this.#answer(entry, failed({ code: 'batch_canceled', message }, entry.calls));
+      return;
+    }
+    this.#retry(
+      entry,
+      account,
+      `Message Batch ${batchId} answered a result of type ${String(type)}`,
+    );
+  }
+
+  /** The step goes into the next batch, as a failed attempt is retried; past its retries, it fails. */
+  #retry(
+    entry: Entry,
+    account: Account,
+    why: string,
+    code: ProviderErrorCode = 'server_error',
+  ): void {
+    if (entry.done) return;
+    if (entry.retries >= entry.step.provider.maxRetries) {
+      const message = `${why} (after ${entry.calls} batches)`;
+      this.#answer(entry, failed({ code, message }, entry.calls));
+      return;
+    }
+    entry.retries++;
+    account.pending.push(entry);
+  }
+
+  #answer(entry: Entry, result: ProviderResult): void {
+    if (entry.done) return;
+    this.#settle(entry);
+    entry.step.answer(result);
+  }
+
+  #settle(entry: Entry): void {
+    entry.done = true;
+    if (this.#live.get(entry.customId) === entry) this.#live.delete(entry.customId);
+  }
+
+  /** Waits `ms`; false when the collector closed meanwhile. */
+  async #wait(ms: number, signal: AbortSignal): Promise<boolean> {
+    try {
+      await delay(signal, ms);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+}
+
+/** A results line: `{custom_id, result}`. */
+interface ResultLine {
+  custom_id?: unknown;
+  result?: {
+    type?: unknown;
+    message?: unknown;
+    error?: { error?: { type?: unknown; message?: unknown } };
+  };
+}
+
+function liveCount(entries: Map<string, Entry>): number {
+  let count = 0;
+  for (const entry of entries.values()) if (!entry.done) count++;
+  return count;
+}
+
+/** The steps, in batches within the API's limits (requests and an estimate of the bytes). */
+function* chunks(entries: Entry[]): Generator<Entry[]> {
+  let chunk: Entry[] = [];
+  let bytes = 0;
+  // A custom id is unique within a batch: a step sent twice goes once.
+  const ids = new Set<string>();
+  for (const entry of entries) {
+    if (entry.done || ids.has(entry.customId)) continue;
+    ids.add(entry.customId);
+    const size = Buffer.byteLength(JSON.stringify(entry.step.params)) + 100;
+    if (
+      chunk.length > 0 &&
+      (chunk.length >= MAX_BATCH_REQUESTS || bytes + size > MAX_BATCH_BYTES - BYTE_MARGIN)
+    ) {
+      yield chunk;
+      chunk = [];
+      bytes = 0;
+    }
+    chunk.push(entry);
+    bytes += size;
+  }
+  if (chunk.length > 0) yield chunk;
+}
+
+/** The provider error code of a batch result's error type. */
+function errorCode(type: unknown): ProviderErrorCode {
+  switch (type) {
+    case 'invalid_request_error':
+    case 'not_found_error':
+    case 'request_too_large':
+      return 'bad_request';
+    case 'authentication_error':
+    case 'permission_error':
+      return 'auth';
+    case 'rate_limit_error':
+      return 'rate_limited';
+    case 'overloaded_error':
+      return 'overloaded';
+    default:
+      return 'server_error';
+  }
+}
+
+/** A create or poll that failed past its retries, as the step's provider error. */
+function createFailure(error: unknown, attempts: number): Extract<ProviderResult, { ok: false }> {
+  const status = error instanceof BatchApiError ? error.status : undefined;
+  const code: ProviderErrorCode =
+    status === 401 || status === 403
+      ? 'auth'
+      : status === 429
+        ? 'rate_limited'
+        : status !== undefined && status >= 400 && status < 500
+          ? 'bad_request'
+          : status === undefined
+            ? 'connection'
+            : 'server_error';
+  const message =
+    attempts > 1 ? `${messageOf(error)} (after ${attempts} attempts)` : messageOf(error);
+  return failed({ code, message, ...(status === undefined ? {} : { status }) }, attempts);
+}
+
+function failed(error: ProviderError, calls: number): Extract<ProviderResult, { ok: false }> {
+  return { ok: false, error, calls, usage: noUsage() };
+}
+
+function aborted(reason: string): ProviderResult {
+  return failed({ code: 'aborted', message: `aborted: ${reason}` }, 0);
+}
+
+function backoff(config: ProviderConfig, retry: number): number {
+  return backoffMs({ retry, baseMs: config.backoffBaseMs, maxMs: config.backoffMaxMs });
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}

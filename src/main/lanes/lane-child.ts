@@ -1,0 +1,64 @@
+import type { ProviderConfig } from '../../shared/provider/config.js';
+import type { ServedChild, Serving, Uplink } from '../runners/capabilities.js';
+import type { BatchCollector } from './batch-collector.js';
+
+/** What a spawn in the batches lane attaches: the engine's collector and its provider. */
+export interface LaneAttachment {
+  collector: BatchCollector;
+  provider: ProviderConfig;
+  /** Its key given in code; unset, the environment's. Never journaled. */
+  apiKey: string | undefined;
+  /** Its spawn's `key`, which names its steps in batches across runs; else its id. */
+  name: string;
+}
+
+/**
+ * One child of the batches lane on main: a member of the lane from its spawn until it settles,
+ * and the go-between of its steps (`lane-submit` in, `lane-answer` out) and the collector.
+ */
+export class LaneChild implements Serving<'lane-submit' | 'lane-withdraw'> {
+  readonly #attached: LaneAttachment;
+  readonly #child: ServedChild;
+  readonly #leave: () => void;
+  /** The withdraw of each step waiting, by the worker's number for it. */
+  readonly #waiting = new Map<number, () => void>();
+
+  constructor(attached: LaneAttachment, child: ServedChild) {
+    this.#attached = attached;
+    this.#child = child;
+    this.#leave = attached.collector.join();
+  }
+
+  receive(message: Uplink<'lane-submit' | 'lane-withdraw'>): void {
+    if (message.type === 'lane-withdraw') {
+      this.#waiting.get(message.id)?.();
+      this.#waiting.delete(message.id);
+      return;
+    }
+    const { id } = message;
+    const withdraw = this.#attached.collector.submit({
+      agentId: this.#child.id,
+      name: this.#attached.name,
+      step: message.step,
+      params: message.params,
+      provider: this.#attached.provider,
+      apiKey: this.#attached.apiKey,
+      answer: (result) => {
+        this.#waiting.delete(id);
+        this.#child.tell({ type: 'lane-answer', id, result });
+      },
+    });
+    this.#waiting.set(id, withdraw);
+  }
+
+  /** Its run is over (its worker was lost, or it ended): what it waited on is no one's now. */
+  runEnds(): void {
+    for (const withdraw of this.#waiting.values()) withdraw();
+    this.#waiting.clear();
+  }
+
+  settled(): void {
+    this.runEnds();
+    this.#leave();
+  }
+}

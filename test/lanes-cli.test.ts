@@ -1,0 +1,183 @@
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import Anthropic from '@anthropic-ai/sdk';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { type ScriptedModel, type ScriptStep, startScriptedModel } from '../src/testing/index.js';
+import { readResultLines, runCli, writeTasks } from './cli-helpers.js';
+import { scripted, TEST_TOOLS, tempDir } from './helpers.js';
+
+// `cohort batch --lane batches` as a user meets it: a real process against the scripted model's
+// Message Batches API, and the flags' refusals.
+let model: ScriptedModel;
+
+beforeAll(async () => {
+  model = await startScriptedModel({ port: 0, batchLatencyMs: 10 });
+});
+
+afterAll(async () => {
+  await model.close();
+});
+
+describe('cohort batch --lane', () => {
+  it('runs every task through Message Batches and says what the lane saved', async () => {
+    const tasks = writeTasks(6);
+    const out = path.join(tempDir(), 'results.jsonl');
+    const before = { ...model.stats };
+    const run = runCli([
+      'batch',
+      tasks,
+      '--out',
+      out,
+      '--base-url',
+      model.url,
+      '--lane',
+      'batches',
+      '--batch-window',
+      '30s',
+      '--batch-poll',
+      '20ms',
+      '--json',
+    ]);
+    expect((await run.exit).code).toBe(0);
+    const lines = readResultLines(out) as { outcome: string; lane?: string }[];
+    expect(lines.map((line) => [line.outcome, line.lane])).toEqual(
+      Array(6).fill(['complete', 'batches']),
+    );
+    expect(model.stats.messages).toBe(before.messages);
+    expect(model.stats.batchRequests - before.batchRequests).toBe(6);
+    const summary = JSON.parse(run.stdout().trim());
+    expect(summary).toMatchObject({ type: 'summary', lane: 'batches' });
+    expect(summary.messageBatches).toBe(model.stats.batchesCreated - before.batchesCreated);
+    expect(summary.spent.batchSavedUsd).toBeCloseTo(summary.spent.costUsd, 9);
+    expect(run.stderr()).toMatch(
+      /lane batches: \d+ Message Batch\(es\), \$[\d.]+ less than in real time/,
+    );
+  });
+
+  it('refuses a lane it does not know, and a window or a poll of 0, with exit 2', async () => {
+    const tasks = writeTasks(1);
+    const out = path.join(tempDir(), 'results.jsonl');
+    const cases: [string[], string][] = [
+      [['--lane', 'overnight'], 'Expected `--lane` to be realtime or batches, got `overnight`'],
+      [['--batch-window', '0'], 'Expected `--batch-window` to be a duration above 0'],
+      [['--batch-poll', '0s'], 'Expected `--batch-poll` to be a duration above 0'],
+      [['--batch-window', 'soon'], 'Expected `--batch-window` to be a duration like'],
+    ];
+    for (const [flags, message] of cases) {
+      const run = runCli(['batch', tasks, '--out', out, '--base-url', model.url, ...flags]);
+      expect((await run.exit).code).toBe(2);
+      expect(run.stderr()).toContain(message);
+    }
+  });
+
+  it('takes a lane from a task line and refuses a bad one there', async () => {
+    const tasks = path.join(tempDir(), 'tasks.jsonl');
+    writeFileSync(
+      tasks,
+      [
+        JSON.stringify({ id: 'cheap', prompt: 'One.', lane: 'batches' }),
+        JSON.stringify({ id: 'fast', prompt: 'Two.' }),
+        JSON.stringify({ id: 'odd', prompt: 'Three.', lane: 'overnight' }),
+      ].join('\n'),
+    );
+    const out = path.join(tempDir(), 'results.jsonl');
+    const run = runCli([
+      'batch',
+      tasks,
+      '--out',
+      out,
+      '--base-url',
+      model.url,
+      '--batch-poll',
+      '20ms',
+    ]);
+    expect((await run.exit).code).toBe(1);
+    expect(run.stderr()).toMatch(
+      /tasks.jsonl:3: expected `lane` to be realtime or batches, got `overnight`/,
+    );
+    const lines = readResultLines(out) as { taskId: string; lane?: string }[];
+    expect(Object.fromEntries(lines.map((line) => [line.taskId, line.lane ?? 'realtime']))).toEqual(
+      {
+        cheap: 'batches',
+        fast: 'realtime',
+      },
+    );
+  });
+
+  it('after a kill -9 mid-batch, a rerun follows the batch in flight: one line per task, no step sent twice', async () => {
+    // Batches take ten minutes of the server's clock; after the kill its clock runs 10,000 times
+    // faster, so the rerun's batches end in a blink while the first run's could not.
+    let fastSince: number | undefined;
+    const clock = () =>
+      fastSince === undefined
+        ? performance.now()
+        : fastSince + (performance.now() - fastSince) * 10_000;
+    const slow = await startScriptedModel({ port: 0, batchLatencyMs: 600_000, clock });
+    try {
+      const echo = (value: string): ScriptStep => ({ calls: [{ name: 'echo', input: { value } }] });
+      const tasks = writeTasks(
+        Array.from({ length: 8 }, (_, index) =>
+          scripted(
+            [echo(`a${index}`), echo(`b${index}`), { reply: `done ${index}` }],
+            `Task ${index}.`,
+          ),
+        ),
+      );
+      const out = path.join(tempDir(), 'results.jsonl');
+      const args = [
+        'batch',
+        tasks,
+        '--out',
+        out,
+        '--base-url',
+        slow.url,
+        '--tools',
+        TEST_TOOLS,
+        '--lane',
+        'batches',
+        '--batch-poll',
+        '20ms',
+      ];
+      const first = runCli(args);
+      // The batch is created and in the journal: the run is killed before it could end.
+      await vi.waitFor(
+        () => {
+          const runDir = readFileSync(`${out}.journals`, 'utf8').trim().split('\n')[0]!;
+          const journal = readdirSync(runDir)
+            .filter((name) => name.startsWith('journal-'))
+            .map((name) => readFileSync(path.join(runDir, name), 'utf8'))
+            .join('');
+          expect(journal).toContain('"k":"batch"');
+        },
+        { timeout: 20_000, interval: 20 },
+      );
+      first.child.kill('SIGKILL');
+      expect((await first.exit).signal).toBe('SIGKILL');
+      expect(slow.stats.batchesCreated).toBe(1);
+
+      fastSince = performance.now();
+      const rerun = runCli(args);
+      expect((await rerun.exit).code).toBe(0);
+      const lines = readResultLines(out);
+      expect(lines.map((line) => line.taskId).sort()).toEqual(
+        Array.from({ length: 8 }, (_, index) => `t${index}`),
+      );
+      expect(lines.every((line) => line.outcome === 'complete')).toBe(true);
+      expect(slow.stats.messages).toBe(0);
+
+      // Every step went into exactly one batch: 8 tasks × 3 steps, no custom id twice.
+      const client = new Anthropic({ authToken: 'cohort-no-key', apiKey: null, baseURL: slow.url });
+      const sent = new Map<string, number>();
+      for await (const batch of client.messages.batches.list()) {
+        for await (const line of await client.messages.batches.results(batch.id)) {
+          sent.set(line.custom_id, (sent.get(line.custom_id) ?? 0) + 1);
+        }
+      }
+      expect(sent.size).toBe(24);
+      expect([...sent.values()].every((count) => count === 1)).toBe(true);
+      expect(slow.stats.batchRequests).toBe(24);
+    } finally {
+      await slow.close();
+    }
+  });
+});

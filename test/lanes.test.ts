@@ -1,0 +1,372 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import Anthropic from '@anthropic-ai/sdk';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import type { EngineWarning } from '../src/index.js';
+import { batchPrice } from '../src/shared/lane/lane.js';
+import type { ScriptStep } from '../src/testing/index.js';
+import { agentCall, type Rig, scripted, startRig, usageError } from './helpers.js';
+
+// The batches lane against the scripted model's Message Batches API over real HTTP, with real
+// worker threads: every step through batches, none through /v1/messages.
+
+const echo = (value: string): ScriptStep => ({ calls: [{ name: 'echo', input: { value } }] });
+const threeSteps = (index: number) =>
+  scripted([echo(`a${index}`), echo(`b${index}`), { reply: `done ${index}` }], `Task ${index}.`);
+
+let rig: Rig | undefined;
+afterEach(async () => {
+  await rig?.close();
+  rig = undefined;
+});
+
+describe('the batches lane', () => {
+  it('runs 60 agents of 3 steps through at most 9 batches, none through /v1/messages, at half the cost', async () => {
+    const warnings: EngineWarning[] = [];
+    rig = await startRig(
+      {
+        lane: 'batches',
+        batchWindowMs: 60_000,
+        batchPollMs: 10,
+        onWarning: (w) => warnings.push(w),
+      },
+      { batchLatencyMs: 20 },
+    );
+    const results = await Promise.all(
+      Array.from({ length: 60 }, (_, index) => rig!.engine.run({ prompt: threeSteps(index) })),
+    );
+    const stats = rig.model.stats;
+    expect(results.map((result) => result.outcome)).toEqual(Array(60).fill('complete'));
+    expect(results.map((result) => result.text)).toEqual(
+      Array.from({ length: 60 }, (_, index) => `done ${index}`),
+    );
+    expect(results.every((result) => result.lane === 'batches')).toBe(true);
+    expect(results.every((result) => result.usage.steps === 3)).toBe(true);
+    expect(stats.messages).toBe(0);
+    expect(stats.batchRequests).toBe(180);
+    expect(stats.batchesCreated).toBeLessThanOrEqual(9);
+    expect(rig.engine.batchesCreated).toBe(stats.batchesCreated);
+    expect(warnings).toEqual([]);
+    const batchCost = results.reduce((sum, result) => sum + (result.usage.costUsd ?? 0), 0);
+    await rig.close();
+
+    // The same run in real time: the same tokens, twice the dollars.
+    rig = await startRig({}, {});
+    const realtime = await Promise.all(
+      Array.from({ length: 60 }, (_, index) => rig!.engine.run({ prompt: threeSteps(index) })),
+    );
+    expect(rig.model.stats.messages).toBe(180);
+    const realCost = realtime.reduce((sum, result) => sum + (result.usage.costUsd ?? 0), 0);
+    const tokens = (list: typeof results) =>
+      list.reduce((sum, result) => sum + result.usage.inputTokens + result.usage.outputTokens, 0);
+    expect(tokens(results)).toBe(tokens(realtime));
+    expect(batchCost * 2).toBeCloseTo(realCost, 9);
+    expect(realtime.every((result) => result.lane === undefined)).toBe(true);
+  });
+
+  it('sends an errored step again in the next batch, counted against the retries', async () => {
+    rig = await startRig({ lane: 'batches', batchPollMs: 10 }, { batchLatencyMs: 5 });
+    const flaky: ScriptStep = {
+      error: { status: 500, type: 'api_error', message: 'flaky' },
+      faultAttempts: 1,
+      reply: 'after a retry',
+    };
+    const result = await rig.engine.run({ prompt: scripted([flaky]) });
+    expect(result).toMatchObject({ outcome: 'complete', text: 'after a retry', lane: 'batches' });
+    expect(result.usage.providerCalls).toBe(2);
+    expect(rig.model.stats).toMatchObject({ messages: 0, batchesCreated: 2, batchRequests: 2 });
+
+    // One that never succeeds fails as a provider error would, after maxRetries (2) more batches.
+    const broken: ScriptStep = { error: { status: 500, type: 'api_error', message: 'down' } };
+    const failed = await rig.engine.run({ prompt: scripted([broken]) });
+    expect(failed).toMatchObject({ outcome: 'failed', code: 'server_error' });
+    expect(failed.usage.providerCalls).toBe(3);
+    expect(failed.reason).toContain('down');
+  });
+
+  it('fails a step whose batch expired with batch_expired', async () => {
+    rig = await startRig(
+      { lane: 'batches', batchPollMs: 10 },
+      { batchLatencyMs: 5, batchExpireProbability: 1 },
+    );
+    const result = await rig.engine.run({ prompt: scripted([{ reply: 'never' }]) });
+    expect(result).toMatchObject({ outcome: 'failed', code: 'batch_expired' });
+    expect(result.reason).toMatch(/expired before it processed this step/);
+  });
+
+  it('fails a step whose batch someone else cancelled with batch_canceled', async () => {
+    rig = await startRig({ lane: 'batches', batchPollMs: 10 }, { batchLatencyMs: 600_000 });
+    const client = new Anthropic({ apiKey: 'lane-key', baseURL: rig.model.url });
+    const running = rig.engine.run({
+      prompt: scripted([{ reply: 'never' }]),
+      provider: { apiKey: 'lane-key' },
+    });
+    const batch = await vi.waitFor(async () => {
+      const page = await client.messages.batches.list();
+      expect(page.data).toHaveLength(1);
+      return page.data[0]!;
+    });
+    await client.messages.batches.cancel(batch.id);
+    const result = await running;
+    expect(result).toMatchObject({ outcome: 'failed', code: 'batch_canceled' });
+  });
+
+  it('cancels an open batch when its last agent is cancelled, and at close', async () => {
+    rig = await startRig({ lane: 'batches', batchPollMs: 10 }, { batchLatencyMs: 600_000 });
+    const client = new Anthropic({ apiKey: 'cancel-key', baseURL: rig.model.url });
+    const controller = new AbortController();
+    const handle = rig.engine.spawn({
+      prompt: scripted([{ reply: 'never' }]),
+      provider: { apiKey: 'cancel-key' },
+      signal: controller.signal,
+    });
+    const first = await vi.waitFor(async () => {
+      const page = await client.messages.batches.list();
+      expect(page.data).toHaveLength(1);
+      return page.data[0]!;
+    });
+    controller.abort();
+    expect(await handle.result).toMatchObject({ outcome: 'cancelled', cancelReason: 'user' });
+    await vi.waitFor(async () => {
+      const batch = await client.messages.batches.retrieve(first.id);
+      expect(batch.processing_status).not.toBe('in_progress');
+    });
+
+    // The engine closing cancels what is open.
+    const second = rig.engine.spawn({
+      prompt: scripted([{ reply: 'never' }]),
+      provider: { apiKey: 'cancel-key' },
+    });
+    const open = await vi.waitFor(async () => {
+      const page = await client.messages.batches.list();
+      expect(page.data).toHaveLength(2);
+      return page.data[0]!;
+    });
+    await rig.engine.close();
+    expect(await second.result).toMatchObject({ outcome: 'cancelled', cancelReason: 'shutdown' });
+    const closed = await client.messages.batches.retrieve(open.id);
+    expect(closed.processing_status).not.toBe('in_progress');
+    expect(rig.model.stats.messages).toBe(0);
+  });
+
+  it('ignores and reports a results line for an unknown custom id, and retries a step whose line was cut', async () => {
+    // Its first batch's file names a stranger and ends mid-line; its second answers every request.
+    const odd = await oddBatchServer({
+      results: (index, lines) => {
+        if (index > 0) return `${lines.join('\n')}\n`;
+        lines.splice(1, 0, JSON.stringify({ custom_id: 'stranger', result: { type: 'expired' } }));
+        const last = lines.pop()!;
+        return [...lines, last.slice(0, 30)].join('\n');
+      },
+    });
+    try {
+      const warnings: EngineWarning[] = [];
+      rig = await startRig(
+        {
+          lane: 'batches',
+          batchPollMs: 10,
+          onWarning: (warning) => warnings.push(warning),
+          provider: { baseURL: odd.url },
+        },
+        {},
+      );
+      const results = await Promise.all(
+        ['one', 'two', 'three'].map((title) =>
+          rig!.engine.run({ prompt: `Task ${title}.`, title }),
+        ),
+      );
+      expect(results.map((result) => result.outcome)).toEqual(['complete', 'complete', 'complete']);
+      // The first batch held all three; the one whose line was cut went again, alone.
+      const { created } = odd;
+      expect(created.map((ids) => ids.length)).toEqual([3, 1]);
+      expect(created[1]![0]).toBe(created[0]![2]);
+      expect(results.find((result) => result.usage.providerCalls === 2)).toBeDefined();
+      expect(warnings.map((warning) => warning.code)).toEqual(['batches', 'batches']);
+      expect(warnings[0]!.message).toMatch(
+        /names a custom_id no step of it has \("stranger"\); ignored/,
+      );
+      expect(warnings[1]!.message).toMatch(
+        /is not whole JSON \(cut mid-line\?\).*its step is retried/,
+      );
+    } finally {
+      await odd.close();
+    }
+  });
+
+  it('splits a batch the server refuses as too large, and never asks the governor', async () => {
+    // A server that takes at most 2 requests a batch, answering 413 as the API does past 256 MB.
+    const odd = await oddBatchServer({ maxRequests: 2 });
+    try {
+      rig = await startRig(
+        {
+          lane: 'batches',
+          batchPollMs: 10,
+          provider: { baseURL: odd.url },
+          governor: { rpm: 1, maxConcurrency: 1 },
+        },
+        {},
+      );
+      const results = await Promise.all(
+        Array.from({ length: 5 }, (_, index) => rig!.engine.run({ prompt: `Task ${index}.` })),
+      );
+      expect(results.every((result) => result.outcome === 'complete')).toBe(true);
+      expect(odd.refused).toBeGreaterThan(0);
+      expect(odd.created.every((ids) => ids.length <= 2)).toBe(true);
+      expect(odd.created.flat().sort()).toEqual(results.map((result) => `${result.id}-s1`).sort());
+      // The real-time limits pace nothing of the lane: the governor never saw a request.
+      expect(rig.engine.governor?.states()).toEqual([]);
+    } finally {
+      await odd.close();
+    }
+  });
+
+  it('takes the lane from a spawn, over its group, and passes it to the agents an agent spawns', async () => {
+    rig = await startRig({ maxDepth: 2, batchPollMs: 10 }, { batchLatencyMs: 5 });
+    const group = rig.engine.group({ lane: 'batches' });
+    const parent = await group.run({
+      prompt: scripted([
+        { calls: [agentCall('child', [{ reply: 'from the child' }])] },
+        { reply: 'parent done' },
+      ]),
+    });
+    expect(parent).toMatchObject({ outcome: 'complete', text: 'parent done', lane: 'batches' });
+    // The parent's 2 steps and its child's 1, all in batches; not one real-time request.
+    expect(rig.model.stats).toMatchObject({ messages: 0, batchRequests: 3 });
+    const own = await group.run({ prompt: scripted([{ reply: 'fast' }]), lane: 'realtime' });
+    expect(own.lane).toBeUndefined();
+    expect(rig.model.stats.messages).toBe(1);
+    const plain = await rig.engine.run({ prompt: scripted([{ reply: 'engine default' }]) });
+    expect(plain.lane).toBeUndefined();
+    expect(rig.model.stats.messages).toBe(2);
+  });
+
+  it('names two live steps of one key apart: each custom id once in a batch', async () => {
+    rig = await startRig({ lane: 'batches', batchPollMs: 10 }, { batchLatencyMs: 5 });
+    const results = await Promise.all(
+      ['first', 'second'].map((text) =>
+        rig!.engine.run({ prompt: scripted([{ reply: text }]), key: 'same-task' }),
+      ),
+    );
+    expect(results.map((result) => result.text)).toEqual(['first', 'second']);
+    expect(rig.model.stats).toMatchObject({ messages: 0, batchesCreated: 1, batchRequests: 2 });
+  });
+
+  it('refuses a lane it does not know, and the batches lane with a queue', async () => {
+    rig = await startRig({}, {});
+    const engine = rig.engine;
+    expect(
+      usageError(() => engine.spawn({ prompt: 'x', lane: 'overnight' as 'batches' })).message,
+    ).toBe('Expected `lane` to be realtime or batches, got `overnight` (string)');
+    expect(usageError(() => engine.group({ lane: 'soon' as 'batches' })).message).toContain(
+      'Expected `group.lane` to be realtime or batches',
+    );
+    const { Engine } = await import('../src/index.js');
+    await expect(
+      Engine.start({ lane: 'batches', queue: { url: 'redis://127.0.0.1:1' } }),
+    ).rejects.toThrow('Expected `lane` to be `realtime` with `queue`');
+  });
+
+  it('prices a batch step at half of every token price, the cache multipliers on top', () => {
+    expect(batchPrice({ inputPerMTok: 3, outputPerMTok: 15 })).toEqual({
+      inputPerMTok: 1.5,
+      outputPerMTok: 7.5,
+    });
+    expect(
+      batchPrice({
+        inputPerMTok: 3,
+        outputPerMTok: 15,
+        cacheReadPerMTok: 0.3,
+        cacheWrite1hPerMTok: 6,
+      }),
+    ).toEqual({
+      inputPerMTok: 1.5,
+      outputPerMTok: 7.5,
+      cacheReadPerMTok: 0.15,
+      cacheWrite1hPerMTok: 3,
+    });
+  });
+});
+
+/**
+ * A Message Batches server of a few lines, for what the scripted model never does (it writes
+ * whole, honest results files and takes any batch within the API's limits): every batch has
+ * ended when it is created, each request answered by a `reply` of its custom id; `results` may
+ * rewrite a batch's file, and `maxRequests` refuses a larger create with 413.
+ */
+async function oddBatchServer(options: {
+  results?: (index: number, lines: string[]) => string;
+  maxRequests?: number;
+}): Promise<{ url: string; created: string[][]; refused: number; close(): Promise<void> }> {
+  const created: string[][] = [];
+  let refused = 0;
+  const message = (text: string) => ({
+    id: 'msg_1',
+    type: 'message',
+    role: 'assistant',
+    model: 'cohort-scripted',
+    content: [{ type: 'tool_use', id: 'toolu_1', name: 'reply', input: { result: text } }],
+    stop_reason: 'tool_use',
+    usage: { input_tokens: 10, output_tokens: 5 },
+  });
+  const server = http.createServer((request, response) => {
+    let body = '';
+    request.on('data', (chunk: Buffer) => {
+      body += chunk.toString();
+    });
+    request.on('end', () => {
+      const url = request.url ?? '';
+      const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+      const batch = (id: string) => ({
+        id,
+        type: 'message_batch',
+        processing_status: 'ended',
+        results_url: `${origin}/v1/messages/batches/${id}/results`,
+      });
+      response.setHeader('content-type', 'application/json');
+      if (request.method === 'POST' && url === '/v1/messages/batches') {
+        const ids = (JSON.parse(body) as { requests: { custom_id: string }[] }).requests.map(
+          (one) => one.custom_id,
+        );
+        if (options.maxRequests !== undefined && ids.length > options.maxRequests) {
+          refused++;
+          response.statusCode = 413;
+          response.end(
+            JSON.stringify({
+              type: 'error',
+              error: { type: 'request_too_large', message: 'too large' },
+            }),
+          );
+          return;
+        }
+        created.push(ids);
+        response.end(JSON.stringify(batch(`b${created.length}`)));
+        return;
+      }
+      const results = /^\/v1\/messages\/batches\/(b\d+)\/results$/.exec(url);
+      if (results) {
+        const index = Number(results[1]!.slice(1)) - 1;
+        const lines = created[index]!.map((id) =>
+          JSON.stringify({ custom_id: id, result: { type: 'succeeded', message: message(id) } }),
+        );
+        response.end(options.results ? options.results(index, lines) : `${lines.join('\n')}\n`);
+        return;
+      }
+      const retrieve = /^\/v1\/messages\/batches\/(b\d+)$/.exec(url);
+      if (retrieve) {
+        response.end(JSON.stringify(batch(retrieve[1]!)));
+        return;
+      }
+      response.statusCode = 404;
+      response.end('{}');
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    created,
+    get refused() {
+      return refused;
+    },
+    close: () => new Promise((resolve) => server.close(() => resolve())),
+  };
+}
