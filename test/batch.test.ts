@@ -75,7 +75,7 @@ describe('results file', () => {
 describe('mapAgents', () => {
   let rig: Rig;
   beforeAll(async () => {
-    rig = await startRig();
+    rig = await startRig({ threads: 1 });
   });
   afterAll(async () => {
     await rig.close();

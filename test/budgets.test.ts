@@ -119,7 +119,7 @@ describe('each budget kind gives one last turn with only reply', () => {
   let rig: Rig;
 
   beforeAll(async () => {
-    rig = await startRig({ prices: { [MODEL]: PRICE } });
+    rig = await startRig({ threads: 1, prices: { [MODEL]: PRICE } });
   });
 
   afterAll(async () => {
@@ -239,6 +239,7 @@ describe('limits merge field by field: engine default, then the spawn or task li
   beforeAll(async () => {
     // A tiny price: a `usd` limit needs one, and $100 is never reached here.
     rig = await startRig({
+      threads: 1,
       budget: ENGINE_BUDGET,
       prices: { 'cohort-scripted': { inputPerMTok: 1, outputPerMTok: 1 } },
     });

@@ -31,8 +31,9 @@ afterAll(async () => {
   await Promise.all(rigs.map((rig) => rig.close()));
 });
 
+/** A fresh model (its cache empty) and an engine on one thread: the cache is the model's and main's affair. */
 async function rig(options: EngineOptions = {}, model: ScriptedModelOptions = {}): Promise<Rig> {
-  const started = await startRig(options, model);
+  const started = await startRig({ threads: 1, ...options }, model);
   rigs.push(started);
   return started;
 }

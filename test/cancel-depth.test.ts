@@ -398,7 +398,7 @@ describe('a cancel stops the rest of a tool batch', () => {
     'the call after the one the cancel interrupted is answered "was not run", and its effect never lands',
     async () => {
       const hold = hostGate('hold');
-      rig = await startRig({ cancelGraceMs: GRACE_MS, hostTools: [hold.tool] });
+      rig = await openRig(1, [hold.tool]);
       const marker = path.join(tempDir(), 'marker.txt');
       const child = rig.engine.spawn({
         title: 'batch',

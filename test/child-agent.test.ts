@@ -19,6 +19,7 @@ let rig: Rig;
 
 beforeAll(async () => {
   rig = await startRig({
+    threads: 1,
     workspace: makeWorkspace(),
     replyCap: 1000,
     // The scripted model honours max_tokens: the 50,000-character reply below needs room.

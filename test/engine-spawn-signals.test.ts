@@ -23,7 +23,7 @@ const sleeper = (index: number) => ({
 
 describe('spawns sharing one signal', () => {
   it('adds one abort listener for 50 children, cancels all with its text reason, and warns of nothing', async () => {
-    rig = await startRig();
+    rig = await startRig({ threads: 1 });
     const warnings: Error[] = [];
     const onWarning = (warning: Error) => warnings.push(warning);
     process.on('warning', onWarning);
@@ -52,7 +52,7 @@ describe('spawns sharing one signal', () => {
   });
 
   it('removes the listener once every child sharing it has settled on its own', async () => {
-    rig = await startRig();
+    rig = await startRig({ threads: 1 });
     const controller = new AbortController();
     const handles = Array.from({ length: 12 }, (_, index) =>
       rig!.engine.spawn({
@@ -73,7 +73,7 @@ describe('spawns sharing one signal', () => {
 
 describe('events main makes', () => {
   it('announces a child started with engine.spawn, and filters agent-settle by eventTypes', async () => {
-    rig = await startRig();
+    rig = await startRig({ threads: 1 });
     const all: AgentEvent[] = [];
     const filtered: AgentEvent[] = [];
     const one = rig.engine.spawn({
@@ -104,7 +104,7 @@ describe('events main makes', () => {
 
 describe('engine.checkAgent', () => {
   it('throws what spawn would throw, and starts nothing', async () => {
-    rig = await startRig();
+    rig = await startRig({ threads: 1 });
     expect(() => rig!.engine.checkAgent({ prompt: 'fine', tools: ['sleep'] })).not.toThrow();
     expect(() => rig!.engine.checkAgent({ prompt: 'x', tools: ['no_such_tool'] })).toThrow(
       UsageError,
@@ -116,7 +116,7 @@ describe('engine.checkAgent', () => {
 
 describe('a cancel that meets a reply already written', () => {
   it('takes the reply: the agent ends complete with it, not cancelled', async () => {
-    rig = await startRig();
+    rig = await startRig({ threads: 1 });
     const log = eventLog();
     // One response: a slow tool, then the reply. The cancel lands while the tool runs.
     const handle = rig.engine.spawn({

@@ -18,8 +18,9 @@ afterEach(async () => {
   rig = undefined;
 });
 
+/** One thread unless a test says: the governor is main's, and every thread costs a start-up. */
 async function open(options: EngineOptions, modelOptions: ScriptedModelOptions = {}): Promise<Rig> {
-  rig = await startRig(options, modelOptions);
+  rig = await startRig({ threads: 1, ...options }, modelOptions);
   return rig;
 }
 

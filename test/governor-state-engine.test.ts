@@ -41,7 +41,7 @@ async function open(
 ): Promise<{ rig: Rig; warnings: EngineWarning[] }> {
   const warnings: EngineWarning[] = [];
   rig = await startRig(
-    { onWarning: (warning) => warnings.push(warning), ...options },
+    { threads: 1, onWarning: (warning) => warnings.push(warning), ...options },
     modelOptions,
   );
   return { rig, warnings };
@@ -119,7 +119,7 @@ describe('the engine and its governor state file', () => {
     const listener = (warning: Error) => seen.push(warning);
     process.on('warning', listener);
     try {
-      rig = await startRig({ governor: { state: corruptFile() } });
+      rig = await startRig({ threads: 1, governor: { state: corruptFile() } });
       // Node emits process warnings on the next tick.
       await new Promise((resolve) => setImmediate(resolve));
     } finally {

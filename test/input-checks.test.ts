@@ -340,7 +340,7 @@ describe('unknown tools with a real engine and the scripted model', () => {
     /\(`read_file`, `list_files`, `cleanup`, `echo`, .*`wait`\), got `read_fil`$/;
 
   beforeAll(async () => {
-    rig = await startRig({ workspace: makeWorkspace(), maxDepth: 2 });
+    rig = await startRig({ threads: 1, workspace: makeWorkspace(), maxDepth: 2 });
   });
   afterAll(async () => {
     await rig.close();

@@ -68,6 +68,7 @@ function agentFiles(): string {
  */
 function openRig(options: EngineOptions = {}): Promise<Rig> {
   return startRig({
+    threads: 1,
     maxDepth: 2,
     agentsDir: agentFiles(),
     ...options,

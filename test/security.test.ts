@@ -118,7 +118,7 @@ describe('API keys never reach a log, a transcript, an event or an error', () =>
 describe("a child's text cannot forge an inbox entry", () => {
   let rig: Rig;
   beforeAll(async () => {
-    rig = await startRig();
+    rig = await startRig({ threads: 1 });
   });
   afterAll(async () => {
     await rig.close();

@@ -57,7 +57,7 @@ function deliveredIds(transcript: MessageParam[]): string[] {
 describe('Session.close()', () => {
   it('a turn still queued ends cancelled (shutdown) without a provider request or a spawn; send() afterwards is refused', async () => {
     const hold = hostGate('hold');
-    rig = await startRig({ hostTools: [hold.tool] });
+    rig = await startRig({ threads: 1, hostTools: [hold.tool] });
     let requests = 0;
     rig.model.on('request', () => requests++);
     session = new Session(rig.engine, { autoWake: false });
@@ -93,7 +93,7 @@ describe('Session.close()', () => {
 
 describe('Session.clear()', () => {
   it('every result it drops from the inbox is reported agent-stale, once, and never delivered', async () => {
-    rig = await startRig();
+    rig = await startRig({ threads: 1 });
     session = new Session(rig.engine, { autoWake: false });
     await session.send(
       scripted([

@@ -146,7 +146,7 @@ let rig: Rig | undefined;
 let session: Session | undefined;
 
 beforeAll(async () => {
-  shared = await startRig({ hostTools });
+  shared = await startRig({ threads: 1, hostTools });
 });
 
 afterAll(async () => {
@@ -167,6 +167,7 @@ async function open(
     options.maxDepth === undefined && options.ownRig !== true
       ? shared
       : await startRig({
+          threads: 1,
           hostTools,
           ...(options.maxDepth === undefined ? {} : { maxDepth: options.maxDepth }),
         });

@@ -30,7 +30,7 @@ describe('a burst of spawns', () => {
         return 'noted';
       },
     };
-    rig = await startRig({ hostTools: [note] });
+    rig = await startRig({ threads: 1, hostTools: [note] });
     const before = rig.engine.stats;
     const handles = Array.from({ length: 1000 }, (_, index) =>
       rig!.engine.spawn({

@@ -87,6 +87,7 @@ describe('per-spawn context', () => {
   it('reaches host tools as itself and worker tools as a clone, down to a grandchild', async () => {
     const host = recorder();
     rig = await startRig({
+      threads: 1,
       maxDepth: 2,
       toolModules: [TEST_TOOLS, CONTEXT_TOOLS],
       hostTools: [host.tool],
@@ -163,7 +164,7 @@ describe('per-spawn context', () => {
   });
 
   it('one a worker tool cannot be given is refused at spawn; host tools alone take anything', async () => {
-    rig = await startRig({ toolModules: [CONTEXT_TOOLS] });
+    rig = await startRig({ threads: 1, toolModules: [CONTEXT_TOOLS] });
     const unclonable = { tenant: 'acme', log: () => undefined };
     expect(() => rig!.engine.spawn({ prompt: 'x', context: unclonable })).toThrow(UsageError);
     expect(() => rig!.engine.spawn({ prompt: 'x', context: unclonable })).toThrow(
@@ -173,7 +174,7 @@ describe('per-spawn context', () => {
     await rig.close();
 
     const host = recorder();
-    rig = await startRig({ toolModules: [], hostTools: [host.tool] });
+    rig = await startRig({ threads: 1, toolModules: [], hostTools: [host.tool] });
     const result = await rig.engine.run({
       prompt: scripted([calls('whose_host'), { reply: 'ok' }]),
       context: unclonable,
@@ -197,7 +198,7 @@ describe('per-spawn and per-group credentials', () => {
   it('each group’s key reaches its requests and the governor apart, and nothing else', async () => {
     const keyA = 'tenant-a-key-5f1d9c02b7e4';
     const keyB = 'tenant-b-key-88c3a1e0d6f2';
-    rig = await startRig({ maxDepth: 2 });
+    rig = await startRig({ threads: 1, maxDepth: 2 });
     // The groups name their own server: a recording proxy in front of the scripted model.
     proxy = await recordingProxy(rig.model.url);
     const engine = rig.engine;

@@ -70,8 +70,9 @@ afterEach(async () => {
   vi.restoreAllMocks();
 });
 
+/** One thread unless a test says: spans are main's, and every thread costs a start-up. */
 async function openRig(options: EngineOptions): Promise<Rig> {
-  rig = await startRig(options);
+  rig = await startRig({ threads: 1, ...options });
   return rig;
 }
 

@@ -3,23 +3,20 @@
  * same clean process: its own RSS baseline, heap, JIT state and event loop, with nothing left
  * over from the engine measured before it. It takes one Job on the IPC channel and answers once.
  */
-import { measureConcurrency } from '../concurrency/concurrency-case.js';
-import { measureGovernor } from '../governor/governor-case.js';
-import { measureSpawn } from '../spawn/spawn-case.js';
-import { measureTransport } from '../transport/transport-case.js';
 import { EngineStartError } from './engines.js';
 import type { Job, JobReply } from './jobs.js';
 
-function measure(job: Job) {
+/** Each kind's module is loaded only for its own job: a case's process holds no other case's code. */
+async function measure(job: Job) {
   switch (job.kind) {
     case 'concurrency':
-      return measureConcurrency(job);
+      return (await import('../concurrency/concurrency-case.js')).measureConcurrency(job);
     case 'spawn':
-      return measureSpawn(job);
+      return (await import('../spawn/spawn-case.js')).measureSpawn(job);
     case 'governor':
-      return measureGovernor(job);
+      return (await import('../governor/governor-case.js')).measureGovernor(job);
     case 'transport':
-      return measureTransport(job);
+      return (await import('../transport/transport-case.js')).measureTransport(job);
   }
 }
 

@@ -6,8 +6,10 @@
  * - `thread-per-child`: piscina with one child per worker (`agentsPerThread: 1`);
  * - `sdk-loop`: a hand-written loop on the official SDK, no cohort code on the path (sdk-loop.ts);
  * - `ai-sdk`, `langchain`: the tool loops of the Vercel AI SDK and of LangChain's
- *   `ChatAnthropic`, as their documentation writes them (ai-sdk.ts, langchain.ts). They are
- *   imported only when started, so no other case's process loads those libraries.
+ *   `ChatAnthropic`, as their documentation writes them (ai-sdk.ts, langchain.ts).
+ * The engines on other libraries (the last three) are imported only when started, so no other
+ * case's process loads those libraries: a cohort case's start-up and baseline memory hold none
+ * of the official SDK.
  */
 import path from 'node:path';
 import { Engine } from '../../src/main/engine.js';
@@ -26,7 +28,6 @@ import { Provider } from '../../src/shared/provider/provider.js';
 import { DEFAULT_REPLY_CAP } from '../../src/shared/render.js';
 import type { AgentResult } from '../../src/shared/result.js';
 import { LiveRuns } from './live-runs.js';
-import { sdkLoopEngine } from './sdk-loop.js';
 import { countingTracerProvider } from './tracing.js';
 
 export const ENGINE_NAMES = [
@@ -122,7 +123,7 @@ async function startNamed(name: EngineName, setup: EngineSetup): Promise<BenchEn
     case 'in-process':
       return inProcessEngine(setup);
     case 'sdk-loop':
-      return sdkLoopEngine(setup);
+      return (await import('./sdk-loop.js')).sdkLoopEngine(setup);
     case 'ai-sdk':
       return (await import('./ai-sdk.js')).aiSdkEngine(setup);
     case 'langchain':

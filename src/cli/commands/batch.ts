@@ -8,7 +8,7 @@ import { UsageError } from '../../shared/errors.js';
 import type { AgentEvent } from '../../shared/events.js';
 import { wholeNumber } from '../../shared/option-schema.js';
 import type { MessageParam } from '../../shared/provider/types.js';
-import { ESTIMATE_FLAGS, ESTIMATE_USAGE, estimateBatch } from '../estimate/estimate.js';
+import { ESTIMATE_FLAGS, ESTIMATE_USAGE } from '../estimate/estimate-flags.js';
 import {
   type CliFlag,
   durationFlag,
@@ -172,7 +172,11 @@ export async function batchCommand(argv: string[]): Promise<number> {
   if (out !== undefined) refuseTraceFile(stringFlag(values, TRACE_FILE_FLAG), out, tasksArg);
   const { prepared, tasks, errors } = await readTasks(values, source);
   if (values['print-tasks']) return printTasks(tasks, errors.length);
-  if (values.estimate) return estimateBatch(values, prepared, tasks, errors.length);
+  if (values.estimate) {
+    // Loaded only here: the estimate needs the provider and its HTTP client, a run does not.
+    const { estimateBatch } = await import('../estimate/estimate.js');
+    return estimateBatch(values, prepared, tasks, errors.length);
+  }
   if (out === undefined) throw new UsageError('Expected `--out RESULTS.jsonl`, got nothing');
   const identities = taskIdentities(tasks, prepared);
   const results = openResults(out, {

@@ -1,15 +1,7 @@
 import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import path from 'node:path';
-import {
-  type Document,
-  isMap,
-  isNode,
-  isScalar,
-  LineCounter,
-  type Pair,
-  parseDocument,
-  type YAMLMap,
-} from 'yaml';
+import type { Document, Pair, YAMLMap } from 'yaml';
 import type { Budget } from '../../shared/budget.js';
 import { BUDGET_FIELDS } from '../../shared/budget-meter.js';
 import { MAX_DURATION_MS, parseDuration } from '../../shared/duration.js';
@@ -157,9 +149,22 @@ export function budgetFromData(value: unknown, where: string): Budget {
 
 type Fields = Omit<AgentDefinition, 'system' | 'file'>;
 type At = (line: number, message: string) => UsageError;
+type Yaml = typeof import('yaml');
+
+let yamlModule: Yaml | undefined;
+
+/**
+ * The YAML parser, loaded with the first frontmatter read: most commands read no agent file,
+ * and importing it costs every CLI process about 40 ms of CPU at start.
+ */
+function yaml(): Yaml {
+  yamlModule ??= createRequire(import.meta.url)('yaml') as Yaml;
+  return yamlModule;
+}
 
 /** `yamlLines` are the file's lines from its second, up to the closing `---`. */
 function readFrontmatter(yamlLines: string[], fileName: string, at: At): Fields {
+  const { isMap, isNode, isScalar, LineCounter, parseDocument } = yaml();
   const lineCounter = new LineCounter();
   const doc = parseDocument(yamlLines.join('\n'), {
     lineCounter,
@@ -329,6 +334,7 @@ function duplicateKey(
   line: number,
   lineAt: (offset: number | undefined) => number,
 ): string {
+  const { isMap, isScalar } = yaml();
   if (!isMap(doc.contents)) return '';
   const firstLine = new Map<unknown, number>();
   for (const pair of doc.contents.items) {
@@ -348,6 +354,7 @@ function keyLine(
   key: string,
   lineAt: (offset: number | undefined) => number,
 ): number | undefined {
+  const { isMap, isScalar } = yaml();
   if (!isMap(pair.value)) return undefined;
   const inner = (pair.value as YAMLMap).items.find(
     (item) => isScalar(item.key) && item.key.value === key,
@@ -356,6 +363,7 @@ function keyLine(
 }
 
 function pairStart(pair: Pair): number | undefined {
+  const { isNode } = yaml();
   const node = isNode(pair.key) ? pair.key : isNode(pair.value) ? pair.value : undefined;
   return node?.range?.[0];
 }

@@ -16,7 +16,8 @@ import {
 } from './tool-timeout.js';
 import { type AnyTool, REPLY_TOOL, SPAWN_TOOLS, type ToolContext } from './types.js';
 
-const ajv = schemaAjv();
+/** Made on the first schema compiled: the main thread of most commands compiles none. */
+let ajv: ReturnType<typeof schemaAjv> | undefined;
 const validators = new WeakMap<AnyTool, ValidateFunction>();
 /**
  * Compiled schemas by their JSON text. Each child gets its own copies of its host tools (their
@@ -39,6 +40,7 @@ export function schemaValidator(schema: object): ValidateFunction {
   const key = JSON.stringify(schema);
   let validate = bySchema.get(key);
   if (!validate) {
+    ajv ??= schemaAjv();
     validate = ajv.compile(schema);
     bySchema.set(key, validate);
   }

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
-import { Ajv, type ValidateFunction } from 'ajv';
+import { createRequire } from 'node:module';
+import type { Ajv as AjvClass, ValidateFunction } from 'ajv';
 import { describeValue, expected, UsageError } from '../errors.js';
 import {
   isStandardSchema,
@@ -35,9 +36,16 @@ const cache = new Map<string, ValidateFunction>();
  * `format` is not checked (no format library is loaded), and without `validateFormats: false`
  * Ajv would print a warning to the console for each schema that names one.
  */
-export function schemaAjv(): Ajv {
-  return new Ajv({ allErrors: true, strict: false, validateFormats: false });
+export function schemaAjv(): AjvClass {
+  AjvConstructor ??= (createRequire(import.meta.url)('ajv') as typeof import('ajv')).Ajv;
+  return new AjvConstructor({ allErrors: true, strict: false, validateFormats: false });
 }
+
+/**
+ * Ajv's class, loaded on the first schema compiled: a command whose main thread compiles none
+ * (no output schema, no agent file) starts without importing it, about 40 ms of CPU.
+ */
+let AjvConstructor: typeof AjvClass | undefined;
 
 /** A compiled output schema, cached by its JSON text. Throws when Ajv refuses it. */
 export function outputValidator(schema: object): ValidateFunction {
