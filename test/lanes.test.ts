@@ -256,9 +256,9 @@ describe('the batches lane', () => {
     const engine = rig.engine;
     expect(
       usageError(() => engine.spawn({ prompt: 'x', lane: 'overnight' as 'batches' })).message,
-    ).toBe('Expected `lane` to be realtime or batches, got `overnight` (string)');
+    ).toBe('Expected `lane` to be realtime, batches or auto, got `overnight` (string)');
     expect(usageError(() => engine.group({ lane: 'soon' as 'batches' })).message).toContain(
-      'Expected `group.lane` to be realtime or batches',
+      'Expected `group.lane` to be realtime, batches or auto',
     );
     const { Engine } = await import('../src/index.js');
     await expect(
