@@ -64,6 +64,26 @@ describe('the batches lane', () => {
     expect(realtime.every((result) => result.lane === undefined)).toBe(true);
   });
 
+  it('counts a usd budget at batch prices: one the realtime price reaches, the batches lane does not', async () => {
+    // The realtime cost of the task, measured: the budget sits between it and its half.
+    rig = await startRig({}, {});
+    const measured = await rig.engine.run({ prompt: threeSteps(1) });
+    const realCost = measured.usage.costUsd ?? 0;
+    expect(realCost).toBeGreaterThan(0);
+    const budget = { usd: realCost * 0.55 };
+    const realtime = await rig.engine.run({ prompt: threeSteps(1), budget });
+    expect(realtime).toMatchObject({ outcome: 'complete', budgetExceeded: 'usd' });
+    await rig.close();
+
+    rig = await startRig({ lane: 'batches', batchPollMs: 10 }, { batchLatencyMs: 5 });
+    const batched = await rig.engine.run({ prompt: threeSteps(1), budget });
+    expect(batched).toMatchObject({ outcome: 'complete', text: 'done 1', lane: 'batches' });
+    expect(batched.budgetExceeded).toBeUndefined();
+    expect(batched.usage.steps).toBe(3);
+    expect(batched.usage.costUsd).toBeCloseTo(realCost / 2, 9);
+    expect(rig.model.stats).toMatchObject({ messages: 0, batchRequests: 3 });
+  });
+
   it('sends an errored step again in the next batch, counted against the retries', async () => {
     rig = await startRig({ lane: 'batches', batchPollMs: 10 }, { batchLatencyMs: 5 });
     const flaky: ScriptStep = {
