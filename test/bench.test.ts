@@ -562,6 +562,7 @@ describe('governor figures from a known admission record', () => {
           batchRequests: 0,
           batchRetrieves: 0,
           batchResultDownloads: 0,
+          batchCreatesRefused: 0,
         },
       },
       limits: { rpm: 1000, itpm: 60_000, bucketSeconds: 10 },

@@ -390,3 +390,54 @@ async function oddBatchServer(options: {
     close: () => new Promise((resolve) => server.close(() => resolve())),
   };
 }
+
+describe('the batches lane and a full processing queue', () => {
+  it('waits out a create refused 429 for a full queue and tries again, halving a batch larger than the queue', async () => {
+    rig = await startRig(
+      { lane: 'batches', batchPollMs: 10, batchWindowMs: 60_000 },
+      { batchLatencyMs: 300, batchQueueSize: 4 },
+    );
+    // 10 steps at once: one batch of 10 cannot fit a queue of 4, nor can its halves of 5; halved
+    // again, what fits goes, and the rest wait for the retry-after until a batch has ended.
+    const results = await Promise.all(
+      Array.from({ length: 10 }, (_, index) =>
+        rig!.engine.run({ prompt: scripted([{ reply: `done ${index}` }]) }),
+      ),
+    );
+    expect(results.map((result) => result.outcome)).toEqual(Array(10).fill('complete'));
+    const stats = rig.model.stats;
+    expect(stats.messages).toBe(0);
+    expect(stats.batchRequests).toBe(10);
+    expect(stats.batchCreatesRefused).toBeGreaterThan(0);
+    expect(rig.engine.batchQueueRefusals).toBeGreaterThan(0);
+    expect(results.every((result) => result.usage.providerCalls === 1)).toBe(true);
+  });
+
+  it('refuses a create past the queue as the API does: 429 rate_limit_error with retry-after, through the SDK', async () => {
+    const { startScriptedModel } = await import('../src/testing/index.js');
+    const model = await startScriptedModel({ port: 0, batchLatencyMs: 5_000, batchQueueSize: 2 });
+    try {
+      const client = new Anthropic({ baseURL: model.url, apiKey: 'test', maxRetries: 0 });
+      const request = (id: string) => ({
+        custom_id: id,
+        params: {
+          model: 'cohort-scripted',
+          max_tokens: 64,
+          messages: [{ role: 'user' as const, content: 'Hi.' }],
+        },
+      });
+      await client.messages.batches.create({ requests: [request('a'), request('b')] });
+      const refused = await client.messages.batches
+        .create({ requests: [request('c')] })
+        .catch((error: unknown) => error);
+      expect(refused).toBeInstanceOf(Anthropic.RateLimitError);
+      const error = refused as InstanceType<typeof Anthropic.RateLimitError>;
+      expect(error.status).toBe(429);
+      expect(Number(error.headers?.get('retry-after'))).toBeGreaterThanOrEqual(1);
+      expect(error.message).toContain('exceeds the limit of 2');
+      expect(model.stats).toMatchObject({ batchesCreated: 1, batchCreatesRefused: 1 });
+    } finally {
+      await model.close();
+    }
+  });
+});

@@ -452,6 +452,8 @@ export class Engine {
       windowMs: this.#options.batchWindowMs ?? DEFAULT_BATCH_WINDOW_MS,
       pollMs: this.#options.batchPollMs ?? DEFAULT_BATCH_POLL_MS,
       turnaroundMs: this.#options.batchTurnaroundMs ?? DEFAULT_BATCH_TURNAROUND_MS,
+      // A full processing queue is waited out as long as a refused real-time request would be.
+      ...(this.governor ? { patienceMs: this.governor.patienceMs } : {}),
       warn: warner(this.#options.onWarning, 'batches'),
       // In the run journal before its first poll: a rerun of a killed run follows it.
       submitted: ({ batchId, endpoint, customIds }) => {
@@ -467,6 +469,14 @@ export class Engine {
   /** Message Batches this engine created so far (the batches lane). */
   get batchesCreated(): number {
     return this.#collector?.batches ?? 0;
+  }
+
+  /**
+   * Creates of a Message Batch the server refused 429 (a full processing queue) and that the
+   * batches lane tried again after the wait it was told.
+   */
+  get batchQueueRefusals(): number {
+    return this.#collector?.queueRefusals ?? 0;
   }
 
   /**

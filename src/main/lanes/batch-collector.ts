@@ -24,6 +24,8 @@ export const DEFAULT_BATCH_WINDOW_MS = 10_000;
 export const DEFAULT_BATCH_POLL_MS = 30_000;
 const POLL_GROWTH = 1.5;
 const POLL_GROWTH_CAP = 8;
+/** How long creates refused for a full processing queue are tried again (default). */
+const DEFAULT_QUEUE_PATIENCE_MS = 15 * 60_000;
 /** How many of the last batches' turnarounds the `auto` lane goes by (the longest of them). */
 const TURNAROUNDS_KEPT = 8;
 
@@ -69,6 +71,11 @@ export interface BatchCollectorOptions {
   pollMs: number;
   /** What a batch is taken to need from create to end until one has ended (the `auto` lane). */
   turnaroundMs?: number;
+  /**
+   * How long creates of one batch may keep being refused 429 (a full processing queue) before
+   * its steps fail `rate_limited`; default 15 minutes, the governor's patience.
+   */
+  patienceMs?: number;
   /** Something the collector met and went on past (an unknown custom id, a cut results line). */
   warn(message: string): void;
   /** A batch was created: called, and awaited, before it is polled (the run journal). */
@@ -136,6 +143,9 @@ export class BatchCollector {
 
   /** Batches created so far, for a summary and tests. */
   batches = 0;
+
+  /** Creates refused 429 (a full processing queue) and tried again, for a summary and tests. */
+  queueRefusals = 0;
 
   /** Steps of the `auto` lane that left it for a real-time request, for a summary and tests. */
   movedToRealtime = 0;
@@ -331,11 +341,37 @@ export class BatchCollector {
     }));
     const config = chunk[0]!.step.provider;
     let batch: MessageBatch | undefined;
+    let refusals = 0;
+    let refusedSince: number | undefined;
     for (let attempt = 0; batch === undefined; attempt++) {
       try {
         batch = await account.api.create(requests, signal);
       } catch (error) {
         if (signal.aborted) return;
+        if (error instanceof BatchApiError && error.status === 429) {
+          // The processing queue is full (the tier's limit of requests in batches in progress),
+          // or the batch routes' request rate: not a failure of these steps, so no retry is
+          // spent. While a batch of this account is open, it waits for room; with none open, a
+          // chunk larger than the queue could never go whole, so it is halved first.
+          if (chunk.length > 1 && !this.#hasOpen(account)) {
+            const half = Math.ceil(chunk.length / 2);
+            await Promise.all([
+              this.#run(account, chunk.slice(0, half)),
+              this.#run(account, chunk.slice(half)),
+            ]);
+            return;
+          }
+          refusedSince ??= Date.now();
+          const patience = this.#options.patienceMs ?? DEFAULT_QUEUE_PATIENCE_MS;
+          if (Date.now() - refusedSince < patience) {
+            this.queueRefusals++;
+            const wait = error.retryAfterMs ?? backoff(config, refusals);
+            refusals++;
+            attempt--;
+            if (!(await this.#wait(wait, signal))) return;
+            continue;
+          }
+        }
         if (error instanceof BatchApiError && error.status === 413 && chunk.length > 1) {
           // Larger than the server takes: each half goes on its own.
           const half = Math.ceil(chunk.length / 2);
@@ -462,6 +498,12 @@ export class BatchCollector {
         this.#retry(entry, account, `Message Batch ${now.id} had no result for it`);
       }
     }
+  }
+
+  /** Whether a batch of `account` is open (created and not yet read): the queue will drain. */
+  #hasOpen(account: Account): boolean {
+    for (const open of this.#open.values()) if (open.account === account) return true;
+    return false;
   }
 
   /** A batch ended this long after its create began: what the `auto` lane expects next. */
