@@ -25,6 +25,8 @@ describe('the auto lane', () => {
     const far = await rig.engine.run({ prompt: threeSteps(1), deadline: Date.now() + 2 * HOUR });
     expect(far).toMatchObject({ outcome: 'complete', text: 'done 1' });
     expect(rig.model.stats).toMatchObject({ messages: 0, batchRequests: 3 });
+    // Every step at half price: what it saved is what it cost.
+    expect(far.usage.batchSavedUsd).toBeCloseTo(far.usage.costUsd ?? 0, 9);
     const none = await rig.engine.run({ prompt: threeSteps(2) });
     expect(none).toMatchObject({ outcome: 'complete', text: 'done 2', lane: 'batches' });
     expect(rig.model.stats).toMatchObject({ messages: 0, batchRequests: 6 });
@@ -43,6 +45,7 @@ describe('the auto lane', () => {
     expect(near).toMatchObject({ outcome: 'complete', text: 'done 1' });
     expect(rig.model.stats).toMatchObject({ messages: 3, batchRequests: 0, batchesCreated: 0 });
     expect(rig.engine.stepsMovedToRealtime).toBe(3);
+    expect(near.usage.batchSavedUsd).toBeUndefined();
     const batched = await rig.engine.run({ prompt: threeSteps(1), lane: 'batches' });
     // The same tokens: in real time, twice the dollars of the batches lane.
     expect((batched.usage.costUsd ?? 0) * 2).toBeCloseTo(near.usage.costUsd ?? 0, 9);

@@ -157,8 +157,15 @@ describe('cohort batch --lane', () => {
     expect(model.stats.batchRequests - before.batchRequests).toBe(1);
     const summary = JSON.parse(run.stdout().trim());
     expect(summary).toMatchObject({ lane: 'auto', messageBatches: 1, movedToRealtime: 1 });
+    // Saved: the batched task's half; the real-time one saved nothing.
+    const byTask = Object.fromEntries(
+      (readResultLines(out) as unknown as { taskId: string; usage: { costUsd: number } }[]).map(
+        (line) => [line.taskId, line.usage.costUsd],
+      ),
+    );
+    expect(summary.spent.batchSavedUsd).toBeCloseTo(byTask.tonight!, 9);
     expect(run.stderr()).toMatch(
-      /lane auto: 1 Message Batch\(es\), 1 step\(s\) sent in real time to meet a deadline/,
+      /lane auto: 1 Message Batch\(es\), 1 step\(s\) sent in real time to meet a deadline, \$[\d.]+ less than in real time/,
     );
   });
 

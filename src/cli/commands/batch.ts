@@ -283,8 +283,9 @@ export async function batchCommand(argv: string[]): Promise<number> {
       );
     }
     if (!quiet && summary.lane === 'auto') {
+      const saved = tally.spent.batchSavedUsd;
       note(
-        `cohort batch: lane auto: ${engine?.batchesCreated ?? 0} Message Batch(es), ${engine?.stepsMovedToRealtime ?? 0} step(s) sent in real time to meet a deadline`,
+        `cohort batch: lane auto: ${engine?.batchesCreated ?? 0} Message Batch(es), ${engine?.stepsMovedToRealtime ?? 0} step(s) sent in real time to meet a deadline${saved === undefined ? '' : `, $${saved.toFixed(4)} less than in real time`}`,
       );
     }
     // Cancelled tasks and those that failed for a spent quota or an unreachable provider run

@@ -74,6 +74,9 @@ export function spend(
   const cost = price ? costUsd(step, price) : 0;
   if (price) {
     usage.costUsd = (usage.costUsd ?? 0) + cost;
+    if (batched && options.price) {
+      usage.batchSavedUsd = (usage.batchSavedUsd ?? 0) + costUsd(step, options.price) - cost;
+    }
     if (step.cacheReadTokens > 0 || step.cacheWriteTokens > 0) {
       usage.cacheSavedUsd = (usage.cacheSavedUsd ?? 0) + uncachedCostUsd(step, price) - cost;
     }
