@@ -99,7 +99,7 @@ describe('the auto lane', () => {
     expect(rig.model.stats).toMatchObject({ messages: 1, batchRequests: 2 });
   });
 
-  it('passes its deadline to the agents an agent spawns', async () => {
+  it('passes its deadline to the agents an agent spawns, and takes the lane from a group', async () => {
     rig = await startRig({ maxDepth: 2, batchPollMs: 10 }, { batchLatencyMs: 5 });
     const { agentCall } = await import('./helpers.js');
     const parent = await rig.engine.run({
@@ -113,6 +113,14 @@ describe('the auto lane', () => {
     expect(parent).toMatchObject({ outcome: 'complete', text: 'parent done' });
     // The child inherited the lane and the deadline: in real time too, not in batches.
     expect(rig.model.stats).toMatchObject({ messages: 3, batchRequests: 0 });
+    // A group's lane: its spawns' default, each judged by its own deadline.
+    const group = rig.engine.group({ lane: 'auto' });
+    const [far, near] = await Promise.all([
+      group.run({ prompt: scripted([{ reply: 'far' }]), deadline: Date.now() + 2 * HOUR }),
+      group.run({ prompt: scripted([{ reply: 'near' }]), deadline: Date.now() + HOUR / 2 }),
+    ]);
+    expect([far.text, near.text]).toEqual(['far', 'near']);
+    expect(rig.model.stats).toMatchObject({ messages: 4, batchRequests: 1 });
   });
 
   it('refuses a deadline in the past, or one that is no time', async () => {
