@@ -413,6 +413,37 @@ describe('the batches lane and a full processing queue', () => {
     expect(results.every((result) => result.usage.providerCalls === 1)).toBe(true);
   });
 
+  it('fails a step rate_limited when the queue stays full past the patience', async () => {
+    rig = await startRig(
+      { lane: 'batches', batchPollMs: 10, governor: { patienceMs: 300 } },
+      { batchLatencyMs: 600_000, batchQueueSize: 1 },
+    );
+    // Someone else's batch of the same key holds the whole queue for ten minutes.
+    const client = new Anthropic({ apiKey: 'queue-key', baseURL: rig.model.url, maxRetries: 0 });
+    await client.messages.batches.create({
+      requests: [
+        {
+          custom_id: 'theirs',
+          params: {
+            model: 'cohort-scripted',
+            max_tokens: 64,
+            messages: [{ role: 'user', content: 'Hi.' }],
+          },
+        },
+      ],
+    });
+    const result = await rig.engine.run({
+      prompt: scripted([{ reply: 'never' }]),
+      provider: { apiKey: 'queue-key' },
+    });
+    expect(result).toMatchObject({ outcome: 'failed', code: 'rate_limited' });
+    expect(result.outcome === 'failed' && result.reason).toContain('processing queue');
+    // Refused at once, again when the patience ran out, and then no more (no retries spent on it).
+    expect(rig.model.stats.batchesCreated).toBe(1);
+    expect(rig.model.stats.batchCreatesRefused).toBeGreaterThanOrEqual(2);
+    expect(rig.model.stats.batchCreatesRefused).toBeLessThanOrEqual(3);
+  });
+
   it('refuses a create past the queue as the API does: 429 rate_limit_error with retry-after, through the SDK', async () => {
     const { startScriptedModel } = await import('../src/testing/index.js');
     const model = await startScriptedModel({ port: 0, batchLatencyMs: 5_000, batchQueueSize: 2 });

@@ -363,14 +363,21 @@ export class BatchCollector {
           }
           refusedSince ??= Date.now();
           const patience = this.#options.patienceMs ?? DEFAULT_QUEUE_PATIENCE_MS;
-          if (Date.now() - refusedSince < patience) {
+          const left = patience - (Date.now() - refusedSince);
+          if (left > 0) {
             this.queueRefusals++;
-            const wait = error.retryAfterMs ?? backoff(config, refusals);
+            // The last try comes when the patience runs out, however long retry-after said.
+            const wait = Math.min(error.retryAfterMs ?? backoff(config, refusals), left);
             refusals++;
             attempt--;
             if (!(await this.#wait(wait, signal))) return;
             continue;
           }
+          // Past the patience: the steps fail `rate_limited`, as a real-time request would.
+          const failure = createFailure(error, refusals + 1);
+          for (const entry of chunk) this.#answer(entry, { ...failure, calls: entry.calls + 1 });
+          this.#consider();
+          return;
         }
         if (error instanceof BatchApiError && error.status === 413 && chunk.length > 1) {
           // Larger than the server takes: each half goes on its own.
