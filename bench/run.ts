@@ -17,6 +17,7 @@ import { concurrencyPart } from './concurrency/concurrency.js';
 import { embedPart } from './embed/embed.js';
 import { PROFILE_ENV } from './engines/fork.js';
 import { governorPart } from './governor/governor.js';
+import { lanesPart } from './lanes/lanes.js';
 import { modelCapacity } from './model/model-capacity.js';
 import { peersPart } from './peers/peers.js';
 import { scalePart } from './scale/scale.js';
@@ -37,6 +38,7 @@ export const PARTS: BenchPart[] = [
   scalePart,
   peersPart,
   embedPart,
+  lanesPart,
 ];
 
 /** Where `runBench` writes; tests pass their own. */

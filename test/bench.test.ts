@@ -209,7 +209,7 @@ describe('bench flags', () => {
     ],
     [
       ['nonsense'],
-      /Expected a bench part \(model, transport, concurrency, spawn, governor, cache, scale, peers, embed\), got `nonsense`/,
+      /Expected a bench part \(model, transport, concurrency, spawn, governor, cache, scale, peers, embed, lanes\), got `nonsense`/,
     ],
     [['governor', '--itpm', '-5'], /`--itpm` to be a whole number from 0 to .*, got `-5`/],
     [['cache', '--prefixes', '0'], /`--prefixes` to be a whole number from 1 to 1000, got `0`/],
@@ -567,6 +567,7 @@ describe('governor figures from a known admission record', () => {
           batchRequests: 0,
           batchRetrieves: 0,
           batchResultDownloads: 0,
+          batchCreatesRefused: 0,
         },
       },
       limits: { rpm: 1000, itpm: 60_000, bucketSeconds: 10 },
@@ -1037,5 +1038,68 @@ describe('npm run bench embed: a tiny run of the service beside the SDK loop', (
       'cohort / sdk-loop clean',
       'cohort / sdk-loop 1% 529',
     ]);
+  });
+});
+
+const LANES_AGENTS = 6;
+
+describe('npm run bench lanes: a tiny run of both lanes side by side', () => {
+  const out = path.join(tempDir('cohort-bench-lanes-'), 'report.json');
+  const stdout = collector();
+  const stderr = collector();
+  let code: number;
+  // biome-ignore lint/suspicious/noExplicitAny: the report is JSON read back from disk.
+  let data: any;
+  // biome-ignore lint/suspicious/noExplicitAny: the report is JSON read back from disk.
+  const of = (lane: string): any =>
+    data.summary.find((item: { lane: string }) => item.lane === lane);
+
+  beforeAll(async () => {
+    code = await runBench(
+      [
+        'lanes',
+        '--agents',
+        String(LANES_AGENTS),
+        '--ttft-ms',
+        '5',
+        '--batch-latency-ms',
+        '50',
+        '--runs',
+        '2',
+        '--out',
+        out,
+      ],
+      { stdout, stderr },
+    );
+    data = JSON.parse(readFileSync(out, 'utf8')).parts.lanes.data;
+  }, 60_000);
+
+  it('exits 0 and prints both lanes, the batch latency it assumed and the dollars compared', () => {
+    expect(code, stderr.text()).toBe(0);
+    const table = stdout.text();
+    expect(table).toMatch(/^realtime +6\/6 /m);
+    expect(table).toMatch(/^batches +6\/6 /m);
+    expect(table).toContain('a Message Batch of the scripted model ends 50 ms after its create');
+    expect(table).toMatch(/^batches lane: 50\.0% of the realtime lane's dollars$/m);
+    expect(data.runs).toHaveLength(4);
+  });
+
+  it('sends every step of the realtime lane to /v1/messages and every step of the batches lane in batches', () => {
+    const steps = LANES_AGENTS * 3;
+    expect(of('realtime')).toMatchObject({
+      complete: LANES_AGENTS,
+      realtimeRequests: steps,
+      batchRequests: 0,
+      batches: 0,
+    });
+    expect(of('batches')).toMatchObject({
+      complete: LANES_AGENTS,
+      realtimeRequests: 0,
+      batchRequests: steps,
+    });
+    // The agents advance together: one batch a step, or a few more if one arrived late.
+    expect(of('batches').batches).toBeGreaterThanOrEqual(3);
+    expect(of('batches').batches).toBeLessThanOrEqual(steps);
+    expect(of('batches').costUsd * 2).toBeCloseTo(of('realtime').costUsd, 3);
   });
 });

@@ -58,10 +58,19 @@ describe('cohort batch --lane', () => {
     const tasks = writeTasks(1);
     const out = path.join(tempDir(), 'results.jsonl');
     const cases: [string[], string][] = [
-      [['--lane', 'overnight'], 'Expected `--lane` to be realtime or batches, got `overnight`'],
+      [
+        ['--lane', 'overnight'],
+        'Expected `--lane` to be realtime, batches or auto, got `overnight`',
+      ],
       [['--batch-window', '0'], 'Expected `--batch-window` to be a duration above 0'],
       [['--batch-poll', '0s'], 'Expected `--batch-poll` to be a duration above 0'],
       [['--batch-window', 'soon'], 'Expected `--batch-window` to be a duration like'],
+      [
+        ['--lane', 'auto', '--deadline', '2020-01-01T00:00:00Z'],
+        'Expected `--deadline` to be a time in the future',
+      ],
+      [['--deadline', 'tonight'], 'Expected `--deadline` to be a time in the future'],
+      [['--batch-turnaround', '0'], 'Expected `--batch-turnaround` to be a duration above 0'],
     ];
     for (const [flags, message] of cases) {
       const run = runCli(['batch', tasks, '--out', out, '--base-url', model.url, ...flags]);
@@ -93,7 +102,7 @@ describe('cohort batch --lane', () => {
     ]);
     expect((await run.exit).code).toBe(1);
     expect(run.stderr()).toMatch(
-      /tasks.jsonl:3: expected `lane` to be realtime or batches, got `overnight`/,
+      /tasks.jsonl:3: expected `lane` to be realtime, batches or auto, got `overnight`/,
     );
     const lines = readResultLines(out) as { taskId: string; lane?: string }[];
     expect(Object.fromEntries(lines.map((line) => [line.taskId, line.lane ?? 'realtime']))).toEqual(
@@ -101,6 +110,62 @@ describe('cohort batch --lane', () => {
         cheap: 'batches',
         fast: 'realtime',
       },
+    );
+  });
+
+  it('runs the auto lane by each task deadline: far ones in batches, near ones in real time, a past one a bad line', async () => {
+    const tasks = path.join(tempDir(), 'tasks.jsonl');
+    const hour = 60 * 60 * 1000;
+    writeFileSync(
+      tasks,
+      [
+        JSON.stringify({ id: 'tonight', prompt: 'One.', deadline: Date.now() + 3 * hour }),
+        // --deadline's 30 minutes: less than the hour a batch is taken to need.
+        JSON.stringify({ id: 'soon', prompt: 'Two.' }),
+        JSON.stringify({ id: 'late', prompt: 'Three.', deadline: '2020-01-01T00:00:00Z' }),
+      ].join('\n'),
+    );
+    const out = path.join(tempDir(), 'results.jsonl');
+    const before = { ...model.stats };
+    const run = runCli([
+      'batch',
+      tasks,
+      '--out',
+      out,
+      '--base-url',
+      model.url,
+      '--lane',
+      'auto',
+      '--deadline',
+      '30m',
+      '--batch-window',
+      '100ms',
+      '--batch-poll',
+      '20ms',
+      '--json',
+    ]);
+    expect((await run.exit).code).toBe(1);
+    expect(run.stderr()).toMatch(
+      /tasks.jsonl:3: expected `deadline` to be a time in the future .*got `2020-01-01T00:00:00Z`/,
+    );
+    const lines = readResultLines(out) as { taskId: string; outcome: string }[];
+    expect(lines.map((line) => [line.taskId, line.outcome]).sort()).toEqual([
+      ['soon', 'complete'],
+      ['tonight', 'complete'],
+    ]);
+    expect(model.stats.messages - before.messages).toBe(1);
+    expect(model.stats.batchRequests - before.batchRequests).toBe(1);
+    const summary = JSON.parse(run.stdout().trim());
+    expect(summary).toMatchObject({ lane: 'auto', messageBatches: 1, movedToRealtime: 1 });
+    // Saved: the batched task's half; the real-time one saved nothing.
+    const byTask = Object.fromEntries(
+      (readResultLines(out) as unknown as { taskId: string; usage: { costUsd: number } }[]).map(
+        (line) => [line.taskId, line.usage.costUsd],
+      ),
+    );
+    expect(summary.spent.batchSavedUsd).toBeCloseTo(byTask.tonight!, 9);
+    expect(run.stderr()).toMatch(
+      /lane auto: 1 Message Batch\(es\), 1 step\(s\) sent in real time to meet a deadline, \$[\d.]+ less than in real time/,
     );
   });
 

@@ -64,6 +64,26 @@ describe('the batches lane', () => {
     expect(realtime.every((result) => result.lane === undefined)).toBe(true);
   });
 
+  it('counts a usd budget at batch prices: one the realtime price reaches, the batches lane does not', async () => {
+    // The realtime cost of the task, measured: the budget sits between it and its half.
+    rig = await startRig({}, {});
+    const measured = await rig.engine.run({ prompt: threeSteps(1) });
+    const realCost = measured.usage.costUsd ?? 0;
+    expect(realCost).toBeGreaterThan(0);
+    const budget = { usd: realCost * 0.55 };
+    const realtime = await rig.engine.run({ prompt: threeSteps(1), budget });
+    expect(realtime).toMatchObject({ outcome: 'complete', budgetExceeded: 'usd' });
+    await rig.close();
+
+    rig = await startRig({ lane: 'batches', batchPollMs: 10 }, { batchLatencyMs: 5 });
+    const batched = await rig.engine.run({ prompt: threeSteps(1), budget });
+    expect(batched).toMatchObject({ outcome: 'complete', text: 'done 1', lane: 'batches' });
+    expect(batched.budgetExceeded).toBeUndefined();
+    expect(batched.usage.steps).toBe(3);
+    expect(batched.usage.costUsd).toBeCloseTo(realCost / 2, 9);
+    expect(rig.model.stats).toMatchObject({ messages: 0, batchRequests: 3 });
+  });
+
   it('sends an errored step again in the next batch, counted against the retries', async () => {
     rig = await startRig({ lane: 'batches', batchPollMs: 10 }, { batchLatencyMs: 5 });
     const flaky: ScriptStep = {
@@ -256,9 +276,9 @@ describe('the batches lane', () => {
     const engine = rig.engine;
     expect(
       usageError(() => engine.spawn({ prompt: 'x', lane: 'overnight' as 'batches' })).message,
-    ).toBe('Expected `lane` to be realtime or batches, got `overnight` (string)');
+    ).toBe('Expected `lane` to be realtime, batches or auto, got `overnight` (string)');
     expect(usageError(() => engine.group({ lane: 'soon' as 'batches' })).message).toContain(
-      'Expected `group.lane` to be realtime or batches',
+      'Expected `group.lane` to be realtime, batches or auto',
     );
     const { Engine } = await import('../src/index.js');
     await expect(
@@ -370,3 +390,85 @@ async function oddBatchServer(options: {
     close: () => new Promise((resolve) => server.close(() => resolve())),
   };
 }
+
+describe('the batches lane and a full processing queue', () => {
+  it('waits out a create refused 429 for a full queue and tries again, halving a batch larger than the queue', async () => {
+    rig = await startRig(
+      { lane: 'batches', batchPollMs: 10, batchWindowMs: 60_000 },
+      { batchLatencyMs: 300, batchQueueSize: 4 },
+    );
+    // 10 steps at once: one batch of 10 cannot fit a queue of 4, nor can its halves of 5; halved
+    // again, what fits goes, and the rest wait for the retry-after until a batch has ended.
+    const results = await Promise.all(
+      Array.from({ length: 10 }, (_, index) =>
+        rig!.engine.run({ prompt: scripted([{ reply: `done ${index}` }]) }),
+      ),
+    );
+    expect(results.map((result) => result.outcome)).toEqual(Array(10).fill('complete'));
+    const stats = rig.model.stats;
+    expect(stats.messages).toBe(0);
+    expect(stats.batchRequests).toBe(10);
+    expect(stats.batchCreatesRefused).toBeGreaterThan(0);
+    expect(rig.engine.batchQueueRefusals).toBeGreaterThan(0);
+    expect(results.every((result) => result.usage.providerCalls === 1)).toBe(true);
+  });
+
+  it('fails a step rate_limited when the queue stays full past the patience', async () => {
+    rig = await startRig(
+      { lane: 'batches', batchPollMs: 10, governor: { patienceMs: 300 } },
+      { batchLatencyMs: 600_000, batchQueueSize: 1 },
+    );
+    // Someone else's batch of the same key holds the whole queue for ten minutes.
+    const client = new Anthropic({ apiKey: 'queue-key', baseURL: rig.model.url, maxRetries: 0 });
+    await client.messages.batches.create({
+      requests: [
+        {
+          custom_id: 'theirs',
+          params: {
+            model: 'cohort-scripted',
+            max_tokens: 64,
+            messages: [{ role: 'user', content: 'Hi.' }],
+          },
+        },
+      ],
+    });
+    const result = await rig.engine.run({
+      prompt: scripted([{ reply: 'never' }]),
+      provider: { apiKey: 'queue-key' },
+    });
+    expect(result).toMatchObject({ outcome: 'failed', code: 'rate_limited' });
+    expect(result.outcome === 'failed' && result.reason).toContain('processing queue');
+    // Refused at once, again when the patience ran out, and then no more (no retries spent on it).
+    expect(rig.model.stats.batchesCreated).toBe(1);
+    expect(rig.model.stats.batchCreatesRefused).toBeGreaterThanOrEqual(2);
+    expect(rig.model.stats.batchCreatesRefused).toBeLessThanOrEqual(3);
+  });
+
+  it('refuses a create past the queue as the API does: 429 rate_limit_error with retry-after, through the SDK', async () => {
+    const { startScriptedModel } = await import('../src/testing/index.js');
+    const model = await startScriptedModel({ port: 0, batchLatencyMs: 5_000, batchQueueSize: 2 });
+    try {
+      const client = new Anthropic({ baseURL: model.url, apiKey: 'test', maxRetries: 0 });
+      const request = (id: string) => ({
+        custom_id: id,
+        params: {
+          model: 'cohort-scripted',
+          max_tokens: 64,
+          messages: [{ role: 'user' as const, content: 'Hi.' }],
+        },
+      });
+      await client.messages.batches.create({ requests: [request('a'), request('b')] });
+      const refused = await client.messages.batches
+        .create({ requests: [request('c')] })
+        .catch((error: unknown) => error);
+      expect(refused).toBeInstanceOf(Anthropic.RateLimitError);
+      const error = refused as InstanceType<typeof Anthropic.RateLimitError>;
+      expect(error.status).toBe(429);
+      expect(Number(error.headers?.get('retry-after'))).toBeGreaterThanOrEqual(1);
+      expect(error.message).toContain('exceeds the limit of 2');
+      expect(model.stats).toMatchObject({ batchesCreated: 1, batchCreatesRefused: 1 });
+    } finally {
+      await model.close();
+    }
+  });
+});

@@ -87,6 +87,7 @@ describe('the flags named in engine messages', () => {
       lane: '--lane',
       batchWindowMs: '--batch-window',
       batchPollMs: '--batch-poll',
+      batchTurnaroundMs: '--batch-turnaround',
       'provider.model': '--model',
       'provider.baseURL': '--base-url',
       'provider.requestTimeoutMs': '--request-timeout',

@@ -78,14 +78,16 @@ export interface BenchOptions {
   /** The `embed` part's concurrent jobs, and documents (agents) per job. */
   jobs: number;
   docs: number;
+  /** How long a Message Batch of the scripted model takes to end, in the `lanes` part. */
+  batchLatencyMs: number;
   /** The flags given on the command line, by name: a part may default the others its own way. */
   given: string[];
 }
 
 export const BENCH_USAGE = `Usage: cohort bench [part...] [options]     (npm run bench -- [part...] [options])
-Parts: model, transport, concurrency, spawn, governor, cache, scale, peers, embed (default:
-all). Defaults are a quick sweep, except for transport, governor, cache, scale, peers and
-embed, which run their full scenarios.
+Parts: model, transport, concurrency, spawn, governor, cache, scale, peers, embed, lanes
+(default: all). Defaults are a quick sweep, except for transport, governor, cache, scale,
+peers, embed and lanes, which run their full scenarios.
 
 concurrency — cohort vs in-process vs thread-per-child vs sdk-loop on one scripted model:
   --agents N            agents per case (default 100)
@@ -160,6 +162,11 @@ the same service on the official-SDK loop, clean and with 1% random 529s: job p5
 /healthz p99, the service's event-loop p99, peak RSS and CPU; --runs applies:
   --jobs N              concurrent jobs (default 20)
   --docs N              documents, one agent each, per job (default 50)
+lanes — the same agents in the realtime lane and in the batches lane (Message Batches), side by
+side, each on a fresh engine against a fresh scripted model in this process: makespan,
+real-time requests, batch requests, batches, dollars. Its own defaults: --agents 1000 --steps 3
+--ttft-ms 200 --cpu-ms 0; --runs applies:
+  --batch-latency-ms N  how long the scripted model takes to end a Message Batch (default 2000)
 all parts:
   --runs N              repetitions; figures are medians (default 1)
   --out FILE            JSON report (default bench-results/bench-<timestamp>.json)
@@ -198,6 +205,7 @@ const FLAGS = {
   prefixes: { type: 'string' },
   jobs: { type: 'string' },
   docs: { type: 'string' },
+  'batch-latency-ms': { type: 'string' },
   runs: { type: 'string' },
   out: { type: 'string', short: 'o' },
   chart: { type: 'string' },
@@ -264,6 +272,7 @@ export function parseBenchArgs(
     prefixes: intFlag(values, 'prefixes', 1, 1000) ?? 1,
     jobs: intFlag(values, 'jobs', 1, 1000) ?? 20,
     docs: intFlag(values, 'docs', 1, 10_000) ?? 50,
+    batchLatencyMs: intFlag(values, 'batch-latency-ms', 0, 86_400_000) ?? 2000,
     given: Object.keys(values).filter((name) => values[name] !== undefined),
   };
 }

@@ -56,8 +56,10 @@ export const TASK_FIELDS = {
   cacheTtl: AGENT_FIELDS.cacheTtl,
   /** Text its siblings share, sent before the prompt and cached apart (docs/CACHING.md). */
   preamble: AGENT_FIELDS.preamble,
-  /** How its model calls are sent (`realtime` or `batches`): over `--lane` (docs/LANES.md). */
+  /** How its model calls are sent (`realtime`, `batches` or `auto`): over `--lane` (docs/LANES.md). */
   lane: AGENT_FIELDS.lane,
+  /** When it must be done (an ISO date-time or epoch ms): over `--deadline`; steers `auto`. */
+  deadline: AGENT_FIELDS.deadline,
 } as const satisfies Fields;
 
 /** One line of a tasks file (an integer `id` is read as its string). */
@@ -84,6 +86,7 @@ const PROBLEM_ORDER: readonly (keyof typeof TASK_FIELDS)[] = [
   'cacheTtl',
   'preamble',
   'lane',
+  'deadline',
 ];
 
 export interface TaskLineError {
@@ -155,6 +158,7 @@ export function taskAgentOptions(task: BatchTask): AgentOptions {
     cacheTtl: task.cacheTtl,
     preamble: task.preamble,
     lane: task.lane,
+    deadline: task.deadline,
   });
 }
 

@@ -11,7 +11,7 @@ import {
   PATIENCE_MS,
 } from '../shared/governor/options.js';
 import { LOG_POLICY } from '../shared/journal/policy.js';
-import { LANE, type Lane } from '../shared/lane/lane.js';
+import { DEADLINE, DEFAULT_BATCH_TURNAROUND_MS, LANE, type Lane } from '../shared/lane/lane.js';
 import {
   anyString,
   boolean,
@@ -201,9 +201,16 @@ export const AGENT_FIELDS = {
    * How its model calls are sent (docs/LANES.md): `realtime`, one streamed request per step, or
    * `batches`, its steps gathered with other agents' into Message Batches at half the price.
    * Default: its group's, else its parent's (an agent's own agents inherit it), else the
-   * engine's. Not in queue mode.
+   * engine's. `auto`: in batches while the batch turnaround fits before its `deadline`, else
+   * realtime (without a deadline, batches). Not in queue mode.
    */
   lane: LANE,
+  /**
+   * When its work must be done: an ISO 8601 date-time string, epoch ms or a `Date`, in the
+   * future. It steers the `auto` lane (docs/LANES.md) and nothing else: it cancels nothing (that
+   * is `timeout`).
+   */
+  deadline: DEADLINE,
   /**
    * Its wall-clock limit in ms, counted from this spawn (time spent queued for a thread
    * included). Past it the child is cancelled at once, with `cancelReason: 'timeout'`: its
@@ -526,6 +533,16 @@ export const ENGINE_FIELDS = {
     help: `the batches lane: the first wait between polls of a batch (default ${formatDuration(DEFAULT_BATCH_POLL_MS)};\nit grows up to eight times that)`,
   }),
   /**
+   * The `auto` lane: what a Message Batch is taken to need, from its create to its end, until
+   * this engine has seen batches end (default an hour); then the longest of the last ones it saw.
+   * A step with a deadline goes into a batch only while this and the window fit before it.
+   */
+  batchTurnaroundMs: durationMs(1, {
+    flag: '--batch-turnaround',
+    arg: 'DURATION',
+    help: `the auto lane: what a batch is taken to need before one has ended\n(default ${formatDuration(DEFAULT_BATCH_TURNAROUND_MS)}; then what the last ones took)`,
+  }),
+  /**
    * The batches lane: Message Batches an earlier, killed run of this work created and never read,
    * by the custom id of each request (a `Map`; the run journal's `batch` records hold them). A
    * step whose custom id is among them waits on that batch instead of being sent again. `cohort
@@ -612,6 +629,8 @@ export interface SpawnContext {
   patienceMs?: number;
   /** Its parent's or group's lane, which it inherits unless it has its own. */
   lane?: Lane;
+  /** Its parent's deadline (epoch ms), which it inherits unless it has its own. */
+  deadline?: number;
   /**
    * Its queue job's id, in queue mode (default: its agent id): a batch derives it from its task,
    * so a rerun's add of a job still in Redis is the same job, not a second run.

@@ -13,6 +13,7 @@ import type { LogPolicy } from '../shared/journal/policy.js';
 import { transcriptText } from '../shared/journal/reader.js';
 import { compactJournal } from '../shared/journal/retention.js';
 import { closeJournals, journalFor } from '../shared/journal/writer.js';
+import { DEFAULT_BATCH_TURNAROUND_MS, deadlineMs, type Lane } from '../shared/lane/lane.js';
 import { checkOption, defined, durationMs } from '../shared/option-schema.js';
 import {
   type CacheMode,
@@ -157,7 +158,9 @@ export class Engine {
     // Everything is checked before the first worker starts: a bad option never leaves a pool
     // behind to close.
     const check = await checkEngine(options);
-    if (options.queue && options.lane === 'batches') throw queueLaneRefusal();
+    if (options.queue && options.lane !== undefined && options.lane !== 'realtime') {
+      throw queueLaneRefusal(options.lane);
+    }
     // In queue mode each worker process has its own governor (docs/SCALE-OUT.md).
     const governed = options.governor?.enabled !== false && !options.queue;
     const state = governed
@@ -332,15 +335,23 @@ export class Engine {
     const childProvider =
       agent.model === undefined ? provider : { ...provider, model: agent.model };
     const lane = agent.lane ?? context.lane ?? this.#options.lane ?? 'realtime';
-    if (lane === 'batches') {
+    // An agent's own agents inherit its deadline with its lane.
+    const deadline = agent.deadline === undefined ? context.deadline : deadlineMs(agent.deadline);
+    if (lane !== 'realtime') {
       // The batches lane is not paced by the real-time limits: its calls never reach the governor.
+      // `auto` without a deadline is the batches lane: nothing hurries it.
       capabilities.lane = {
-        collector: this.#batchCollector(),
+        collector: this.#batchCollector(lane),
         provider: childProvider,
         apiKey: carried?.apiKey,
         name: agent.key ?? id,
+        ...(lane === 'auto' && deadline !== undefined ? { deadline } : {}),
       };
-    } else if (this.governor) capabilities.governor = this.governor;
+    }
+    // A step of the `auto` lane may go in real time after all: it is governed as one.
+    if ((lane === 'realtime' || capabilities.lane?.deadline !== undefined) && this.governor) {
+      capabilities.governor = this.governor;
+    }
     if (tree) capabilities.tree = tree;
     if (trace) capabilities.trace = trace;
     // Unset fields are left out: the spec crosses threads (and queues) as it is.
@@ -435,11 +446,14 @@ export class Engine {
   }
 
   /** The batches lane's collector (docs/LANES.md), made when the lane is first used. */
-  #batchCollector(): BatchCollector {
-    if (this.queued) throw queueLaneRefusal();
+  #batchCollector(lane: Lane): BatchCollector {
+    if (this.queued) throw queueLaneRefusal(lane);
     this.#collector ??= new BatchCollector({
       windowMs: this.#options.batchWindowMs ?? DEFAULT_BATCH_WINDOW_MS,
       pollMs: this.#options.batchPollMs ?? DEFAULT_BATCH_POLL_MS,
+      turnaroundMs: this.#options.batchTurnaroundMs ?? DEFAULT_BATCH_TURNAROUND_MS,
+      // A full processing queue is waited out as long as a refused real-time request would be.
+      ...(this.governor ? { patienceMs: this.governor.patienceMs } : {}),
       warn: warner(this.#options.onWarning, 'batches'),
       // In the run journal before its first poll: a rerun of a killed run follows it.
       submitted: ({ batchId, endpoint, customIds }) => {
@@ -455,6 +469,34 @@ export class Engine {
   /** Message Batches this engine created so far (the batches lane). */
   get batchesCreated(): number {
     return this.#collector?.batches ?? 0;
+  }
+
+  /**
+   * Creates of a Message Batch the server refused 429 (a full processing queue) and that the
+   * batches lane tried again after the wait it was told.
+   */
+  get batchQueueRefusals(): number {
+    return this.#collector?.queueRefusals ?? 0;
+  }
+
+  /**
+   * Steps of the `auto` lane that went in real time because no batch fitted before their
+   * deadline (at their submit, or while they waited for a batch).
+   */
+  get stepsMovedToRealtime(): number {
+    return this.#collector?.movedToRealtime ?? 0;
+  }
+
+  /**
+   * What the `auto` lane takes a Message Batch to need, from its create to its end: the longest
+   * of the last batches this engine saw end, else `batchTurnaroundMs`.
+   */
+  get batchTurnaroundMs(): number {
+    return (
+      this.#collector?.turnaroundMs ??
+      this.#options.batchTurnaroundMs ??
+      DEFAULT_BATCH_TURNAROUND_MS
+    );
   }
 
   /** Every signal a spawn was given, with one listener each, however many children share it. */
@@ -505,6 +547,7 @@ export class Engine {
       provider: spec.provider,
       patienceMs: spec.patienceMs,
       lane: spec.lane ?? 'realtime',
+      ...(spec.deadline === undefined ? {} : { deadline: spec.deadline }),
       // The child's own agents report into its parent's events when someone listens.
       ...(onEvent ? { emit: onEvent } : {}),
       ...(trace ? { traceContextOf: (span) => trace.contextOf(span) } : {}),
@@ -719,8 +762,8 @@ export async function checkEngine(
 }
 
 /** The batches lane gathers steps on this process's main thread: a queue's workers are elsewhere. */
-function queueLaneRefusal(): UsageError {
+function queueLaneRefusal(lane: Lane): UsageError {
   return new UsageError(
-    "Expected `lane` to be `realtime` with `queue` (a queue's workers send their own requests), got `batches`",
+    `Expected \`lane\` to be \`realtime\` with \`queue\` (a queue's workers send their own requests), got \`${lane}\``,
   );
 }

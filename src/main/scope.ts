@@ -36,6 +36,8 @@ export interface ScopeOptions {
   patienceMs?: number | undefined;
   /** The owner's lane, which its children inherit. */
   lane?: Lane | undefined;
+  /** The owner's deadline (epoch ms, the `auto` lane), which its children inherit. */
+  deadline?: number | undefined;
   /**
    * Where the scope's events go: agent start and async settle and stale. Sync children stream
    * their own events here too when it is set.
@@ -284,7 +286,7 @@ export class AgentScope implements AgentSpawner {
     call: Pick<ToolContext, 'span' | 'callId'> | undefined,
   ): ChildHandle {
     const span = call?.span;
-    const { traceContextOf, tree, patienceMs, carried, lane } = this.#options;
+    const { traceContextOf, tree, patienceMs, carried, lane, deadline } = this.#options;
     const handle = this.#options.spawn(
       {
         prompt: input.prompt,
@@ -308,6 +310,7 @@ export class AgentScope implements AgentSpawner {
         ...(tree ? { tree } : {}),
         ...(patienceMs === undefined ? {} : { patienceMs }),
         ...(lane === undefined ? {} : { lane }),
+        ...(deadline === undefined ? {} : { deadline }),
         ...(carried ? { inherited: carried } : {}),
       },
     );

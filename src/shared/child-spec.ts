@@ -55,9 +55,13 @@ export interface ChildSpec {
   governed?: { patienceMs: number };
   /**
    * Its model calls go through Message Batches: each is sent up the uplink to main's batch
-   * collector instead of to the provider (`lane: 'batches'`, docs/LANES.md). Unset: realtime.
+   * collector instead of to the provider (`lane: 'batches'`, docs/LANES.md). `auto`: the same,
+   * but main may send a step back to go in real time (its deadline nears), so the child is also
+   * governed. Unset: realtime.
    */
-  lane?: 'batches';
+  lane?: 'batches' | 'auto';
+  /** The `auto` lane: its deadline (epoch ms), which its own agents inherit. */
+  deadline?: number;
   /**
    * How long one of its requests may keep being refused (429/529) before it fails, in ms: its
    * spawn's, its agent file's, its parent's or its engine's `governor.patienceMs`. Unset, the

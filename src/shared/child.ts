@@ -7,7 +7,6 @@ import { AgentJournal } from './journal/agent-journal.js';
 import { keepsLog } from './journal/policy.js';
 import { transcriptText } from './journal/reader.js';
 import { historyFrom } from './journal/resume-history.js';
-import { batchPrice } from './lane/lane.js';
 import {
   type ChildInbox,
   type LoopOutcome,
@@ -122,9 +121,9 @@ async function runLoop(run: ChildRun, deps: ChildRunDeps): Promise<AgentResult> 
     if (restored.ended) return settle(run, restored.ended);
     deps.budget?.resumeSteps?.(restored.steps);
   }
-  const listed = priceOf(spec.provider.model, priceTable(spec.prices));
-  // A step of the batches lane costs half of each token price (docs/LANES.md).
-  const price = listed && spec.lane === 'batches' ? batchPrice(listed) : listed;
+  // A step a Message Batch answered costs half of each token price: the loop prices it so
+  // (docs/LANES.md), whichever lane the agent is in.
+  const price = priceOf(spec.provider.model, priceTable(spec.prices));
   const messages: MessageParam[] = restored?.messages ?? [firstMessage(spec.prompt, spec.preamble)];
   // Its run's start record holds the whole transcript it goes on from: a resumed child's
   // supersedes what its dead worker wrote, including a write of that worker that lands late.

@@ -135,7 +135,9 @@ export type MainMessage =
   | { type: 'budget-spent'; which: BudgetKind }
   | { type: 'gov-admission'; id: number; admission: Admission }
   /** A batches-lane step's answer: its batch's result as the provider's would be. */
-  | { type: 'lane-answer'; id: number; result: ProviderResult };
+  | { type: 'lane-answer'; id: number; result: ProviderResult }
+  /** An `auto`-lane step left the collector (its deadline nears): it goes in real time. */
+  | { type: 'lane-realtime'; id: number };
 
 /** Checks a child's message from a worker; anything else is ignored, never trusted. */
 export function isWorkerMessage(value: unknown): value is WorkerMessage {
@@ -183,6 +185,7 @@ export function isMainMessage(value: unknown): value is MainMessage {
   if (value.type === 'cancel') return typeof value.reason === 'string';
   if (value.type === 'budget-spent') return typeof value.which === 'string';
   if (value.type === 'lane-answer') return typeof value.id === 'number' && isRecord(value.result);
+  if (value.type === 'lane-realtime') return typeof value.id === 'number';
   return (
     value.type === 'gov-admission' && typeof value.id === 'number' && isRecord(value.admission)
   );

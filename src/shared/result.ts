@@ -66,6 +66,11 @@ export interface AgentUsage {
    * the reads (0.1×), as for an agent that wrote a prefix and never read it back.
    */
   cacheSavedUsd?: number;
+  /**
+   * Dollars the batches lane saved: what the steps Message Batches answered would have cost in
+   * real time, less what they cost (docs/LANES.md). Absent when no priced step went by a batch.
+   */
+  batchSavedUsd?: number;
 }
 
 /**

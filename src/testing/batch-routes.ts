@@ -157,8 +157,25 @@ export class BatchRoutes {
         reply.invalid(checked.message);
         return;
       }
-      const { seed } = this.#parts.options;
+      const { seed, batchQueueSize } = this.#parts.options;
       const now = this.#parts.now();
+      if (batchQueueSize > 0) {
+        // The key's processing queue: the requests of its batches still in progress.
+        const open = this.#store.list(key).filter((batch) => batch.status(now) !== 'ended');
+        const queued = open.reduce((sum, batch) => sum + batch.entries.length, 0);
+        if (queued + checked.value.length > batchQueueSize) {
+          this.#parts.stats.batchCreatesRefused++;
+          const firstEnd = Math.min(...open.map((batch) => batch.endsAt), now + 1000);
+          const seconds = Math.max(1, Math.ceil((firstEnd - now) / 1000));
+          reply.error(
+            429,
+            'rate_limit_error',
+            `Number of batch requests in processing queue (${queued}) plus this batch's ${checked.value.length} exceeds the limit of ${batchQueueSize}`,
+            { 'retry-after': String(seconds) },
+          );
+          return;
+        }
+      }
       const context: BatchAnswerContext = {
         key,
         seed,
@@ -258,8 +275,14 @@ class Reply {
     this.#response.end(JSON.stringify(body));
   }
 
-  error(status: number, type: string, message: string): void {
-    sendError(this.#response, { status, type, message, requestId: this.#requestId });
+  error(status: number, type: string, message: string, headers?: Record<string, string>): void {
+    sendError(this.#response, {
+      status,
+      type,
+      message,
+      requestId: this.#requestId,
+      ...(headers ? { headers } : {}),
+    });
   }
 
   invalid(message: string): void {

@@ -80,6 +80,13 @@ export interface ScriptedModelOptions {
    */
   batchExpireProbability?: number;
   /**
+   * The most requests this API key may have in Message Batches still in progress (the real API's
+   * "batch requests in processing queue" limit of its tier). A create that would go past it is
+   * refused 429 `rate_limit_error`, with a `retry-after` of the seconds until the first of its
+   * batches in progress ends. 0 (default) is no limit.
+   */
+  batchQueueSize?: number;
+  /**
    * The server's monotonic clock in ms, which times pacing, ttft, delays, the rate-limit
    * buckets and the prompt cache's lifetimes. Default `performance.now()`. A test that must
    * see minutes pass passes a clock it can move forward, e.g.
@@ -217,6 +224,11 @@ export function resolveOptions(options: ScriptedModelOptions = {}): ResolvedOpti
       '`batchExpireProbability`',
       options.batchExpireProbability ?? 0,
       'fraction',
+    ),
+    batchQueueSize: checkNumber(
+      '`batchQueueSize`',
+      options.batchQueueSize ?? 0,
+      'non-negative-integer',
     ),
     clock: checkClock(options.clock),
   };

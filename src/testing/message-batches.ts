@@ -89,6 +89,11 @@ export class StoredBatch {
     return now >= this.#naturalEnd ? 'ended' : 'in_progress';
   }
 
+  /** When it ends unless it is cancelled first (or when its cancel ends it). */
+  get endsAt(): number {
+    return this.#cancelAt ?? this.#naturalEnd;
+  }
+
   /** When processing ended, once it has. */
   endedAt(now: number): number | undefined {
     if (this.status(now) !== 'ended') return undefined;

@@ -45,6 +45,9 @@ Runs the scripted model: an Anthropic Messages API server for offline use.
   --batch-expire P   0..1 share of Message Batches that expire: such a batch reaches its
                      deadline at its latency with half its requests processed, and the rest
                      come back expired (default 0)
+  --batch-queue N    the most requests a key may have in Message Batches in progress; a
+                     create past it gets 429 rate_limit_error with retry-after (default 0,
+                     no limit)
   -h, --help         this help
 It serves until SIGINT, SIGTERM or SIGHUP. The engine options of the other commands do not
 apply here. A conversation with no cohort-script gets the default policy: it reads the files
@@ -77,6 +80,7 @@ const FLAGS = {
   'batch-latency': { type: 'string' },
   'batch-error': { type: 'string' },
   'batch-expire': { type: 'string' },
+  'batch-queue': { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
@@ -125,6 +129,7 @@ export function parseMockFlags(argv: string[]): ScriptedModelOptions | 'help' {
   if (typeof latency === 'string') options.batchLatencyMs = durationOption(latency);
   assign('batchErrorProbability', number('batch-error', 'fraction'));
   assign('batchExpireProbability', number('batch-expire', 'fraction'));
+  assign('batchQueueSize', number('batch-queue', 'non-negative-integer'));
   return options;
 }
 

@@ -23,6 +23,8 @@ export interface ScriptedModelStats {
   batchesCreated: number;
   /** The requests those batches hold, each answered through the batch. */
   batchRequests: number;
+  /** Creates refused 429 because the key's processing queue was full (`batchQueueSize`). */
+  batchCreatesRefused: number;
   /** Batches retrieved (`GET /v1/messages/batches/{id}` answered 200), polls included. */
   batchRetrieves: number;
   /** Results files downloaded (`GET /v1/messages/batches/{id}/results` answered 200). */
@@ -41,6 +43,7 @@ export function emptyStats(): ScriptedModelStats {
     overloaded529: 0,
     batchesCreated: 0,
     batchRequests: 0,
+    batchCreatesRefused: 0,
     batchRetrieves: 0,
     batchResultDownloads: 0,
   };

@@ -64,7 +64,7 @@ async function runChildTask(task: ChildTask): Promise<'settled'> {
   const send = (message: WorkerMessage) => uplink.send(spec.id, message);
   const gate = spec.governed ? new RemoteGate(send, spec.governed.patienceMs) : undefined;
   const lane =
-    spec.lane === 'batches' ? new RemoteLane(providerFor(spec.provider, apiKey), send) : undefined;
+    spec.lane === undefined ? undefined : new RemoteLane(providerFor(spec.provider, apiKey), send);
   // A meter only for a child with a budget: its own limits, or a tree's that main watches.
   const budget =
     spec.budget || spec.inTree
@@ -77,6 +77,7 @@ async function runChildTask(task: ChildTask): Promise<'settled'> {
   const leave = uplink.join(spec.id, (message) => {
     if (message.type === 'gov-admission') gate?.receive(message.id, message.admission);
     else if (message.type === 'lane-answer') lane?.receive(message.id, message.result);
+    else if (message.type === 'lane-realtime') lane?.realtime(message.id);
     else if (message.type === 'budget-spent') budget?.treeSpent(message.which);
     else if (!controller.signal.aborted) controller.abort(message.reason satisfies CancelReason);
   });

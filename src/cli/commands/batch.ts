@@ -6,6 +6,7 @@ import { mapAgents } from '../../main/map-agents.js';
 import { batchJobId } from '../../main/runners/queue/job.js';
 import { UsageError } from '../../shared/errors.js';
 import type { AgentEvent } from '../../shared/events.js';
+import { deadlineMs, type Lane } from '../../shared/lane/lane.js';
 import { wholeNumber } from '../../shared/option-schema.js';
 import type { MessageParam } from '../../shared/provider/types.js';
 import { ESTIMATE_FLAGS, ESTIMATE_USAGE } from '../estimate/estimate-flags.js';
@@ -17,7 +18,7 @@ import {
   stringFlag,
   wholeNumberFlag,
 } from '../flags.js';
-import { LANE_FLAGS, laneOptions } from '../lane-flags.js';
+import { deadlineFlag, LANE_FLAGS, laneOptions } from '../lane-flags.js';
 import { ModelStop, stopOf } from '../model-stop.js';
 import { note, safeLabel, shellQuote, stdout } from '../output.js';
 import {
@@ -83,7 +84,7 @@ Runs one child agent per task line and appends one result line (the AgentResult 
 per task as it settles. TASKS.jsonl may be \`-\` for stdin. A task line is
   {"id", "prompt", "title"?, "system"?, "tools"?, "maxSteps"?, "model"?,
    "agent"?, "outputSchema"?, "budget"?, "patienceMs"?, "timeout"?, "cache"?, "cacheTtl"?,
-   "preamble"?, "lane"?}
+   "preamble"?, "lane"?, "deadline"?}
 ("agent" names an agent file in --agents: only the files tasks name are checked, and a task
 naming a bad one is a bad line with its FILE:LINE message; "outputSchema" puts the parsed reply in "value";
 "patienceMs" is how long one of its requests may be refused 429/529 before it fails, in ms,
@@ -91,7 +92,9 @@ over its agent file's and --patience; "timeout" is its wall-clock limit in ms fr
 (past it the task is cancelled, reason timeout), over its agent file's and --timeout; "cache"
 and "cacheTtl" are over --cache and --cache-ttl;
 "preamble" is text the tasks share, a document, sent before the prompt and cached once;
-"lane" is over --lane: realtime, or batches for Message Batches at half the price).
+"lane" is over --lane: realtime, batches for Message Batches at half the price, or auto,
+batches while the batch turnaround fits before the task's "deadline" (an ISO date-time or
+epoch ms in the future, over --deadline), realtime when it does not).
 Every line is checked as the engine would check it before anything starts: a bad line is
 reported with its number and gets no result line; the good lines run (--strict refuses to start).
 
@@ -192,7 +195,8 @@ export async function batchCommand(argv: string[]): Promise<number> {
   // Nothing to run (all done, or no good line): start neither the model nor the pool.
   // The batches lane: what a killed run sent and never read is followed, not sent again.
   const batched =
-    prepared.options.lane === 'batches' || todo.some((task) => task.lane === 'batches');
+    (prepared.options.lane !== undefined && prepared.options.lane !== 'realtime') ||
+    todo.some((task) => task.lane !== undefined && task.lane !== 'realtime');
   const inFlight = batched ? await batchesInFlight(results.path) : undefined;
   if (inFlight !== undefined && inFlight.size > 0) prepared.options.batchesInFlight = inFlight;
   const engine =
@@ -241,6 +245,10 @@ export async function batchCommand(argv: string[]): Promise<number> {
       // The lane the tasks ran in unless their line said otherwise, and the batches it made.
       lane: prepared.options.lane ?? 'realtime',
       ...(engine && engine.batchesCreated > 0 ? { messageBatches: engine.batchesCreated } : {}),
+      // The auto lane: steps no batch could answer before their deadline, sent in real time.
+      ...(engine && engine.stepsMovedToRealtime > 0
+        ? { movedToRealtime: engine.stepsMovedToRealtime }
+        : {}),
       tasks: tasks.length,
       skipped,
       ran: tally.settled,
@@ -278,6 +286,12 @@ export async function batchCommand(argv: string[]): Promise<number> {
         `cohort batch: lane batches: ${engine?.batchesCreated ?? 0} Message Batch(es)${saved === undefined ? '' : `, $${saved.toFixed(4)} less than in real time`}`,
       );
     }
+    if (!quiet && summary.lane === 'auto') {
+      const saved = tally.spent.batchSavedUsd;
+      note(
+        `cohort batch: lane auto: ${engine?.batchesCreated ?? 0} Message Batch(es), ${engine?.stepsMovedToRealtime ?? 0} step(s) sent in real time to meet a deadline${saved === undefined ? '' : `, $${saved.toFixed(4)} less than in real time`}`,
+      );
+    }
     // Cancelled tasks and those that failed for a spent quota or an unreachable provider run
     // again on resume, like the ones never started.
     const again =
@@ -292,6 +306,7 @@ export async function batchCommand(argv: string[]): Promise<number> {
     if (engine) {
       await runTasks({
         engine,
+        lane: prepared.options.lane ?? 'realtime',
         quota,
         todo,
         resumable,
@@ -374,7 +389,10 @@ async function readTasks(values: ParsedValues, source: TaskSource) {
     own: laneOptions(values),
   });
   const timeout = timeoutFlag(values);
+  const deadline = deadlineFlag(values);
   const parsed = await source.read(prepared.check);
+  // `--deadline` is each task's default: its line's wins.
+  if (deadline !== undefined) for (const task of parsed.tasks) task.deadline ??= deadline;
   // `--timeout` is each task's default: its line's and its agent file's win.
   if (timeout !== undefined) {
     const agents = new Map(prepared.check.agents.map((agent) => [agent.name, agent]));
@@ -406,6 +424,19 @@ function timeoutFlag(values: ParsedValues): number | undefined {
     );
   }
   return ms;
+}
+
+/**
+ * A task whose deadline passed while it waited for a slot (it was in the future when its line was
+ * checked) is not refused for it: in the auto lane it runs in real time, all that is left to it.
+ */
+function pastDeadline<
+  T extends { deadline?: string | number | Date | undefined; lane?: Lane | undefined },
+>(spec: T, lane: Lane): T {
+  const ms = deadlineMs(spec.deadline);
+  if (ms === undefined || ms > Date.now()) return spec;
+  const { deadline: _passed, ...rest } = spec;
+  return (spec.lane ?? lane) === 'auto' ? ({ ...rest, lane: 'realtime' } as T) : (rest as T);
 }
 
 /** `fn`, run at most once: later calls do nothing. */
@@ -445,6 +476,8 @@ function batchInterrupts(
 /** Runs the tasks and appends each result as it settles, until done or `signal` aborts. */
 async function runTasks(options: {
   engine: Engine;
+  /** `--lane`: a task's lane unless its line has one. */
+  lane: Lane;
   todo: BatchTask[];
   /** Transcripts to go on from, by journal key. */
   resumable: ReadonlyMap<string, MessageParam[]>;
@@ -479,7 +512,7 @@ async function runTasks(options: {
     for (const spec of specs) {
       if (quota.stopped(spec.task)) continue;
       quota.admitted.add(spec.task.id);
-      yield spec;
+      yield pastDeadline(spec, options.lane);
     }
   }
   try {

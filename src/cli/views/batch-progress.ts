@@ -45,8 +45,8 @@ export interface BatchSpent {
   /** The sum of the results' `usage.cacheSavedUsd`; only when one of them had it. */
   cacheSavedUsd?: number;
   /**
-   * What the tasks of the batches lane (`lane: 'batches'` on their result) would have cost more
-   * in real time: their `costUsd` was at half price. Only when one of them was priced.
+   * What the steps Message Batches answered would have cost more in real time: the sum of the
+   * results' `usage.batchSavedUsd` (the batches and `auto` lanes). Only when one of them had it.
    */
   batchSavedUsd?: number;
 }
@@ -117,7 +117,10 @@ export class BatchTally {
     if (usage.costUsd !== undefined) {
       spent.costUsd += usage.costUsd;
       spent.priced++;
-      if (result.lane === 'batches') {
+      if (usage.batchSavedUsd !== undefined) {
+        spent.batchSavedUsd = (spent.batchSavedUsd ?? 0) + usage.batchSavedUsd;
+      } else if (result.lane === 'batches') {
+        // A line written before results said what the lane saved: all its steps were batched.
         spent.batchSavedUsd =
           (spent.batchSavedUsd ?? 0) + usage.costUsd * (1 / BATCH_PRICE_FACTOR - 1);
       }

@@ -1,6 +1,7 @@
 import { Agent, type Dispatcher } from 'undici';
 import type { LaneParams } from '../../shared/protocol.js';
 import type { ProviderConfig } from '../../shared/provider/config.js';
+import { retryAfterFrom } from '../../shared/provider/retry.js';
 import { resolveBaseURL, resolveCredential } from '../../shared/provider/transport/endpoint.js';
 import { requestHeaders } from '../../shared/provider/transport/request-headers.js';
 import { redactSecrets } from '../../shared/redact.js';
@@ -26,10 +27,18 @@ export interface MessageBatch {
 export class BatchApiError extends Error {
   readonly status: number | undefined;
   readonly retry: boolean;
-  constructor(message: string, status: number | undefined, retry: boolean) {
+  /** What the answer's `retry-after` (or `retry-after-ms`) asked to wait, in ms. */
+  readonly retryAfterMs: number | undefined;
+  constructor(
+    message: string,
+    status: number | undefined,
+    retry: boolean,
+    retryAfterMs?: number | undefined,
+  ) {
     super(redactSecrets(message));
     this.status = status;
     this.retry = retry;
+    this.retryAfterMs = retryAfterMs;
   }
 }
 
@@ -163,10 +172,15 @@ async function failure(response: Dispatcher.ResponseData, route: string): Promis
     // No body, or not JSON: the status says it.
   }
   const retry = status === 429 || status >= 500;
+  const after = retryAfterFrom((name) => {
+    const value = response.headers[name];
+    return Array.isArray(value) ? value[0] : value;
+  });
   return new BatchApiError(
     `${route} answered ${status}${detail === '' ? '' : `: ${detail}`}`,
     status,
     retry,
+    after,
   );
 }
 

@@ -1,5 +1,5 @@
 import { delay } from 'abort-controller-x';
-import { customIdOf } from '../../shared/lane/lane.js';
+import { customIdOf, DEFAULT_BATCH_TURNAROUND_MS } from '../../shared/lane/lane.js';
 import type { LaneParams } from '../../shared/protocol.js';
 import type { ProviderConfig } from '../../shared/provider/config.js';
 import { turnFromMessage } from '../../shared/provider/message-turn.js';
@@ -24,6 +24,10 @@ export const DEFAULT_BATCH_WINDOW_MS = 10_000;
 export const DEFAULT_BATCH_POLL_MS = 30_000;
 const POLL_GROWTH = 1.5;
 const POLL_GROWTH_CAP = 8;
+/** How long creates refused for a full processing queue are tried again (default). */
+const DEFAULT_QUEUE_PATIENCE_MS = 15 * 60_000;
+/** How many of the last batches' turnarounds the `auto` lane goes by (the longest of them). */
+const TURNAROUNDS_KEPT = 8;
 
 /** One agent's step waiting for its batch. */
 export interface LaneStep {
@@ -40,8 +44,16 @@ export interface LaneStep {
   provider: ProviderConfig;
   /** Its key given in code; unset, the environment's. */
   apiKey: string | undefined;
-  /** Called once with the step's result, unless it was withdrawn first. */
+  /** Called once with the step's result, unless it was withdrawn first or sent to `realtime`. */
   answer(result: ProviderResult): void;
+  /**
+   * The `auto` lane: when the step must be answered by (epoch ms). While the batch turnaround
+   * and the window fit before it, the step waits for a batch; once they do not, it goes to
+   * `realtime` instead. A step already in a submitted batch stays there.
+   */
+  deadline?: number;
+  /** Called once, instead of `answer`, when the step leaves the lane for a real-time request. */
+  realtime?(): void;
 }
 
 /** A batch submitted: what the run journal keeps, before its polling starts. */
@@ -57,6 +69,13 @@ export interface BatchCollectorOptions {
   windowMs: number;
   /** The first wait between polls of a batch. */
   pollMs: number;
+  /** What a batch is taken to need from create to end until one has ended (the `auto` lane). */
+  turnaroundMs?: number;
+  /**
+   * How long creates of one batch may keep being refused 429 (a full processing queue) before
+   * its steps fail `rate_limited`; default 15 minutes, the governor's patience.
+   */
+  patienceMs?: number;
   /** Something the collector met and went on past (an unknown custom id, a cut results line). */
   warn(message: string): void;
   /** A batch was created: called, and awaited, before it is polled (the run journal). */
@@ -113,6 +132,10 @@ export class BatchCollector {
   /** Agents in the lane: spawned and not settled. */
   #members = 0;
   #timer: NodeJS.Timeout | undefined;
+  /** When the next waiting step with a deadline runs out of room for a batch. */
+  #roomTimer: NodeJS.Timeout | undefined;
+  /** How long the last batches took from create to end, most recent last. */
+  readonly #turnarounds: number[] = [];
 
   constructor(options: BatchCollectorOptions) {
     this.#options = options;
@@ -120,6 +143,23 @@ export class BatchCollector {
 
   /** Batches created so far, for a summary and tests. */
   batches = 0;
+
+  /** Creates refused 429 (a full processing queue) and tried again, for a summary and tests. */
+  queueRefusals = 0;
+
+  /** Steps of the `auto` lane that left it for a real-time request, for a summary and tests. */
+  movedToRealtime = 0;
+
+  /**
+   * What a batch is taken to need from its create to its end: the longest of the last
+   * `TURNAROUNDS_KEPT` this collector saw end, else the assumption it was given.
+   */
+  get turnaroundMs(): number {
+    if (this.#turnarounds.length === 0) {
+      return this.#options.turnaroundMs ?? DEFAULT_BATCH_TURNAROUND_MS;
+    }
+    return Math.max(...this.#turnarounds);
+  }
 
   /** An agent joins the lane; the function it gets back is its leave (when it settles). */
   join(): () => void {
@@ -150,7 +190,7 @@ export class BatchCollector {
     const account = this.#account(step.provider, step.apiKey);
     const journaled = this.#options.inFlight?.get(entry.customId);
     if (journaled !== undefined) this.#follow(account, journaled, entry);
-    else account.pending.push(entry);
+    else this.#enqueue(account, entry);
     this.#consider();
     return () => {
       this.#settle(entry);
@@ -167,6 +207,8 @@ export class BatchCollector {
   async close(): Promise<void> {
     if (this.#timer) clearTimeout(this.#timer);
     this.#timer = undefined;
+    if (this.#roomTimer) clearTimeout(this.#roomTimer);
+    this.#roomTimer = undefined;
     this.#closing.abort('shutdown');
     for (const account of this.#accounts.values()) {
       for (const entry of account.pending.splice(0)) this.#answer(entry, aborted('shutdown'));
@@ -198,8 +240,58 @@ export class BatchCollector {
     return account;
   }
 
+  /** A step goes to wait for the next batch, or, with no room left before its deadline, to real time. */
+  #enqueue(account: Account, entry: Entry): void {
+    if (this.#hasRoom(entry, Date.now())) account.pending.push(entry);
+    else this.#toRealtime(entry);
+  }
+
+  /** Whether a batch still fits before the step's deadline: the window, then the turnaround. */
+  #hasRoom(entry: Entry, now: number): boolean {
+    const { deadline } = entry.step;
+    return deadline === undefined || now + this.#need() <= deadline;
+  }
+
+  #need(): number {
+    return this.#options.windowMs + this.turnaroundMs;
+  }
+
+  #toRealtime(entry: Entry): void {
+    if (entry.done) return;
+    this.#settle(entry);
+    this.movedToRealtime++;
+    entry.step.realtime?.();
+  }
+
+  /**
+   * Waiting steps whose room has run out go to real time; the timer is set for the next one's.
+   * (Not at close: a closing collector answers every step `aborted`.)
+   */
+  #sweep(): void {
+    if (this.#roomTimer) clearTimeout(this.#roomTimer);
+    this.#roomTimer = undefined;
+    if (this.#closing.signal.aborted) return;
+    const now = Date.now();
+    let next = Number.POSITIVE_INFINITY;
+    for (const account of this.#accounts.values()) {
+      account.pending = account.pending.filter((entry) => {
+        if (entry.step.deadline === undefined) return true;
+        if (this.#hasRoom(entry, now)) {
+          next = Math.min(next, entry.step.deadline - this.#need());
+          return true;
+        }
+        this.#toRealtime(entry);
+        return false;
+      });
+    }
+    if (next < Number.POSITIVE_INFINITY) {
+      this.#roomTimer = setTimeout(() => this.#consider(), Math.max(0, next - now) + 1);
+    }
+  }
+
   /** Sends what waits when no agent of the lane can add a step, else after the window. */
   #consider(): void {
+    this.#sweep();
     let pending = 0;
     for (const account of this.#accounts.values()) pending += account.pending.length;
     if (pending === 0) {
@@ -224,6 +316,7 @@ export class BatchCollector {
   #flush(): void {
     if (this.#timer) clearTimeout(this.#timer);
     this.#timer = undefined;
+    this.#sweep();
     for (const account of this.#accounts.values()) {
       const entries = account.pending.splice(0);
       for (const chunk of chunks(entries)) this.#track(this.#run(account, chunk));
@@ -241,17 +334,51 @@ export class BatchCollector {
   /** One batch: created (with retries), journaled, polled to its end, its results dispatched. */
   async #run(account: Account, chunk: Entry[]): Promise<void> {
     const signal = this.#closing.signal;
+    const started = Date.now();
     const requests: BatchRequest[] = chunk.map((entry) => ({
       custom_id: entry.customId,
       params: entry.step.params,
     }));
     const config = chunk[0]!.step.provider;
     let batch: MessageBatch | undefined;
+    let refusals = 0;
+    let refusedSince: number | undefined;
     for (let attempt = 0; batch === undefined; attempt++) {
       try {
         batch = await account.api.create(requests, signal);
       } catch (error) {
         if (signal.aborted) return;
+        if (error instanceof BatchApiError && error.status === 429) {
+          // The processing queue is full (the tier's limit of requests in batches in progress),
+          // or the batch routes' request rate: not a failure of these steps, so no retry is
+          // spent. While a batch of this account is open, it waits for room; with none open, a
+          // chunk larger than the queue could never go whole, so it is halved first.
+          if (chunk.length > 1 && !this.#hasOpen(account)) {
+            const half = Math.ceil(chunk.length / 2);
+            await Promise.all([
+              this.#run(account, chunk.slice(0, half)),
+              this.#run(account, chunk.slice(half)),
+            ]);
+            return;
+          }
+          refusedSince ??= Date.now();
+          const patience = this.#options.patienceMs ?? DEFAULT_QUEUE_PATIENCE_MS;
+          const left = patience - (Date.now() - refusedSince);
+          if (left > 0) {
+            this.queueRefusals++;
+            // The last try comes when the patience runs out, however long retry-after said.
+            const wait = Math.min(error.retryAfterMs ?? backoff(config, refusals), left);
+            refusals++;
+            attempt--;
+            if (!(await this.#wait(wait, signal))) return;
+            continue;
+          }
+          // Past the patience: the steps fail `rate_limited`, as a real-time request would.
+          const failure = createFailure(error, refusals + 1);
+          for (const entry of chunk) this.#answer(entry, { ...failure, calls: entry.calls + 1 });
+          this.#consider();
+          return;
+        }
         if (error instanceof BatchApiError && error.status === 413 && chunk.length > 1) {
           // Larger than the server takes: each half goes on its own.
           const half = Math.ceil(chunk.length / 2);
@@ -281,7 +408,7 @@ export class BatchCollector {
         endpoint: account.api.endpoint,
         customIds: [...entries.keys()],
       });
-      await this.#finish(account, batch, entries);
+      await this.#finish(account, batch, entries, false, started);
     } finally {
       this.#open.delete(batch.id);
       this.#consider();
@@ -318,6 +445,7 @@ export class BatchCollector {
     batch: MessageBatch,
     entries: Map<string, Entry>,
     followed = false,
+    started?: number,
   ): Promise<void> {
     const signal = this.#closing.signal;
     const config = [...entries.values()][0]!.step.provider;
@@ -347,7 +475,7 @@ export class BatchCollector {
             this.#options.warn(
               `Message Batch ${now.id} of an earlier run could not be read (${messageOf(error)}); its steps are sent again`,
             );
-            for (const entry of entries.values()) if (!entry.done) account.pending.push(entry);
+            for (const entry of entries.values()) if (!entry.done) this.#enqueue(account, entry);
             return;
           }
           const failure = createFailure(error, failures);
@@ -358,6 +486,7 @@ export class BatchCollector {
         if (!(await this.#wait(backoff(config, failures - 1), signal))) return;
       }
     }
+    if (started !== undefined) this.#observe(Date.now() - started);
     const seen = new Set<string>();
     if (now.results_url === null) {
       this.#options.warn(
@@ -376,6 +505,18 @@ export class BatchCollector {
         this.#retry(entry, account, `Message Batch ${now.id} had no result for it`);
       }
     }
+  }
+
+  /** Whether a batch of `account` is open (created and not yet read): the queue will drain. */
+  #hasOpen(account: Account): boolean {
+    for (const open of this.#open.values()) if (open.account === account) return true;
+    return false;
+  }
+
+  /** A batch ended this long after its create began: what the `auto` lane expects next. */
+  #observe(ms: number): void {
+    this.#turnarounds.push(ms);
+    if (this.#turnarounds.length > TURNAROUNDS_KEPT) this.#turnarounds.shift();
   }
 
   /** Reads the batch's results file line by line and answers each line's step. */
@@ -430,12 +571,12 @@ export class BatchCollector {
       // a step that expired or errored then may well succeed now (`--retry-failed`).
       delete entry.followed;
       entry.calls--;
-      account.pending.push(entry);
+      this.#enqueue(account, entry);
       return;
     }
     if (type === 'succeeded') {
       const turn = turnFromMessage(result?.message);
-      if (turn) this.#answer(entry, { ok: true, turn, calls: entry.calls });
+      if (turn) this.#answer(entry, { ok: true, turn, calls: entry.calls, batched: true });
       else
         this.#retry(
           entry,
@@ -486,7 +627,7 @@ export class BatchCollector {
       return;
     }
     entry.retries++;
-    account.pending.push(entry);
+    this.#enqueue(account, entry);
   }
 
   #answer(entry: Entry, result: ProviderResult): void {

@@ -10,6 +10,11 @@ export interface LaneAttachment {
   apiKey: string | undefined;
   /** Its spawn's `key`, which names its steps in batches across runs; else its id. */
   name: string;
+  /**
+   * The `auto` lane: its deadline (epoch ms). A step goes into a batch only while one fits
+   * before it, and goes in real time otherwise. Unset: the batches lane.
+   */
+  deadline?: number;
 }
 
 /**
@@ -47,6 +52,15 @@ export class LaneChild implements Serving<'lane-submit' | 'lane-withdraw'> {
         this.#waiting.delete(id);
         this.#child.tell({ type: 'lane-answer', id, result });
       },
+      ...(this.#attached.deadline === undefined
+        ? {}
+        : {
+            deadline: this.#attached.deadline,
+            realtime: () => {
+              this.#waiting.delete(id);
+              this.#child.tell({ type: 'lane-realtime', id });
+            },
+          }),
     });
     this.#waiting.set(id, withdraw);
   }

@@ -102,7 +102,10 @@ export const CAPABILITIES = {
   }),
   /** Its model calls go into the engine's Message Batches (the batches lane, docs/LANES.md). */
   lane: capability<LaneAttachment, 'lane-submit' | 'lane-withdraw'>({
-    flag: () => ({ lane: 'batches' }),
+    flag: (attached) =>
+      attached.deadline === undefined
+        ? { lane: 'batches' }
+        : { lane: 'auto', deadline: attached.deadline },
     kinds: ['lane-submit', 'lane-withdraw'],
     serve: (attached, child) => new LaneChild(attached, child),
   }),

@@ -12,18 +12,28 @@ import {
  * A worker's end of the batches lane, for one child: its model calls go over the worker's uplink
  * to main's batch collector, which answers each with its batch's result. The request's body is
  * built here by the child's `Provider` (breakpoints and all), so a step reads the same in either
- * lane. When it closes (the child ends), every waiting call resolves `aborted`.
+ * lane. When it closes (the child ends), every waiting call resolves `aborted`. In the `auto`
+ * lane, main may send a waiting call back (`realtime`): it then goes to the provider itself.
  */
 export class RemoteLane implements ModelClient {
   readonly #provider: Provider;
   readonly #post: (message: LaneRequest) => void;
   readonly #waiting = new Map<number, (result: ProviderResult) => void>();
+  /** The `auto` lane: how each waiting call goes in real time, if main sends it back. */
+  readonly #inRealtime = new Map<number, () => void>();
   #nextId = 1;
   #closed = false;
 
   constructor(provider: Provider, post: (message: LaneRequest) => void) {
     this.#provider = provider;
     this.#post = post;
+  }
+
+  /** Main sent call `id` back (`auto` lane, its deadline nears): it goes in real time. */
+  realtime(id: number): void {
+    const go = this.#inRealtime.get(id);
+    this.#inRealtime.delete(id);
+    go?.();
   }
 
   complete(request: ProviderRequest, options: CompleteOptions): Promise<ProviderResult> {
@@ -41,7 +51,14 @@ export class RemoteLane implements ModelClient {
       signal.addEventListener('abort', onAbort, { once: true });
       this.#waiting.set(id, (result) => {
         signal.removeEventListener('abort', onAbort);
+        this.#inRealtime.delete(id);
         resolve(result);
+      });
+      this.#inRealtime.set(id, () => {
+        if (!this.#waiting.delete(id)) return;
+        signal.removeEventListener('abort', onAbort);
+        // The provider's own request, governed and streamed as in the realtime lane.
+        void this.#provider.complete(request, options).then(resolve);
       });
       this.#post({ type: 'lane-submit', id, step: options.step ?? 0, params });
     });
@@ -52,11 +69,13 @@ export class RemoteLane implements ModelClient {
     const resolve = this.#waiting.get(id);
     if (!resolve) return;
     this.#waiting.delete(id);
+    this.#inRealtime.delete(id);
     resolve(result);
   }
 
   close(): void {
     this.#closed = true;
+    this.#inRealtime.clear();
     const waiting = [...this.#waiting.values()];
     this.#waiting.clear();
     for (const resolve of waiting)

@@ -198,7 +198,12 @@ export async function runAgentLoop(options: LoopOptions): Promise<LoopOutcome> {
     const response = await request(options, offered, step);
     usage.providerCalls += response.calls;
     usage.steps++;
-    spend(options, usage, response.ok ? response.turn.usage : response.usage);
+    spend(
+      options,
+      usage,
+      response.ok ? response.turn.usage : response.usage,
+      response.batched === true,
+    );
     if (!response.ok) {
       if (response.error.code === 'aborted' || signal.aborted) {
         return { kind: 'cancelled', reason: cancelReasonOf(signal) };

@@ -1,3 +1,4 @@
+import { batchPrice } from '../lane/lane.js';
 import { defined } from '../option-schema.js';
 import { costUsd, uncachedCostUsd } from '../prices.js';
 import type { MessageParam, ProviderResult, ProviderUsage, ToolParam } from '../provider/types.js';
@@ -55,16 +56,27 @@ export function firstMessage(prompt: string, preamble: string | undefined): Mess
   };
 }
 
-/** Adds one step's spend to the usage and the budget (a failed request spends too). */
-export function spend(options: LoopOptions, usage: AgentUsage, step: ProviderUsage): void {
+/**
+ * Adds one step's spend to the usage and the budget (a failed request spends too). A step a
+ * Message Batch answered (`batched`) is priced at the batch price (docs/LANES.md).
+ */
+export function spend(
+  options: LoopOptions,
+  usage: AgentUsage,
+  step: ProviderUsage,
+  batched = false,
+): void {
   usage.inputTokens += step.inputTokens;
   usage.outputTokens += step.outputTokens;
   usage.cacheReadTokens += step.cacheReadTokens;
   usage.cacheWriteTokens += step.cacheWriteTokens;
-  const price = options.price;
+  const price = batched && options.price ? batchPrice(options.price) : options.price;
   const cost = price ? costUsd(step, price) : 0;
   if (price) {
     usage.costUsd = (usage.costUsd ?? 0) + cost;
+    if (batched && options.price) {
+      usage.batchSavedUsd = (usage.batchSavedUsd ?? 0) + costUsd(step, options.price) - cost;
+    }
     if (step.cacheReadTokens > 0 || step.cacheWriteTokens > 0) {
       usage.cacheSavedUsd = (usage.cacheSavedUsd ?? 0) + uncachedCostUsd(step, price) - cost;
     }

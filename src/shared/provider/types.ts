@@ -124,9 +124,10 @@ export interface AssistantTurn {
 }
 
 /** The outcome of one `complete` call, retries included. Failures are values, never throws. */
+/** A model call's outcome; `batched` when a Message Batch answered it (batch prices apply). */
 export type ProviderResult =
-  | { ok: true; turn: AssistantTurn; calls: number }
-  | { ok: false; error: ProviderError; calls: number; usage: ProviderUsage };
+  | { ok: true; turn: AssistantTurn; calls: number; batched?: true }
+  | { ok: false; error: ProviderError; calls: number; usage: ProviderUsage; batched?: true };
 
 /**
  * What the agent loop asks its model calls of: a `Provider` (the realtime lane), or a batches

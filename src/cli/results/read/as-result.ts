@@ -51,6 +51,8 @@ function usageOf(value: unknown): AgentUsage {
   // Negative when the cache's writes outweighed its reads: any finite number.
   const saved = given.cacheSavedUsd;
   if (typeof saved === 'number' && Number.isFinite(saved)) usage.cacheSavedUsd = saved;
+  const batchSaved = count(given.batchSavedUsd);
+  if (batchSaved !== undefined) usage.batchSavedUsd = batchSaved;
   return usage;
 }
 

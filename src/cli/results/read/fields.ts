@@ -43,6 +43,7 @@ const USAGE_FIELDS = {
   steps: true,
   costUsd: true,
   cacheSavedUsd: true,
+  batchSavedUsd: true,
 } as const satisfies Record<keyof AgentUsage, true>;
 
 /** What export writes without --fields: who, how it ended, what it said, what it cost. */
