@@ -104,6 +104,39 @@ describe('cohort batch --lane', () => {
     );
   });
 
+  it('asks the model again on --retry-failed: a batch already read is never followed', async () => {
+    const tasks = path.join(tempDir(), 'tasks.jsonl');
+    // Its first step is answered, its second fails it: a rerun starts it over from its prompt.
+    const schema = { type: 'object', properties: { n: { type: 'number' } }, required: ['n'] };
+    writeFileSync(
+      tasks,
+      `${JSON.stringify({ id: 'odd', prompt: scripted([{ reply: 'not a number' }]), outputSchema: schema })}\n`,
+    );
+    const out = path.join(tempDir(), 'results.jsonl');
+    const args = [
+      'batch',
+      tasks,
+      '--out',
+      out,
+      '--base-url',
+      model.url,
+      '--tools',
+      TEST_TOOLS,
+      '--lane',
+      'batches',
+      '--batch-poll',
+      '20ms',
+    ];
+    const before = model.stats.batchRequests;
+    expect((await runCli(args).exit).code).toBe(1);
+    expect(readResultLines(out)[0]).toMatchObject({ outcome: 'failed' });
+    const first = model.stats.batchRequests - before;
+    expect(first).toBeGreaterThan(0);
+    expect((await runCli([...args, '--retry-failed']).exit).code).toBe(1);
+    // Each of its steps went into a batch again: none took the first run's answers.
+    expect(model.stats.batchRequests - before).toBe(2 * first);
+  });
+
   it('after a kill -9 mid-batch, a rerun follows the batch in flight: one line per task, no step sent twice', async () => {
     // Batches take ten minutes of the server's clock; after the kill its clock runs 10,000 times
     // faster, so the rerun's batches end in a blink while the first run's could not.

@@ -3,8 +3,8 @@ import type { AddressInfo } from 'node:net';
 import Anthropic from '@anthropic-ai/sdk';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { EngineWarning } from '../src/index.js';
-import { batchPrice } from '../src/shared/lane/lane.js';
-import type { ScriptStep } from '../src/testing/index.js';
+import { batchPrice, customIdOf } from '../src/shared/lane/lane.js';
+import { type ScriptStep, startScriptedModel } from '../src/testing/index.js';
 import { agentCall, type Rig, scripted, startRig, usageError } from './helpers.js';
 
 // The batches lane against the scripted model's Message Batches API over real HTTP, with real
@@ -190,6 +190,83 @@ describe('the batches lane', () => {
       );
     } finally {
       await odd.close();
+    }
+  });
+
+  it('retries a step whose results line cannot be read, and still reads the lines after it', async () => {
+    // The first batch's second line is a message with a null content block: the turn cannot be
+    // made of it. Its step goes into the next batch; the third line still answers its own.
+    const odd = await oddBatchServer({
+      results: (index, lines) => {
+        if (index === 0) {
+          const { custom_id } = JSON.parse(lines[1]!) as { custom_id: string };
+          lines[1] = JSON.stringify({
+            custom_id,
+            result: { type: 'succeeded', message: { content: [null], usage: {} } },
+          });
+        }
+        return `${lines.join('\n')}\n`;
+      },
+    });
+    try {
+      rig = await startRig(
+        { lane: 'batches', batchPollMs: 10, provider: { baseURL: odd.url } },
+        {},
+      );
+      const results = await Promise.all(
+        ['one', 'two', 'three'].map((title) =>
+          rig!.engine.run({ prompt: `Task ${title}.`, title }),
+        ),
+      );
+      expect(results.map((result) => result.outcome)).toEqual(['complete', 'complete', 'complete']);
+      expect(odd.created.map((ids) => ids.length)).toEqual([3, 1]);
+      expect(odd.created[1]![0]).toBe(odd.created[0]![1]);
+    } finally {
+      await odd.close();
+    }
+  });
+
+  it('follows a journaled batch only for the same request on the same server', async () => {
+    const model = await startScriptedModel({ port: 0, batchLatencyMs: 5 });
+    try {
+      const client = new Anthropic({ apiKey: 'follow-key', baseURL: model.url });
+      // A batch made for another transcript of the same task step: its answer is not this one's.
+      const customId = customIdOf('task-1', 1);
+      const other = await client.messages.batches.create({
+        requests: [
+          {
+            custom_id: customId,
+            params: {
+              model: 'cohort-scripted',
+              max_tokens: 100,
+              messages: [{ role: 'user', content: scripted([{ reply: 'not mine' }]) }],
+            },
+          },
+        ],
+      });
+      const endpoint = model.url.replace(/\/$/, '');
+      for (const journaled of [
+        { batchId: other.id, endpoint, digest: 'another-request' },
+        { batchId: other.id, endpoint: 'http://127.0.0.1:1', digest: 'another-request' },
+      ]) {
+        rig = await startRig({
+          lane: 'batches',
+          batchPollMs: 10,
+          batchesInFlight: new Map([[customId, journaled]]),
+          provider: { baseURL: model.url },
+        });
+        const result = await rig.engine.run({
+          prompt: scripted([{ reply: 'mine' }]),
+          key: 'task-1',
+          provider: { apiKey: 'follow-key' },
+        });
+        expect(result).toMatchObject({ outcome: 'complete', text: 'mine' });
+        expect(rig.engine.batchesCreated).toBe(1);
+        await rig.close();
+        rig = undefined;
+      }
+    } finally {
+      await model.close();
     }
   });
 

@@ -442,10 +442,26 @@ export class Engine {
       pollMs: this.#options.batchPollMs ?? DEFAULT_BATCH_POLL_MS,
       warn: warner(this.#options.onWarning, 'batches'),
       // In the run journal before its first poll: a rerun of a killed run follows it.
-      submitted: ({ batchId, endpoint, customIds }) => {
+      submitted: ({ batchId, endpoint, customIds, digests }) => {
         const segment = journalFor(this.logDir);
-        segment.append({ k: 'batch', b: batchId, at: Date.now(), url: endpoint, c: customIds });
+        segment.append({
+          k: 'batch',
+          b: batchId,
+          at: Date.now(),
+          url: endpoint,
+          c: customIds,
+          d: digests,
+        });
         return segment.flushed();
+      },
+      // Its answers are spent: a rerun asks the model again rather than replay them.
+      read: ({ batchId, endpoint }) => {
+        journalFor(this.logDir).append({
+          k: 'batch-read',
+          b: batchId,
+          at: Date.now(),
+          url: endpoint,
+        });
       },
       ...(this.#options.batchesInFlight ? { inFlight: this.#options.batchesInFlight } : {}),
     });

@@ -1,6 +1,8 @@
+import { createHash } from 'node:crypto';
 import { delay } from 'abort-controller-x';
 import { customIdOf } from '../../shared/lane/lane.js';
 import type { LaneParams } from '../../shared/protocol.js';
+import { excerpt } from '../../shared/provider/classify.js';
 import type { ProviderConfig } from '../../shared/provider/config.js';
 import { turnFromMessage } from '../../shared/provider/message-turn.js';
 import { backoffMs } from '../../shared/provider/retry.js';
@@ -24,6 +26,8 @@ export const DEFAULT_BATCH_WINDOW_MS = 10_000;
 export const DEFAULT_BATCH_POLL_MS = 30_000;
 const POLL_GROWTH = 1.5;
 const POLL_GROWTH_CAP = 8;
+/** How long a cancel the lane sends on its own may take. */
+const CANCEL_TIMEOUT_MS = 10_000;
 
 /** One agent's step waiting for its batch. */
 export interface LaneStep {
@@ -47,9 +51,27 @@ export interface LaneStep {
 /** A batch submitted: what the run journal keeps, before its polling starts. */
 export interface SubmittedBatch {
   batchId: string;
-  /** Its server (without credentials), so a rerun asks the same one. */
+  /** Its server (without credentials): a rerun against another one never follows the batch. */
   endpoint: string;
   customIds: string[];
+  /** A digest of each request's params, in the order of `customIds`. */
+  digests: string[];
+}
+
+/** A batch whose results were read: its answers are spent, no rerun follows it. */
+export interface ReadBatch {
+  batchId: string;
+  endpoint: string;
+}
+
+/**
+ * A step a killed run sent in a batch it never read: a rerun's step of the same custom id
+ * follows that batch, if it goes to the same server with the same request (digest).
+ */
+export interface JournaledStep {
+  batchId: string;
+  endpoint: string;
+  digest: string;
 }
 
 export interface BatchCollectorOptions {
@@ -61,17 +83,23 @@ export interface BatchCollectorOptions {
   warn(message: string): void;
   /** A batch was created: called, and awaited, before it is polled (the run journal). */
   submitted?(batch: SubmittedBatch): Promise<void> | void;
+  /** A batch's results were read (the run journal), so no rerun follows it. */
+  read?(batch: ReadBatch): void;
   /**
-   * Batches a killed run submitted and never read, by custom id: a step whose id is among them
-   * follows that batch instead of being sent again.
+   * Batches a killed run submitted and never read, by custom id: a step whose id is among them,
+   * on the same server and with the same request, follows that batch instead of being sent again.
    */
-  inFlight?: ReadonlyMap<string, string>;
+  inFlight?: ReadonlyMap<string, JournaledStep>;
 }
 
 /** A step in the collector, from its submit to its answer. */
 interface Entry {
   step: LaneStep;
   customId: string;
+  /** A digest of its params: a rerun follows a journaled request only if it is the same. */
+  digest: string;
+  /** The size of its params as JSON, for a batch's byte limit. */
+  bytes: number;
   /** Batches it went into that did not answer it: counted against the provider's retries. */
   retries: number;
   /** Batches it went into. */
@@ -100,7 +128,7 @@ export class BatchCollector {
   /** Open batches, by id, with their steps not yet answered. */
   readonly #open = new Map<string, { account: Account; entries: Map<string, Entry> }>();
   /** Steps a rerun follows in a killed run's batches, by batch id. */
-  readonly #followed = new Map<string, Map<string, Entry>>();
+  readonly #followed = new Map<string, { account: Account; entries: Map<string, Entry> }>();
   /**
    * Batches whose results are being read: their steps are about to be answered and to come back
    * with their next step, so they do not count as waiting (a batch would go with the first few).
@@ -141,7 +169,16 @@ export class BatchCollector {
     let customId = customIdOf(step.name, step.step);
     // Two spawns given one key: the second is named by its agent id instead.
     if (this.#live.has(customId)) customId = customIdOf(step.agentId, step.step);
-    const entry: Entry = { step, customId, retries: 0, calls: 0, done: false };
+    const json = JSON.stringify(step.params);
+    const entry: Entry = {
+      step,
+      customId,
+      digest: createHash('sha256').update(json).digest('base64url').slice(0, 22),
+      bytes: Buffer.byteLength(json),
+      retries: 0,
+      calls: 0,
+      done: false,
+    };
     this.#live.set(customId, entry);
     if (this.#closing.signal.aborted) {
       this.#answer(entry, aborted('the engine is closing'));
@@ -149,8 +186,15 @@ export class BatchCollector {
     }
     const account = this.#account(step.provider, step.apiKey);
     const journaled = this.#options.inFlight?.get(entry.customId);
-    if (journaled !== undefined) this.#follow(account, journaled, entry);
-    else account.pending.push(entry);
+    // Only the same request on the same server: a step whose transcript changed since (its tools
+    // answered otherwise, another model) must not take an answer made for another one.
+    if (
+      journaled !== undefined &&
+      journaled.endpoint === account.api.endpoint &&
+      journaled.digest === entry.digest
+    ) {
+      this.#follow(account, journaled.batchId, entry);
+    } else account.pending.push(entry);
     this.#consider();
     return () => {
       this.#settle(entry);
@@ -171,10 +215,11 @@ export class BatchCollector {
     for (const account of this.#accounts.values()) {
       for (const entry of account.pending.splice(0)) this.#answer(entry, aborted('shutdown'));
     }
-    const cancels = [...this.#open].map(async ([id, { account, entries }]) => {
+    // A killed run's batches too: what they hold was this batch's to run, and it stops.
+    const cancels = [...this.#open, ...this.#followed].map(async ([id, { account, entries }]) => {
       for (const entry of entries.values()) this.#answer(entry, aborted('shutdown'));
       try {
-        await account.api.cancel(id, AbortSignal.timeout(10_000));
+        await account.api.cancel(id, AbortSignal.timeout(CANCEL_TIMEOUT_MS));
       } catch (error) {
         this.#options.warn(`could not cancel Message Batch ${id}: ${messageOf(error)}`);
       }
@@ -211,7 +256,7 @@ export class BatchCollector {
     for (const { entries } of this.#open.values()) {
       if (!this.#reading.has(entries)) waiting += liveCount(entries);
     }
-    for (const entries of this.#followed.values()) {
+    for (const { entries } of this.#followed.values()) {
       if (!this.#reading.has(entries)) waiting += liveCount(entries);
     }
     if (waiting >= this.#members) {
@@ -280,11 +325,30 @@ export class BatchCollector {
         batchId: batch.id,
         endpoint: account.api.endpoint,
         customIds: [...entries.keys()],
+        digests: [...entries.values()].map((entry) => entry.digest),
       });
       await this.#finish(account, batch, entries);
+    } catch (error) {
+      // Whatever went wrong, no step of the batch is left waiting, and the batch is not paid for.
+      this.#abandon(account, batch.id, entries, error);
     } finally {
       this.#open.delete(batch.id);
       this.#consider();
+    }
+  }
+
+  /** A batch the lane cannot go on with: its steps fail, and it is cancelled. */
+  #abandon(account: Account, batchId: string, entries: Map<string, Entry>, error: unknown): void {
+    const message = `the batches lane could not go on with Message Batch ${batchId}: ${excerpt(messageOf(error))}`;
+    this.#options.warn(message);
+    let waiting = false;
+    for (const entry of entries.values()) {
+      if (entry.done) continue;
+      waiting = true;
+      this.#answer(entry, failed({ code: 'server_error', message }, entry.calls));
+    }
+    if (waiting && !this.#closing.signal.aborted) {
+      void account.api.cancel(batchId, AbortSignal.timeout(CANCEL_TIMEOUT_MS)).catch(() => {});
     }
   }
 
@@ -294,21 +358,26 @@ export class BatchCollector {
     entry.followed = true;
     const followed = this.#followed.get(batchId);
     if (followed) {
-      followed.set(entry.customId, entry);
+      followed.entries.set(entry.customId, entry);
       return;
     }
     const entries = new Map([[entry.customId, entry]]);
-    this.#followed.set(batchId, entries);
+    this.#followed.set(batchId, { account, entries });
     this.#track(
       this.#finish(
         account,
         { id: batchId, processing_status: 'in_progress', results_url: null },
         entries,
         true,
-      ).finally(() => {
-        this.#followed.delete(batchId);
-        this.#consider();
-      }),
+      )
+        .catch((error: unknown) => {
+          for (const entry of entries.values()) if (!entry.done) this.#requeue(entry, account);
+          throw error;
+        })
+        .finally(() => {
+          this.#followed.delete(batchId);
+          this.#consider();
+        }),
     );
   }
 
@@ -327,9 +396,10 @@ export class BatchCollector {
     // A killed run's batch is read at once: it may have ended while no one polled.
     let first = followed;
     while (now.processing_status !== 'ended') {
-      if (liveCount(entries) === 0 && !followed) {
-        // No agent waits on it any more: it is cancelled, so its steps are not paid for.
-        await account.api.cancel(now.id, signal).catch(() => {});
+      if (liveCount(entries) === 0) {
+        // No agent waits on it any more. This run's own is cancelled, so its steps are not paid
+        // for; a killed run's may hold steps of tasks not started yet, which may follow it still.
+        if (!followed) await account.api.cancel(now.id, signal).catch(() => {});
         return;
       }
       if (!first && !(await this.#wait(interval, signal))) return;
@@ -341,24 +411,28 @@ export class BatchCollector {
       } catch (error) {
         if (signal.aborted) return;
         failures++;
-        if (!(error instanceof BatchApiError && error.retry) || failures > config.maxRetries) {
-          if (followed) {
-            // The killed run's batch cannot be read: its steps go into a batch of their own.
-            this.#options.warn(
-              `Message Batch ${now.id} of an earlier run could not be read (${messageOf(error)}); its steps are sent again`,
-            );
-            for (const entry of entries.values()) if (!entry.done) account.pending.push(entry);
-            return;
-          }
-          const failure = createFailure(error, failures);
-          for (const entry of entries.values())
-            this.#answer(entry, { ...failure, calls: entry.calls });
+        if (error instanceof BatchApiError && error.retry) {
+          // The batch runs on whatever its poll met: it is polled again, however long that takes.
+          if (!(await this.#wait(backoff(config, Math.min(failures - 1, 10)), signal))) return;
+          continue;
+        }
+        if (followed) {
+          // The killed run's batch cannot be read: its steps go into a batch of their own.
+          this.#options.warn(
+            `Message Batch ${now.id} of an earlier run could not be read (${messageOf(error)}); its steps are sent again`,
+          );
+          for (const entry of entries.values()) if (!entry.done) this.#requeue(entry, account);
           return;
         }
-        if (!(await this.#wait(backoff(config, failures - 1), signal))) return;
+        const failure = createFailure(error, failures);
+        for (const entry of entries.values())
+          this.#answer(entry, { ...failure, calls: entry.calls });
+        // Its steps failed: it is not paid for either, if the server still takes a cancel.
+        await account.api.cancel(now.id, AbortSignal.timeout(CANCEL_TIMEOUT_MS)).catch(() => {});
+        return;
       }
     }
-    const seen = new Set<string>();
+    const answered = new Set<string>();
     if (now.results_url === null) {
       this.#options.warn(
         `Message Batch ${now.id} ended without a results_url; its steps are retried`,
@@ -366,24 +440,30 @@ export class BatchCollector {
     } else {
       this.#reading.add(entries);
       try {
-        await this.#dispatch(now, entries, account, seen, followed);
+        await this.#dispatch(now, entries, account, answered, followed);
       } finally {
         this.#reading.delete(entries);
       }
+      if (signal.aborted) return;
+      this.#options.read?.({ batchId: now.id, endpoint: account.api.endpoint });
     }
     for (const entry of entries.values()) {
-      if (!entry.done && !seen.has(entry.customId)) {
-        this.#retry(entry, account, `Message Batch ${now.id} had no result for it`);
+      if (!entry.done && !answered.has(entry.customId)) {
+        if (entry.followed) this.#requeue(entry, account);
+        else this.#retry(entry, account, `Message Batch ${now.id} had no result for it`);
       }
     }
   }
 
-  /** Reads the batch's results file line by line and answers each line's step. */
+  /**
+   * Reads the batch's results file line by line and answers each line's step; `answered` gets
+   * each step a line was handled for (answered, or sent again).
+   */
   async #dispatch(
     batch: MessageBatch,
     entries: Map<string, Entry>,
     account: Account,
-    seen: Set<string>,
+    answered: Set<string>,
     followed: boolean,
   ): Promise<void> {
     const signal = this.#closing.signal;
@@ -397,7 +477,7 @@ export class BatchCollector {
           parsed = JSON.parse(text) as ResultLine;
         } catch {
           this.#options.warn(
-            `line ${line} of Message Batch ${batch.id}'s results is not whole JSON (cut mid-line?): ${text.slice(0, 80)}; its step is retried`,
+            `line ${line} of Message Batch ${batch.id}'s results is not whole JSON (cut mid-line?): ${excerpt(text, 80)}; its step is retried`,
           );
           continue;
         }
@@ -407,18 +487,27 @@ export class BatchCollector {
         if (entry === undefined && followed) continue;
         if (entry === undefined) {
           this.#options.warn(
-            `line ${line} of Message Batch ${batch.id}'s results names a custom_id no step of it has (${JSON.stringify(String(parsed?.custom_id)).slice(0, 80)}); ignored`,
+            `line ${line} of Message Batch ${batch.id}'s results names a custom_id no step of it has (${excerpt(JSON.stringify(String(parsed?.custom_id)), 80)}); ignored`,
           );
           continue;
         }
-        if (entry.done || seen.has(entry.customId)) continue;
-        seen.add(entry.customId);
-        this.#result(entry, parsed.result, account, batch.id);
+        if (entry.done || answered.has(entry.customId)) continue;
+        try {
+          this.#result(entry, parsed.result, account, batch.id);
+        } catch (error) {
+          // One line the lane cannot take costs its own step a retry, not the rest of the file.
+          this.#retry(
+            entry,
+            account,
+            `Message Batch ${batch.id} answered a result that could not be read (${excerpt(messageOf(error))})`,
+          );
+        }
+        answered.add(entry.customId);
       }
     } catch (error) {
       if (signal.aborted) return;
       this.#options.warn(
-        `the results of Message Batch ${batch.id} could not be read whole (${messageOf(error)}); the steps without a result are retried`,
+        `the results of Message Batch ${batch.id} could not be read whole (${excerpt(messageOf(error))}); the steps without a result are retried`,
       );
     }
   }
@@ -428,9 +517,7 @@ export class BatchCollector {
     if (entry.followed && type !== 'succeeded') {
       // What an earlier run's batch did not answer is sent again, as if it had never been sent:
       // a step that expired or errored then may well succeed now (`--retry-failed`).
-      delete entry.followed;
-      entry.calls--;
-      account.pending.push(entry);
+      this.#requeue(entry, account);
       return;
     }
     if (type === 'succeeded') {
@@ -447,7 +534,7 @@ export class BatchCollector {
     if (type === 'errored') {
       const error = result?.error?.error;
       const code = errorCode(error?.type);
-      const message = `Message Batch ${batchId}: ${typeof error?.message === 'string' ? error.message : 'errored'}`;
+      const message = `Message Batch ${batchId}: ${typeof error?.message === 'string' ? excerpt(error.message) : 'errored'}`;
       if (code === 'server_error' || code === 'overloaded' || code === 'rate_limited') {
         this.#retry(entry, account, message, code);
       } else {
@@ -468,8 +555,21 @@ export class BatchCollector {
     this.#retry(
       entry,
       account,
-      `Message Batch ${batchId} answered a result of type ${String(type)}`,
+      `Message Batch ${batchId} answered a result of type ${excerpt(String(type), 40)}`,
     );
+  }
+
+  /**
+   * A step of a killed run's batch that batch did not answer: it is sent afresh, as if it had
+   * never been sent (not counted as a retry), and no longer follows anything.
+   */
+  #requeue(entry: Entry, account: Account): void {
+    if (entry.done) return;
+    if (entry.followed) {
+      delete entry.followed;
+      entry.calls--;
+    }
+    account.pending.push(entry);
   }
 
   /** The step goes into the next batch, as a failed attempt is retried; past its retries, it fails. */
@@ -536,7 +636,7 @@ function* chunks(entries: Entry[]): Generator<Entry[]> {
   for (const entry of entries) {
     if (entry.done || ids.has(entry.customId)) continue;
     ids.add(entry.customId);
-    const size = Buffer.byteLength(JSON.stringify(entry.step.params)) + 100;
+    const size = entry.bytes + 100;
     if (
       chunk.length > 0 &&
       (chunk.length >= MAX_BATCH_REQUESTS || bytes + size > MAX_BATCH_BYTES - BYTE_MARGIN)
