@@ -270,6 +270,98 @@ describe('the batches lane', () => {
     }
   });
 
+  it('polls a batch again past failed polls, and fails and cancels it only on a final answer', async () => {
+    // Five 503s in a row, past maxRetries (2): the batch runs on, so it is polled until it ends.
+    const flaky = await oddBatchServer({ polls: [...Array(5).fill({ status: 503 }), null] });
+    try {
+      rig = await startRig({ lane: 'batches', batchPollMs: 5, provider: { baseURL: flaky.url } });
+      const result = await rig.engine.run({ prompt: 'Task.' });
+      expect(result.outcome).toBe('complete');
+      expect(flaky.cancelled).toEqual([]);
+      await rig.close();
+      rig = undefined;
+    } finally {
+      await flaky.close();
+    }
+    // A 404 will not change: its steps fail, and the batch is cancelled so it is not paid for.
+    const gone = await oddBatchServer({ polls: [{ status: 404, type: 'not_found_error' }] });
+    try {
+      rig = await startRig({ lane: 'batches', batchPollMs: 5, provider: { baseURL: gone.url } });
+      const result = await rig.engine.run({ prompt: 'Task.' });
+      expect(result).toMatchObject({ outcome: 'failed', code: 'bad_request' });
+      await vi.waitFor(() => expect(gone.cancelled).toEqual(['b1']));
+    } finally {
+      await gone.close();
+    }
+  });
+
+  it('maps a refused create as a streamed request: a spend limit stops, a 529 is retried', async () => {
+    const odd = await oddBatchServer({
+      creates: [
+        { status: 529, type: 'overloaded_error' },
+        { status: 402, type: 'billing_error', details: { error_code: 'spend_limit_reached' } },
+      ],
+    });
+    try {
+      rig = await startRig({ lane: 'batches', batchPollMs: 5, provider: { baseURL: odd.url } });
+      const result = await rig.engine.run({ prompt: 'Task.' });
+      expect(result).toMatchObject({ outcome: 'failed', code: 'quota_exhausted' });
+      expect(result.reason).toMatch(/spend limit is reached/);
+      expect(odd.created).toEqual([]);
+    } finally {
+      await odd.close();
+    }
+  });
+
+  it('fails a step whose base URL does not parse, and the engine goes on', async () => {
+    const saved = process.env.ANTHROPIC_BASE_URL;
+    process.env.ANTHROPIC_BASE_URL = 'http://[not-a-host';
+    try {
+      // The engine names no server: the environment's is the one every spawn goes to.
+      rig = await startRig({
+        lane: 'batches',
+        batchPollMs: 5,
+        provider: { baseURL: undefined } as never,
+      });
+      const result = await rig.engine.run({ prompt: 'Task.' });
+      expect(result).toMatchObject({ outcome: 'failed', code: 'bad_request' });
+      expect(result.reason).toMatch(/is not a URL/);
+      const next = await rig.engine.run({
+        prompt: scripted([{ reply: 'fine' }]),
+        provider: { baseURL: rig.model.url },
+      });
+      expect(next.text).toBe('fine');
+    } finally {
+      if (saved === undefined) delete process.env.ANTHROPIC_BASE_URL;
+      else process.env.ANTHROPIC_BASE_URL = saved;
+    }
+  });
+
+  it('sends the key only to its own origin, and never says a results URL query', async () => {
+    const warnings: EngineWarning[] = [];
+    const odd = await oddBatchServer({ resultsHost: 'localhost', resultFailures: 1 });
+    try {
+      rig = await startRig({
+        lane: 'batches',
+        batchPollMs: 5,
+        onWarning: (warning) => warnings.push(warning),
+        provider: { baseURL: odd.url },
+      });
+      const result = await rig.engine.run({
+        prompt: 'Task.',
+        provider: { apiKey: 'sk-ant-api03-lane-secret' },
+      });
+      expect(result.outcome).toBe('complete');
+      // The results were on another origin: asked for twice (one 500), never with the key.
+      expect(odd.resultsAuth).toEqual([undefined, undefined]);
+      expect(warnings).toHaveLength(1);
+      expect(warnings[0]!.message).toMatch(/could not be read whole/);
+      expect(warnings[0]!.message).not.toContain('secret-signature');
+    } finally {
+      await odd.close();
+    }
+  });
+
   it('splits a batch the server refuses as too large, and never asks the governor', async () => {
     // A server that takes at most 2 requests a batch, answering 413 as the API does past 256 MB.
     const odd = await oddBatchServer({ maxRequests: 2 });
@@ -364,18 +456,59 @@ describe('the batches lane', () => {
   });
 });
 
+/** An answer the odd server gives instead of the one asked for: a status and an API error. */
+interface Refusal {
+  status: number;
+  type?: string;
+  details?: object;
+}
+
 /**
  * A Message Batches server of a few lines, for what the scripted model never does (it writes
  * whole, honest results files and takes any batch within the API's limits): every batch has
  * ended when it is created, each request answered by a `reply` of its custom id; `results` may
- * rewrite a batch's file, and `maxRequests` refuses a larger create with 413.
+ * rewrite a batch's file, and `maxRequests` refuses a larger create with 413. `creates` refuses
+ * the first creates, in turn; `polls` makes a batch in progress until its polls have met each
+ * refusal in turn (a `null` is an in-progress answer); `results` may refuse a results file
+ * (`resultFailures`); `resultsHost` serves the results under another host name (another
+ * origin), with a signed query. It records each cancel, and the authorization of each results
+ * request.
  */
 async function oddBatchServer(options: {
   results?: (index: number, lines: string[]) => string;
   maxRequests?: number;
-}): Promise<{ url: string; created: string[][]; refused: number; close(): Promise<void> }> {
+  creates?: Refusal[];
+  polls?: (Refusal | null)[];
+  resultFailures?: number;
+  resultsHost?: string;
+}): Promise<{
+  url: string;
+  created: string[][];
+  refused: number;
+  cancelled: string[];
+  resultsAuth: (string | undefined)[];
+  close(): Promise<void>;
+}> {
   const created: string[][] = [];
+  const cancelled: string[] = [];
+  const resultsAuth: (string | undefined)[] = [];
+  const creates = [...(options.creates ?? [])];
+  const polls = new Map<string, (Refusal | null)[]>();
+  let resultFailures = options.resultFailures ?? 0;
   let refused = 0;
+  const refuse = (response: http.ServerResponse, refusal: Refusal) => {
+    response.statusCode = refusal.status;
+    response.end(
+      JSON.stringify({
+        type: 'error',
+        error: {
+          type: refusal.type ?? 'api_error',
+          message: `refused ${refusal.status}`,
+          ...(refusal.details ? { details: refusal.details } : {}),
+        },
+      }),
+    );
+  };
   const message = (text: string) => ({
     id: 'msg_1',
     type: 'message',
@@ -393,11 +526,14 @@ async function oddBatchServer(options: {
     request.on('end', () => {
       const url = request.url ?? '';
       const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-      const batch = (id: string) => ({
+      const resultsOrigin = options.resultsHost
+        ? origin.replace('127.0.0.1', options.resultsHost)
+        : origin;
+      const batch = (id: string, ended = true) => ({
         id,
         type: 'message_batch',
-        processing_status: 'ended',
-        results_url: `${origin}/v1/messages/batches/${id}/results`,
+        processing_status: ended ? 'ended' : 'in_progress',
+        results_url: `${resultsOrigin}/v1/messages/batches/${id}/results${options.resultsHost ? '?sig=secret-signature' : ''}`,
       });
       response.setHeader('content-type', 'application/json');
       if (request.method === 'POST' && url === '/v1/messages/batches') {
@@ -415,12 +551,31 @@ async function oddBatchServer(options: {
           );
           return;
         }
+        const refusal = creates.shift();
+        if (refusal) {
+          refuse(response, refusal);
+          return;
+        }
         created.push(ids);
-        response.end(JSON.stringify(batch(`b${created.length}`)));
+        const id = `b${created.length}`;
+        if (options.polls) polls.set(id, [...options.polls]);
+        response.end(JSON.stringify(batch(id, !options.polls)));
         return;
       }
-      const results = /^\/v1\/messages\/batches\/(b\d+)\/results$/.exec(url);
+      const cancel = /^\/v1\/messages\/batches\/(b\d+)\/cancel$/.exec(url);
+      if (cancel) {
+        cancelled.push(cancel[1]!);
+        response.end(JSON.stringify(batch(cancel[1]!)));
+        return;
+      }
+      const results = /^\/v1\/messages\/batches\/(b\d+)\/results(\?.*)?$/.exec(url);
       if (results) {
+        resultsAuth.push(request.headers.authorization);
+        if (resultFailures > 0) {
+          resultFailures--;
+          refuse(response, { status: 500 });
+          return;
+        }
         const index = Number(results[1]!.slice(1)) - 1;
         const lines = created[index]!.map((id) =>
           JSON.stringify({ custom_id: id, result: { type: 'succeeded', message: message(id) } }),
@@ -430,6 +585,13 @@ async function oddBatchServer(options: {
       }
       const retrieve = /^\/v1\/messages\/batches\/(b\d+)$/.exec(url);
       if (retrieve) {
+        const left = polls.get(retrieve[1]!);
+        if (left !== undefined && left.length > 0) {
+          const refusal = left.shift()!;
+          if (refusal) refuse(response, refusal);
+          else response.end(JSON.stringify(batch(retrieve[1]!, false)));
+          return;
+        }
         response.end(JSON.stringify(batch(retrieve[1]!)));
         return;
       }
@@ -444,6 +606,8 @@ async function oddBatchServer(options: {
     get refused() {
       return refused;
     },
+    cancelled,
+    resultsAuth,
     close: () => new Promise((resolve) => server.close(() => resolve())),
   };
 }

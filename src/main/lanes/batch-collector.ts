@@ -2,10 +2,10 @@ import { createHash } from 'node:crypto';
 import { delay } from 'abort-controller-x';
 import { customIdOf } from '../../shared/lane/lane.js';
 import type { LaneParams } from '../../shared/protocol.js';
-import { excerpt } from '../../shared/provider/classify.js';
+import { errorTypeCode, excerpt } from '../../shared/provider/classify.js';
 import type { ProviderConfig } from '../../shared/provider/config.js';
 import { turnFromMessage } from '../../shared/provider/message-turn.js';
-import { backoffMs } from '../../shared/provider/retry.js';
+import { backoffMs, isRetryable } from '../../shared/provider/retry.js';
 import {
   noUsage,
   type ProviderError,
@@ -313,7 +313,7 @@ export class BatchCollector {
           this.#consider();
           return;
         }
-        if (!(await this.#wait(backoff(config, attempt), signal))) return;
+        if (!(await this.#wait(backoff(config, attempt, error), signal))) return;
       }
     }
     this.batches++;
@@ -413,7 +413,9 @@ export class BatchCollector {
         failures++;
         if (error instanceof BatchApiError && error.retry) {
           // The batch runs on whatever its poll met: it is polled again, however long that takes.
-          if (!(await this.#wait(backoff(config, Math.min(failures - 1, 10)), signal))) return;
+          if (!(await this.#wait(backoff(config, Math.min(failures - 1, 10), error), signal))) {
+            return;
+          }
           continue;
         }
         if (followed) {
@@ -533,9 +535,9 @@ export class BatchCollector {
     }
     if (type === 'errored') {
       const error = result?.error?.error;
-      const code = errorCode(error?.type);
+      const code = errorTypeCode(error?.type);
       const message = `Message Batch ${batchId}: ${typeof error?.message === 'string' ? excerpt(error.message) : 'errored'}`;
-      if (code === 'server_error' || code === 'overloaded' || code === 'rate_limited') {
+      if (isRetryable(code)) {
         this.#retry(entry, account, message, code);
       } else {
         this.#answer(entry, failed({ code, message }, entry.calls));
@@ -651,41 +653,14 @@ function* chunks(entries: Entry[]): Generator<Entry[]> {
   if (chunk.length > 0) yield chunk;
 }
 
-/** The provider error code of a batch result's error type. */
-function errorCode(type: unknown): ProviderErrorCode {
-  switch (type) {
-    case 'invalid_request_error':
-    case 'not_found_error':
-    case 'request_too_large':
-      return 'bad_request';
-    case 'authentication_error':
-    case 'permission_error':
-      return 'auth';
-    case 'rate_limit_error':
-      return 'rate_limited';
-    case 'overloaded_error':
-      return 'overloaded';
-    default:
-      return 'server_error';
-  }
-}
-
 /** A create or poll that failed past its retries, as the step's provider error. */
 function createFailure(error: unknown, attempts: number): Extract<ProviderResult, { ok: false }> {
-  const status = error instanceof BatchApiError ? error.status : undefined;
-  const code: ProviderErrorCode =
-    status === 401 || status === 403
-      ? 'auth'
-      : status === 429
-        ? 'rate_limited'
-        : status !== undefined && status >= 400 && status < 500
-          ? 'bad_request'
-          : status === undefined
-            ? 'connection'
-            : 'server_error';
-  const message =
-    attempts > 1 ? `${messageOf(error)} (after ${attempts} attempts)` : messageOf(error);
-  return failed({ code, message, ...(status === undefined ? {} : { status }) }, attempts);
+  const found: ProviderError =
+    error instanceof BatchApiError
+      ? error.failure.error
+      : { code: 'server_error', message: excerpt(messageOf(error)) };
+  const message = attempts > 1 ? `${found.message} (after ${attempts} attempts)` : found.message;
+  return failed({ ...found, message }, attempts);
 }
 
 function failed(error: ProviderError, calls: number): Extract<ProviderResult, { ok: false }> {
@@ -696,8 +671,10 @@ function aborted(reason: string): ProviderResult {
   return failed({ code: 'aborted', message: `aborted: ${reason}` }, 0);
 }
 
-function backoff(config: ProviderConfig, retry: number): number {
-  return backoffMs({ retry, baseMs: config.backoffBaseMs, maxMs: config.backoffMaxMs });
+/** The wait before another try: the server's `retry-after` when its answer had one. */
+function backoff(config: ProviderConfig, retry: number, error?: unknown): number {
+  const headers = error instanceof BatchApiError ? error.failure.headers : undefined;
+  return backoffMs({ retry, baseMs: config.backoffBaseMs, maxMs: config.backoffMaxMs, headers });
 }
 
 function messageOf(error: unknown): string {
