@@ -433,6 +433,13 @@ describe('the batches lane', () => {
     await expect(
       Engine.start({ lane: 'batches', queue: { url: 'redis://127.0.0.1:1' } }),
     ).rejects.toThrow('Expected `lane` to be `realtime` with `queue`');
+    // A task line or a group's queued spawn is refused by the check, before it could wait.
+    const { checkEngine } = await import('../src/main/engine.js');
+    const queued = await checkEngine({ queue: { url: 'redis://127.0.0.1:1' } });
+    expect(() => queued.checkAgent({ prompt: 'x', lane: 'batches' })).toThrow(
+      'Expected `lane` to be `realtime` with `queue`',
+    );
+    expect(() => queued.checkAgent({ prompt: 'x' })).not.toThrow();
   });
 
   it('prices a batch step at half of every token price, the cache multipliers on top', () => {

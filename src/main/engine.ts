@@ -36,6 +36,7 @@ import {
   DEFAULT_IMPORT_TIMEOUT_MS,
   type EngineCheck,
   engineTools,
+  queueLaneRefusal,
   validateEngineOptions,
 } from './engine-check.js';
 import {
@@ -549,6 +550,7 @@ export class Engine {
    */
   group(options: GroupOptions = {}): Group {
     checkGroup(this.#groupSide, options);
+    if (this.queued && options.lane === 'batches') throw queueLaneRefusal();
     return new Group(this.#groupSide, options);
   }
 
@@ -730,13 +732,7 @@ export async function checkEngine(
       model: options.provider?.model,
       budget: options.budget,
       prices: options.prices,
+      queued: options.queue !== undefined,
     }),
-  );
-}
-
-/** The batches lane gathers steps on this process's main thread: a queue's workers are elsewhere. */
-function queueLaneRefusal(): UsageError {
-  return new UsageError(
-    "Expected `lane` to be `realtime` with `queue` (a queue's workers send their own requests), got `batches`",
   );
 }
