@@ -3,7 +3,10 @@ import type { AddressInfo } from 'node:net';
 import Anthropic from '@anthropic-ai/sdk';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { EngineWarning } from '../src/index.js';
+import { BatchCollector } from '../src/main/lanes/batch-collector.js';
 import { batchPrice, customIdOf } from '../src/shared/lane/lane.js';
+import { DEFAULT_PROVIDER_CONFIG } from '../src/shared/provider/config.js';
+import type { ProviderResult } from '../src/shared/provider/types.js';
 import { type ScriptStep, startScriptedModel } from '../src/testing/index.js';
 import { agentCall, type Rig, scripted, startRig, usageError } from './helpers.js';
 
@@ -362,6 +365,44 @@ describe('the batches lane', () => {
     }
   });
 
+  it('at close, lets a create under way answer, and cancels the batch it made', async () => {
+    let release!: () => void;
+    const holdCreates = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let came!: () => void;
+    const createCame = new Promise<void>((resolve) => {
+      came = resolve;
+    });
+    const odd = await oddBatchServer({ polls: [null], holdCreates, onCreate: () => came() });
+    const collector = new BatchCollector({ windowMs: 60_000, pollMs: 5, warn: () => {} });
+    try {
+      const answers: ProviderResult[] = [];
+      const leave = collector.join();
+      collector.submit({
+        agentId: 'ag_closing',
+        name: 'ag_closing',
+        step: 1,
+        params: { model: 'cohort-scripted', max_tokens: 10, messages: [] } as never,
+        provider: { ...DEFAULT_PROVIDER_CONFIG, baseURL: odd.url },
+        apiKey: undefined,
+        answer: (result) => answers.push(result),
+      });
+      await createCame;
+      // The collector closes while the server is still making the batch; then it answers.
+      const closing = collector.close();
+      release();
+      await closing;
+      leave();
+      expect(odd.created).toHaveLength(1);
+      expect(odd.cancelled).toEqual(['b1']);
+      expect(answers).toMatchObject([{ ok: false, error: { code: 'aborted' } }]);
+    } finally {
+      release();
+      await odd.close();
+    }
+  });
+
   it('splits a batch the server refuses as too large, and never asks the governor', async () => {
     // A server that takes at most 2 requests a batch, answering 413 as the API does past 256 MB.
     const odd = await oddBatchServer({ maxRequests: 2 });
@@ -488,6 +529,9 @@ async function oddBatchServer(options: {
   polls?: (Refusal | null)[];
   resultFailures?: number;
   resultsHost?: string;
+  /** Each create is made at once but answered only when this settles; `onCreate` says it came. */
+  holdCreates?: Promise<void>;
+  onCreate?: () => void;
 }): Promise<{
   url: string;
   created: string[][];
@@ -566,7 +610,10 @@ async function oddBatchServer(options: {
         created.push(ids);
         const id = `b${created.length}`;
         if (options.polls) polls.set(id, [...options.polls]);
-        response.end(JSON.stringify(batch(id, !options.polls)));
+        options.onCreate?.();
+        void (options.holdCreates ?? Promise.resolve()).then(() =>
+          response.end(JSON.stringify(batch(id, !options.polls))),
+        );
         return;
       }
       const cancel = /^\/v1\/messages\/batches\/(b\d+)\/cancel$/.exec(url);

@@ -28,6 +28,11 @@ const POLL_GROWTH = 1.5;
 const POLL_GROWTH_CAP = 8;
 /** How long a cancel the lane sends on its own may take. */
 const CANCEL_TIMEOUT_MS = 10_000;
+/**
+ * How long a create under way when the collector closes may still answer: the server may have
+ * made the batch already, and only its answer says which one to cancel.
+ */
+const CREATE_GRACE_MS = 5_000;
 
 /** One agent's step waiting for its batch. */
 export interface LaneStep {
@@ -137,6 +142,8 @@ export class BatchCollector {
   /** Steps not answered yet, by custom id: no two of them may share one. */
   readonly #live = new Map<string, Entry>();
   readonly #closing = new AbortController();
+  /** Aborts the creates under way: `CREATE_GRACE_MS` after the collector began to close. */
+  readonly #creating = new AbortController();
   readonly #running = new Set<Promise<void>>();
   /** Agents in the lane: spawned and not settled. */
   #members = 0;
@@ -212,6 +219,7 @@ export class BatchCollector {
     if (this.#timer) clearTimeout(this.#timer);
     this.#timer = undefined;
     this.#closing.abort('shutdown');
+    const grace = setTimeout(() => this.#creating.abort('shutdown'), CREATE_GRACE_MS);
     for (const account of this.#accounts.values()) {
       for (const entry of account.pending.splice(0)) this.#answer(entry, aborted('shutdown'));
     }
@@ -225,6 +233,7 @@ export class BatchCollector {
       }
     });
     await Promise.all([...cancels, ...this.#running]);
+    clearTimeout(grace);
     await Promise.all([...this.#accounts.values()].map((account) => account.api.close()));
   }
 
@@ -294,7 +303,7 @@ export class BatchCollector {
     let batch: MessageBatch | undefined;
     for (let attempt = 0; batch === undefined; attempt++) {
       try {
-        batch = await account.api.create(requests, signal);
+        batch = await account.api.create(requests, this.#creating.signal);
       } catch (error) {
         if (signal.aborted) return;
         if (error instanceof BatchApiError && error.status === 413 && chunk.length > 1) {
@@ -317,6 +326,16 @@ export class BatchCollector {
       }
     }
     this.batches++;
+    if (signal.aborted) {
+      // Made while the collector closed: no one waits on it, so it is cancelled, not paid for.
+      for (const entry of chunk) this.#answer(entry, aborted('shutdown'));
+      try {
+        await account.api.cancel(batch.id, AbortSignal.timeout(CANCEL_TIMEOUT_MS));
+      } catch (error) {
+        this.#options.warn(`could not cancel Message Batch ${batch.id}: ${messageOf(error)}`);
+      }
+      return;
+    }
     for (const entry of chunk) entry.calls++;
     const entries = new Map(chunk.map((entry) => [entry.customId, entry]));
     this.#open.set(batch.id, { account, entries });
