@@ -2,6 +2,7 @@ import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import Anthropic from '@anthropic-ai/sdk';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { batchesInFlight } from '../src/cli/results/journals.js';
 import { type ScriptedModel, type ScriptStep, startScriptedModel } from '../src/testing/index.js';
 import { readResultLines, runCli, writeTasks } from './cli-helpers.js';
 import { scripted, TEST_TOOLS, tempDir } from './helpers.js';
@@ -135,6 +136,30 @@ describe('cohort batch --lane', () => {
     expect((await runCli([...args, '--retry-failed']).exit).code).toBe(1);
     // Each of its steps went into a batch again: none took the first run's answers.
     expect(model.stats.batchRequests - before).toBe(2 * first);
+  });
+
+  it('reads from earlier runs only the batches never read, and passes over a corrupt record', async () => {
+    const out = path.join(tempDir(), 'results.jsonl');
+    const runDir = tempDir();
+    const batch = (b: string, c: unknown, url = 'http://127.0.0.1:9') =>
+      JSON.stringify({ k: 'batch', b, at: 1, url, c, d: ['dA', 'dB'] });
+    writeFileSync(
+      path.join(runDir, 'journal-1-main.jsonl'),
+      [
+        batch('b-open', ['idA', 'idB']),
+        batch('b-read', ['idC', 'idD']),
+        JSON.stringify({ k: 'batch-read', b: 'b-read', at: 2, url: 'http://127.0.0.1:9' }),
+        batch('b-corrupt', [1, 2]),
+        JSON.stringify({ k: 'batch', b: 7, at: 1, url: 'x', c: ['idE'], d: ['dE'] }),
+        '',
+      ].join('\n'),
+    );
+    writeFileSync(`${out}.journals`, `${runDir}\n`);
+    const found = await batchesInFlight(out);
+    expect([...found]).toEqual([
+      ['idA', { batchId: 'b-open', endpoint: 'http://127.0.0.1:9', digest: 'dA' }],
+      ['idB', { batchId: 'b-open', endpoint: 'http://127.0.0.1:9', digest: 'dB' }],
+    ]);
   });
 
   it('after a kill -9 mid-batch, a rerun follows the batch in flight: one line per task, no step sent twice', async () => {

@@ -438,12 +438,13 @@ export class Engine {
   /** The batches lane's collector (docs/LANES.md), made when the lane is first used. */
   #batchCollector(): BatchCollector {
     if (this.queued) throw queueLaneRefusal();
+    const warn = warner(this.#options.onWarning, 'batches');
     this.#collector ??= new BatchCollector({
       windowMs: this.#options.batchWindowMs ?? DEFAULT_BATCH_WINDOW_MS,
       pollMs: this.#options.batchPollMs ?? DEFAULT_BATCH_POLL_MS,
-      warn: warner(this.#options.onWarning, 'batches'),
+      warn,
       // In the run journal before its first poll: a rerun of a killed run follows it.
-      submitted: ({ batchId, endpoint, customIds, digests }) => {
+      submitted: async ({ batchId, endpoint, customIds, digests }) => {
         const segment = journalFor(this.logDir);
         segment.append({
           k: 'batch',
@@ -453,7 +454,12 @@ export class Engine {
           c: customIds,
           d: digests,
         });
-        return segment.flushed();
+        await segment.flushed();
+        if (segment.failed) {
+          warn(
+            `the run journal could not record Message Batch ${batchId} (${segment.failed.message}); a rerun after a kill sends its steps again`,
+          );
+        }
       },
       // Its answers are spent: a rerun asks the model again rather than replay them.
       read: ({ batchId, endpoint }) => {

@@ -1,4 +1,5 @@
 import type { ProviderConfig } from '../../shared/provider/config.js';
+import { noUsage } from '../../shared/provider/types.js';
 import type { ServedChild, Serving, Uplink } from '../runners/capabilities.js';
 import type { BatchCollector } from './batch-collector.js';
 
@@ -22,6 +23,8 @@ export class LaneChild implements Serving<'lane-submit' | 'lane-withdraw'> {
   readonly #leave: () => void;
   /** The withdraw of each step waiting, by the worker's number for it. */
   readonly #waiting = new Map<number, () => void>();
+  /** Settled: a step its worker still sends (a message in flight) is answered, never collected. */
+  #settled = false;
 
   constructor(attached: LaneAttachment, child: ServedChild) {
     this.#attached = attached;
@@ -36,6 +39,15 @@ export class LaneChild implements Serving<'lane-submit' | 'lane-withdraw'> {
       return;
     }
     const { id } = message;
+    if (this.#settled) {
+      const error = { code: 'aborted' as const, message: 'aborted: the agent has settled' };
+      this.#child.tell({
+        type: 'lane-answer',
+        id,
+        result: { ok: false, error, calls: 0, usage: noUsage() },
+      });
+      return;
+    }
     const withdraw = this.#attached.collector.submit({
       agentId: this.#child.id,
       name: this.#attached.name,
@@ -58,6 +70,8 @@ export class LaneChild implements Serving<'lane-submit' | 'lane-withdraw'> {
   }
 
   settled(): void {
+    if (this.#settled) return;
+    this.#settled = true;
     this.runEnds();
     this.#leave();
   }
