@@ -403,6 +403,39 @@ describe('the batches lane', () => {
     }
   });
 
+  it('counts a withdrawn step out at once, and sends a batch when every member waits', async () => {
+    const odd = await oddBatchServer({});
+    const collector = new BatchCollector({ windowMs: 600_000, pollMs: 5, warn: () => {} });
+    try {
+      const answered: string[] = [];
+      const step = (agentId: string) => ({
+        agentId,
+        name: agentId,
+        step: 1,
+        params: { model: 'cohort-scripted', max_tokens: 10, messages: [] } as never,
+        provider: { ...DEFAULT_PROVIDER_CONFIG, baseURL: odd.url },
+        apiKey: undefined,
+        answer: () => answered.push(agentId),
+      });
+      const leaves = [collector.join(), collector.join(), collector.join()];
+      collector.submit(step('ag_one'));
+      const withdraw = collector.submit(step('ag_two'));
+      // Two of three wait: the window decides. One withdraws and leaves: still one of two.
+      withdraw();
+      leaves[1]!();
+      expect(odd.created).toEqual([]);
+      // The last member waits too: the batch goes at once, without the withdrawn step.
+      collector.submit(step('ag_three'));
+      await vi.waitFor(() => expect(answered.sort()).toEqual(['ag_one', 'ag_three']));
+      expect(odd.created).toEqual([['ag_one-s1', 'ag_three-s1']]);
+      leaves[0]!();
+      leaves[2]!();
+    } finally {
+      await collector.close();
+      await odd.close();
+    }
+  });
+
   it('splits a batch the server refuses as too large, and never asks the governor', async () => {
     // A server that takes at most 2 requests a batch, answering 413 as the API does past 256 MB.
     const odd = await oddBatchServer({ maxRequests: 2 });

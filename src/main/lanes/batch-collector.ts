@@ -110,6 +110,11 @@ interface Entry {
   /** Batches it went into. */
   calls: number;
   done: boolean;
+  /**
+   * Where it counts as waiting: in its account's pending list, or in a batch being polled. Unset
+   * while its batch is created or its results read (it is about to be answered), and once done.
+   */
+  counted?: 'pending' | 'sent';
   /** It waits on a killed run's batch: only a success is taken from it. */
   followed?: true;
 }
@@ -135,10 +140,12 @@ export class BatchCollector {
   /** Steps a rerun follows in a killed run's batches, by batch id. */
   readonly #followed = new Map<string, { account: Account; entries: Map<string, Entry> }>();
   /**
-   * Batches whose results are being read: their steps are about to be answered and to come back
-   * with their next step, so they do not count as waiting (a batch would go with the first few).
+   * Live steps by where they wait (`Entry.counted`), kept as they move so that deciding whether
+   * every agent waits costs nothing per step. A step in a batch whose results are being read is
+   * about to be answered and to come back with its next step, so it does not count (a batch would
+   * go with the first few).
    */
-  readonly #reading = new WeakSet<Map<string, Entry>>();
+  readonly #count = { pending: 0, sent: 0 };
   /** Steps not answered yet, by custom id: no two of them may share one. */
   readonly #live = new Map<string, Entry>();
   readonly #closing = new AbortController();
@@ -201,12 +208,11 @@ export class BatchCollector {
       journaled.digest === entry.digest
     ) {
       this.#follow(account, journaled.batchId, entry);
-    } else account.pending.push(entry);
+    } else this.#pend(entry, account);
     this.#consider();
     return () => {
+      // Left in its pending list, done: a batch skips it, and the next flush drops it.
       this.#settle(entry);
-      const at = account.pending.indexOf(entry);
-      if (at >= 0) account.pending.splice(at, 1);
       this.#consider();
     };
   }
@@ -254,21 +260,12 @@ export class BatchCollector {
 
   /** Sends what waits when no agent of the lane can add a step, else after the window. */
   #consider(): void {
-    let pending = 0;
-    for (const account of this.#accounts.values()) pending += account.pending.length;
-    if (pending === 0) {
+    if (this.#count.pending === 0) {
       if (this.#timer) clearTimeout(this.#timer);
       this.#timer = undefined;
       return;
     }
-    let waiting = pending;
-    for (const { entries } of this.#open.values()) {
-      if (!this.#reading.has(entries)) waiting += liveCount(entries);
-    }
-    for (const { entries } of this.#followed.values()) {
-      if (!this.#reading.has(entries)) waiting += liveCount(entries);
-    }
-    if (waiting >= this.#members) {
+    if (this.#count.pending + this.#count.sent >= this.#members) {
       this.#flush();
       return;
     }
@@ -280,6 +277,7 @@ export class BatchCollector {
     this.#timer = undefined;
     for (const account of this.#accounts.values()) {
       const entries = account.pending.splice(0);
+      for (const entry of entries) this.#place(entry, undefined);
       for (const chunk of chunks(entries)) this.#track(this.#run(account, chunk));
     }
   }
@@ -336,7 +334,10 @@ export class BatchCollector {
       }
       return;
     }
-    for (const entry of chunk) entry.calls++;
+    for (const entry of chunk) {
+      entry.calls++;
+      this.#place(entry, 'sent');
+    }
     const entries = new Map(chunk.map((entry) => [entry.customId, entry]));
     this.#open.set(batch.id, { account, entries });
     try {
@@ -375,6 +376,7 @@ export class BatchCollector {
   #follow(account: Account, batchId: string, entry: Entry): void {
     entry.calls++;
     entry.followed = true;
+    this.#place(entry, 'sent');
     const followed = this.#followed.get(batchId);
     if (followed) {
       followed.entries.set(entry.customId, entry);
@@ -459,12 +461,8 @@ export class BatchCollector {
         `Message Batch ${now.id} ended without a results_url; its steps are retried`,
       );
     } else {
-      this.#reading.add(entries);
-      try {
-        await this.#dispatch(now, entries, account, answered, followed);
-      } finally {
-        this.#reading.delete(entries);
-      }
+      for (const entry of entries.values()) this.#place(entry, undefined);
+      await this.#dispatch(now, entries, account, answered, followed);
       if (signal.aborted) return;
       this.#options.read?.({ batchId: now.id, endpoint: account.api.endpoint });
     }
@@ -590,7 +588,7 @@ export class BatchCollector {
       delete entry.followed;
       entry.calls--;
     }
-    account.pending.push(entry);
+    this.#pend(entry, account);
   }
 
   /** The step goes into the next batch, as a failed attempt is retried; past its retries, it fails. */
@@ -607,7 +605,7 @@ export class BatchCollector {
       return;
     }
     entry.retries++;
-    account.pending.push(entry);
+    this.#pend(entry, account);
   }
 
   #answer(entry: Entry, result: ProviderResult): void {
@@ -616,7 +614,23 @@ export class BatchCollector {
     entry.step.answer(result);
   }
 
+  /** The step waits for the next batch of its account. */
+  #pend(entry: Entry, account: Account): void {
+    account.pending.push(entry);
+    this.#place(entry, 'pending');
+  }
+
+  /** Moves a live step's count to where it waits now (`undefined`: it counts nowhere). */
+  #place(entry: Entry, where: Entry['counted']): void {
+    if (entry.done) return;
+    if (entry.counted) this.#count[entry.counted]--;
+    if (where) this.#count[where]++;
+    if (where) entry.counted = where;
+    else delete entry.counted;
+  }
+
   #settle(entry: Entry): void {
+    this.#place(entry, undefined);
     entry.done = true;
     if (this.#live.get(entry.customId) === entry) this.#live.delete(entry.customId);
   }
