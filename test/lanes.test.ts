@@ -419,9 +419,9 @@ describe('the batches lane', () => {
       });
       const leaves = [collector.join(), collector.join(), collector.join()];
       collector.submit(step('ag_one'));
-      const withdraw = collector.submit(step('ag_two'));
+      const two = collector.submit(step('ag_two'));
       // Two of three wait: the window decides. One withdraws and leaves: still one of two.
-      withdraw();
+      two.withdraw();
       leaves[1]!();
       expect(odd.created).toEqual([]);
       // The last member waits too: the batch goes at once, without the withdrawn step.
@@ -434,6 +434,32 @@ describe('the batches lane', () => {
       await collector.close();
       await odd.close();
     }
+  });
+
+  it('a step whose worker was lost stays in its batch, and its resumed run takes it over', async () => {
+    // Batches take ten minutes of the model's clock until the crash; then they end in a blink.
+    let fastSince: number | undefined;
+    const clock = () =>
+      fastSince === undefined
+        ? performance.now()
+        : fastSince + (performance.now() - fastSince) * 10_000;
+    rig = await startRig(
+      { lane: 'batches', batchPollMs: 10, threads: 1, agentsPerThread: 2 },
+      { batchLatencyMs: 600_000, clock },
+    );
+    const waiting = rig.engine.spawn({ prompt: scripted([{ reply: 'after the crash' }]) });
+    await vi.waitFor(() => expect(rig!.model.stats.batchesCreated).toBe(1));
+    // Its neighbour on the one thread (in real time) kills the worker.
+    const culprit = await rig.engine.run({
+      prompt: scripted([{ calls: [{ name: 'crash', input: {} }] }]),
+      lane: 'realtime',
+    });
+    expect(culprit.code).toBe('worker_crashed');
+    fastSince = performance.now();
+    const result = await waiting.result;
+    expect(result).toMatchObject({ outcome: 'complete', text: 'after the crash' });
+    // Its step went into one batch only: the resumed run took over the request already out.
+    expect(rig.model.stats).toMatchObject({ batchesCreated: 1, batchRequests: 1 });
   });
 
   it('splits a batch the server refuses as too large, and never asks the governor', async () => {

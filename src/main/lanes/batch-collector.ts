@@ -53,6 +53,17 @@ export interface LaneStep {
   answer(result: ProviderResult): void;
 }
 
+/** What a submitted step's agent can do with it. */
+export interface LaneTicket {
+  /** The agent was cancelled or settled: a step still to be sent is dropped, one in a batch answered to no one. */
+  withdraw(): void;
+  /**
+   * The agent's worker was lost and its run may resume: the step stays where it is, answered to
+   * no one, for the resumed run to take over when it asks for the same request.
+   */
+  orphan(): void;
+}
+
 /** A batch submitted: what the run journal keeps, before its polling starts. */
 export interface SubmittedBatch {
   batchId: string;
@@ -115,6 +126,11 @@ interface Entry {
    * while its batch is created or its results read (it is about to be answered), and once done.
    */
   counted?: 'pending' | 'sent';
+  /**
+   * Its agent's worker was lost: it stays in its batch, answered to no one, until the agent's
+   * resumed run asks for the same step (and takes it over) or the agent settles (withdraw).
+   */
+  orphaned?: true;
   /** It waits on a killed run's batch: only a success is taken from it. */
   followed?: true;
 }
@@ -175,19 +191,25 @@ export class BatchCollector {
     };
   }
 
-  /**
-   * A step waits for the next batch. Returns its withdraw: the agent was cancelled, so a step
-   * still to be sent is dropped, and one in a batch is answered to no one.
-   */
-  submit(step: LaneStep): () => void {
+  /** A step waits for the next batch. Returns what its agent may do with it later. */
+  submit(step: LaneStep): LaneTicket {
     let customId = customIdOf(step.name, step.step);
+    const json = JSON.stringify(step.params);
+    const digest = createHash('sha256').update(json).digest('base64url').slice(0, 22);
+    const orphan = this.#live.get(customId);
+    if (orphan?.orphaned && orphan.step.agentId === step.agentId && orphan.digest === digest) {
+      // The same agent, resumed on a fresh worker, asks again for the step its lost run sent:
+      // it takes over the request already out instead of paying for a second one.
+      orphan.step = step;
+      delete orphan.orphaned;
+      return this.#ticket(orphan);
+    }
     // Two spawns given one key: the second is named by its agent id instead.
     if (this.#live.has(customId)) customId = customIdOf(step.agentId, step.step);
-    const json = JSON.stringify(step.params);
     const entry: Entry = {
       step,
       customId,
-      digest: createHash('sha256').update(json).digest('base64url').slice(0, 22),
+      digest,
       bytes: Buffer.byteLength(json),
       retries: 0,
       calls: 0,
@@ -196,7 +218,7 @@ export class BatchCollector {
     this.#live.set(customId, entry);
     if (this.#closing.signal.aborted) {
       this.#answer(entry, aborted('the engine is closing'));
-      return () => {};
+      return { withdraw: () => {}, orphan: () => {} };
     }
     const account = this.#account(step.provider, step.apiKey);
     const journaled = this.#options.inFlight?.get(entry.customId);
@@ -210,10 +232,19 @@ export class BatchCollector {
       this.#follow(account, journaled.batchId, entry);
     } else this.#pend(entry, account);
     this.#consider();
-    return () => {
-      // Left in its pending list, done: a batch skips it, and the next flush drops it.
-      this.#settle(entry);
-      this.#consider();
+    return this.#ticket(entry);
+  }
+
+  #ticket(entry: Entry): LaneTicket {
+    return {
+      withdraw: () => {
+        // Left in its pending list, done: a batch skips it, and the next flush drops it.
+        this.#settle(entry);
+        this.#consider();
+      },
+      orphan: () => {
+        if (!entry.done) entry.orphaned = true;
+      },
     };
   }
 
@@ -611,7 +642,8 @@ export class BatchCollector {
   #answer(entry: Entry, result: ProviderResult): void {
     if (entry.done) return;
     this.#settle(entry);
-    entry.step.answer(result);
+    // An orphan's run is gone: its answer is no one's, and its agent's next run asks again.
+    if (!entry.orphaned) entry.step.answer(result);
   }
 
   /** The step waits for the next batch of its account. */

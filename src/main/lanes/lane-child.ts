@@ -1,7 +1,7 @@
 import type { ProviderConfig } from '../../shared/provider/config.js';
 import { noUsage } from '../../shared/provider/types.js';
 import type { ServedChild, Serving, Uplink } from '../runners/capabilities.js';
-import type { BatchCollector } from './batch-collector.js';
+import type { BatchCollector, LaneTicket } from './batch-collector.js';
 
 /** What a spawn in the batches lane attaches: the engine's collector and its provider. */
 export interface LaneAttachment {
@@ -21,8 +21,10 @@ export class LaneChild implements Serving<'lane-submit' | 'lane-withdraw'> {
   readonly #attached: LaneAttachment;
   readonly #child: ServedChild;
   readonly #leave: () => void;
-  /** The withdraw of each step waiting, by the worker's number for it. */
-  readonly #waiting = new Map<number, () => void>();
+  /** Each step waiting, by the worker's number for it. */
+  readonly #waiting = new Map<number, LaneTicket>();
+  /** Steps a lost run left waiting: the resumed run may take them over; settled, they go. */
+  readonly #orphans: LaneTicket[] = [];
   /** Settled: a step its worker still sends (a message in flight) is answered, never collected. */
   #settled = false;
 
@@ -34,7 +36,7 @@ export class LaneChild implements Serving<'lane-submit' | 'lane-withdraw'> {
 
   receive(message: Uplink<'lane-submit' | 'lane-withdraw'>): void {
     if (message.type === 'lane-withdraw') {
-      this.#waiting.get(message.id)?.();
+      this.#waiting.get(message.id)?.withdraw();
       this.#waiting.delete(message.id);
       return;
     }
@@ -48,7 +50,7 @@ export class LaneChild implements Serving<'lane-submit' | 'lane-withdraw'> {
       });
       return;
     }
-    const withdraw = this.#attached.collector.submit({
+    const ticket = this.#attached.collector.submit({
       agentId: this.#child.id,
       name: this.#attached.name,
       step: message.step,
@@ -60,19 +62,28 @@ export class LaneChild implements Serving<'lane-submit' | 'lane-withdraw'> {
         this.#child.tell({ type: 'lane-answer', id, result });
       },
     });
-    this.#waiting.set(id, withdraw);
+    this.#waiting.set(id, ticket);
   }
 
-  /** Its run is over (its worker was lost, or it ended): what it waited on is no one's now. */
+  /**
+   * Its run is over (its worker was lost, or it ended): what it waited on is no one's now, but
+   * stays out, so that a resumed run asking for the same step takes it over rather than paying
+   * for it twice.
+   */
   runEnds(): void {
-    for (const withdraw of this.#waiting.values()) withdraw();
+    for (const ticket of this.#waiting.values()) {
+      ticket.orphan();
+      this.#orphans.push(ticket);
+    }
     this.#waiting.clear();
   }
 
   settled(): void {
     if (this.#settled) return;
     this.#settled = true;
-    this.runEnds();
+    for (const ticket of this.#waiting.values()) ticket.withdraw();
+    this.#waiting.clear();
+    for (const ticket of this.#orphans.splice(0)) ticket.withdraw();
     this.#leave();
   }
 }
