@@ -11,9 +11,9 @@ import type { MessageParam } from '../../shared/provider/types.js';
 import { ESTIMATE_FLAGS, ESTIMATE_USAGE, estimateBatch } from '../estimate/estimate.js';
 import {
   type CliFlag,
-  durationFlag,
   type ParsedValues,
   parseCommand,
+  positiveDurationFlag,
   stringFlag,
   wholeNumberFlag,
 } from '../flags.js';
@@ -369,7 +369,7 @@ async function readTasks(values: ParsedValues, source: TaskSource) {
     agentFileCheck: 'spawn',
     own: laneOptions(values),
   });
-  const timeout = timeoutFlag(values);
+  const timeout = positiveDurationFlag(values, TIMEOUT);
   const parsed = await source.read(prepared.check);
   // `--timeout` is each task's default: its line's and its agent file's win.
   if (timeout !== undefined) {
@@ -391,17 +391,6 @@ async function readTasks(values: ParsedValues, source: TaskSource) {
     );
   }
   return { prepared, tasks, errors };
-}
-
-/** `--timeout DURATION`: each task's wall-clock limit from its spawn, unless it sets its own. */
-function timeoutFlag(values: ParsedValues): number | undefined {
-  const ms = durationFlag(values, TIMEOUT);
-  if (ms === 0) {
-    throw new UsageError(
-      `Expected \`--timeout\` to be a duration above 0 like 30s, 10m or a number of milliseconds, got \`${String(values.timeout)}\``,
-    );
-  }
-  return ms;
 }
 
 /** `fn`, run at most once: later calls do nothing. */
