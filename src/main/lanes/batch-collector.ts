@@ -2,17 +2,19 @@ import { createHash } from 'node:crypto';
 import { delay } from 'abort-controller-x';
 import { customIdOf } from '../../shared/lane/lane.js';
 import type { LaneParams } from '../../shared/protocol.js';
-import { errorTypeCode, excerpt } from '../../shared/provider/classify.js';
+import { excerpt } from '../../shared/provider/classify.js';
 import type { ProviderConfig } from '../../shared/provider/config.js';
-import { turnFromMessage } from '../../shared/provider/message-turn.js';
-import { backoffMs, isRetryable } from '../../shared/provider/retry.js';
-import {
-  noUsage,
-  type ProviderError,
-  type ProviderErrorCode,
-  type ProviderResult,
-} from '../../shared/provider/types.js';
+import { backoffMs } from '../../shared/provider/retry.js';
+import type { ProviderErrorCode, ProviderResult } from '../../shared/provider/types.js';
 import { BatchApi, BatchApiError, type BatchRequest, type MessageBatch } from './batch-api.js';
+import {
+  aborted,
+  createFailure,
+  failed,
+  messageOf,
+  type ResultLine,
+  resultOutcome,
+} from './batch-result.js';
 
 /** The API's limits of one batch: requests, and bytes of the create's body. */
 export const MAX_BATCH_REQUESTS = 100_000;
@@ -563,50 +565,15 @@ export class BatchCollector {
   }
 
   #result(entry: Entry, result: ResultLine['result'], account: Account, batchId: string): void {
-    const type = result?.type;
-    if (entry.followed && type !== 'succeeded') {
+    if (entry.followed && result?.type !== 'succeeded') {
       // What an earlier run's batch did not answer is sent again, as if it had never been sent:
       // a step that expired or errored then may well succeed now (`--retry-failed`).
       this.#requeue(entry, account);
       return;
     }
-    if (type === 'succeeded') {
-      const turn = turnFromMessage(result?.message);
-      if (turn) this.#answer(entry, { ok: true, turn, calls: entry.calls });
-      else
-        this.#retry(
-          entry,
-          account,
-          `Message Batch ${batchId} answered a result that is not a message`,
-        );
-      return;
-    }
-    if (type === 'errored') {
-      const error = result?.error?.error;
-      const code = errorTypeCode(error?.type);
-      const message = `Message Batch ${batchId}: ${typeof error?.message === 'string' ? excerpt(error.message) : 'errored'}`;
-      if (isRetryable(code)) {
-        this.#retry(entry, account, message, code);
-      } else {
-        this.#answer(entry, failed({ code, message }, entry.calls));
-      }
-      return;
-    }
-    if (type === 'expired') {
-      const message = `Message Batch ${batchId} expired before it processed this step`;
-      this.#answer(entry, failed({ code: 'batch_expired', message }, entry.calls));
-      return;
-    }
-    if (type === 'canceled') {
-      const message = `Message Batch ${batchId} was cancelled before it processed this step`;
-      this.#answer(entry, failed({ code: 'batch_canceled', message }, entry.calls));
-      return;
-    }
-    this.#retry(
-      entry,
-      account,
-      `Message Batch ${batchId} answered a result of type ${excerpt(String(type), 40)}`,
-    );
+    const outcome = resultOutcome(result, batchId, entry.calls);
+    if ('retry' in outcome) this.#retry(entry, account, outcome.retry, outcome.code);
+    else this.#answer(entry, outcome.answer);
   }
 
   /**
@@ -678,16 +645,6 @@ export class BatchCollector {
   }
 }
 
-/** A results line: `{custom_id, result}`. */
-interface ResultLine {
-  custom_id?: unknown;
-  result?: {
-    type?: unknown;
-    message?: unknown;
-    error?: { error?: { type?: unknown; message?: unknown } };
-  };
-}
-
 function liveCount(entries: Map<string, Entry>): number {
   let count = 0;
   for (const entry of entries.values()) if (!entry.done) count++;
@@ -718,30 +675,8 @@ function* chunks(entries: Entry[]): Generator<Entry[]> {
   if (chunk.length > 0) yield chunk;
 }
 
-/** A create or poll that failed past its retries, as the step's provider error. */
-function createFailure(error: unknown, attempts: number): Extract<ProviderResult, { ok: false }> {
-  const found: ProviderError =
-    error instanceof BatchApiError
-      ? error.failure.error
-      : { code: 'server_error', message: excerpt(messageOf(error)) };
-  const message = attempts > 1 ? `${found.message} (after ${attempts} attempts)` : found.message;
-  return failed({ ...found, message }, attempts);
-}
-
-function failed(error: ProviderError, calls: number): Extract<ProviderResult, { ok: false }> {
-  return { ok: false, error, calls, usage: noUsage() };
-}
-
-function aborted(reason: string): ProviderResult {
-  return failed({ code: 'aborted', message: `aborted: ${reason}` }, 0);
-}
-
 /** The wait before another try: the server's `retry-after` when its answer had one. */
 function backoff(config: ProviderConfig, retry: number, error?: unknown): number {
   const headers = error instanceof BatchApiError ? error.failure.headers : undefined;
   return backoffMs({ retry, baseMs: config.backoffBaseMs, maxMs: config.backoffMaxMs, headers });
-}
-
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }
