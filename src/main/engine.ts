@@ -12,7 +12,7 @@ import { newAgentId } from '../shared/ids.js';
 import type { LogPolicy } from '../shared/journal/policy.js';
 import { transcriptText } from '../shared/journal/reader.js';
 import { compactJournal } from '../shared/journal/retention.js';
-import { closeJournals, journalFor } from '../shared/journal/writer.js';
+import { closeJournals } from '../shared/journal/writer.js';
 import { checkOption, defined, durationMs } from '../shared/option-schema.js';
 import {
   type CacheMode,
@@ -51,11 +51,8 @@ import {
 import { type GovernorStateFile, openGovernorState } from './governor-state.js';
 import { checkGroup, Group, type GroupEngine, type GroupOptions } from './group.js';
 import { HostBridge } from './host-bridge.js';
-import {
-  BatchCollector,
-  DEFAULT_BATCH_POLL_MS,
-  DEFAULT_BATCH_WINDOW_MS,
-} from './lanes/batch-collector.js';
+import type { BatchCollector } from './lanes/batch-collector.js';
+import { engineCollector } from './lanes/engine-collector.js';
 import { defaultLogRoot, runFolderName } from './run-folder.js';
 import { type ChildCapabilities, capabilityFlags } from './runners/capabilities.js';
 import { type ChildHandle, ChildPool, type PoolStats } from './runners/local/pool.js';
@@ -438,40 +435,7 @@ export class Engine {
   /** The batches lane's collector (docs/LANES.md), made when the lane is first used. */
   #batchCollector(): BatchCollector {
     if (this.queued) throw queueLaneRefusal();
-    const warn = warner(this.#options.onWarning, 'batches');
-    this.#collector ??= new BatchCollector({
-      windowMs: this.#options.batchWindowMs ?? DEFAULT_BATCH_WINDOW_MS,
-      pollMs: this.#options.batchPollMs ?? DEFAULT_BATCH_POLL_MS,
-      warn,
-      // In the run journal before its first poll: a rerun of a killed run follows it.
-      submitted: async ({ batchId, endpoint, customIds, digests }) => {
-        const segment = journalFor(this.logDir);
-        segment.append({
-          k: 'batch',
-          b: batchId,
-          at: Date.now(),
-          url: endpoint,
-          c: customIds,
-          d: digests,
-        });
-        await segment.flushed();
-        if (segment.failed) {
-          warn(
-            `the run journal could not record Message Batch ${batchId} (${segment.failed.message}); a rerun after a kill sends its steps again`,
-          );
-        }
-      },
-      // Its answers are spent: a rerun asks the model again rather than replay them.
-      read: ({ batchId, endpoint }) => {
-        journalFor(this.logDir).append({
-          k: 'batch-read',
-          b: batchId,
-          at: Date.now(),
-          url: endpoint,
-        });
-      },
-      ...(this.#options.batchesInFlight ? { inFlight: this.#options.batchesInFlight } : {}),
-    });
+    this.#collector ??= engineCollector(this.#options, this.logDir);
     return this.#collector;
   }
 
