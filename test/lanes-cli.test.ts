@@ -2,6 +2,7 @@ import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import Anthropic from '@anthropic-ai/sdk';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { batchesInFlight } from '../src/cli/results/journals.js';
 import { type ScriptedModel, type ScriptStep, startScriptedModel } from '../src/testing/index.js';
 import { readResultLines, runCli, writeTasks } from './cli-helpers.js';
 import { scripted, TEST_TOOLS, tempDir } from './helpers.js';
@@ -167,6 +168,63 @@ describe('cohort batch --lane', () => {
     expect(run.stderr()).toMatch(
       /lane auto: 1 Message Batch\(es\), 1 step\(s\) sent in real time to meet a deadline, \$[\d.]+ less than in real time/,
     );
+  });
+
+  it('asks the model again on --retry-failed: a batch already read is never followed', async () => {
+    const tasks = path.join(tempDir(), 'tasks.jsonl');
+    // Its first step is answered, its second fails it: a rerun starts it over from its prompt.
+    const schema = { type: 'object', properties: { n: { type: 'number' } }, required: ['n'] };
+    writeFileSync(
+      tasks,
+      `${JSON.stringify({ id: 'odd', prompt: scripted([{ reply: 'not a number' }]), outputSchema: schema })}\n`,
+    );
+    const out = path.join(tempDir(), 'results.jsonl');
+    const args = [
+      'batch',
+      tasks,
+      '--out',
+      out,
+      '--base-url',
+      model.url,
+      '--tools',
+      TEST_TOOLS,
+      '--lane',
+      'batches',
+      '--batch-poll',
+      '20ms',
+    ];
+    const before = model.stats.batchRequests;
+    expect((await runCli(args).exit).code).toBe(1);
+    expect(readResultLines(out)[0]).toMatchObject({ outcome: 'failed' });
+    const first = model.stats.batchRequests - before;
+    expect(first).toBeGreaterThan(0);
+    expect((await runCli([...args, '--retry-failed']).exit).code).toBe(1);
+    // Each of its steps went into a batch again: none took the first run's answers.
+    expect(model.stats.batchRequests - before).toBe(2 * first);
+  });
+
+  it('reads from earlier runs only the batches never read, and passes over a corrupt record', async () => {
+    const out = path.join(tempDir(), 'results.jsonl');
+    const runDir = tempDir();
+    const batch = (b: string, c: unknown, url = 'http://127.0.0.1:9') =>
+      JSON.stringify({ k: 'batch', b, at: 1, url, c, d: ['dA', 'dB'] });
+    writeFileSync(
+      path.join(runDir, 'journal-1-main.jsonl'),
+      [
+        batch('b-open', ['idA', 'idB']),
+        batch('b-read', ['idC', 'idD']),
+        JSON.stringify({ k: 'batch-read', b: 'b-read', at: 2, url: 'http://127.0.0.1:9' }),
+        batch('b-corrupt', [1, 2]),
+        JSON.stringify({ k: 'batch', b: 7, at: 1, url: 'x', c: ['idE'], d: ['dE'] }),
+        '',
+      ].join('\n'),
+    );
+    writeFileSync(`${out}.journals`, `${runDir}\n`);
+    const found = await batchesInFlight(out);
+    expect([...found]).toEqual([
+      ['idA', { batchId: 'b-open', endpoint: 'http://127.0.0.1:9', digest: 'dA' }],
+      ['idB', { batchId: 'b-open', endpoint: 'http://127.0.0.1:9', digest: 'dB' }],
+    ]);
   });
 
   it('after a kill -9 mid-batch, a rerun follows the batch in flight: one line per task, no step sent twice', async () => {

@@ -3,8 +3,11 @@ import type { AddressInfo } from 'node:net';
 import Anthropic from '@anthropic-ai/sdk';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { EngineWarning } from '../src/index.js';
-import { batchPrice } from '../src/shared/lane/lane.js';
-import type { ScriptStep } from '../src/testing/index.js';
+import { BatchCollector } from '../src/main/lanes/batch-collector.js';
+import { batchPrice, customIdOf } from '../src/shared/lane/lane.js';
+import { DEFAULT_PROVIDER_CONFIG } from '../src/shared/provider/config.js';
+import type { ProviderResult } from '../src/shared/provider/types.js';
+import { type ScriptStep, startScriptedModel } from '../src/testing/index.js';
 import { agentCall, type Rig, scripted, startRig, usageError } from './helpers.js';
 
 // The batches lane against the scripted model's Message Batches API over real HTTP, with real
@@ -213,6 +216,272 @@ describe('the batches lane', () => {
     }
   });
 
+  it('retries a step whose results line cannot be read, and still reads the lines after it', async () => {
+    // The first batch's second line is a message with a null content block: the turn cannot be
+    // made of it. Its step goes into the next batch; the third line still answers its own.
+    const odd = await oddBatchServer({
+      results: (index, lines) => {
+        if (index === 0) {
+          const { custom_id } = JSON.parse(lines[1]!) as { custom_id: string };
+          lines[1] = JSON.stringify({
+            custom_id,
+            result: { type: 'succeeded', message: { content: [null], usage: {} } },
+          });
+        }
+        return `${lines.join('\n')}\n`;
+      },
+    });
+    try {
+      rig = await startRig(
+        { lane: 'batches', batchPollMs: 10, provider: { baseURL: odd.url } },
+        {},
+      );
+      const results = await Promise.all(
+        ['one', 'two', 'three'].map((title) =>
+          rig!.engine.run({ prompt: `Task ${title}.`, title }),
+        ),
+      );
+      expect(results.map((result) => result.outcome)).toEqual(['complete', 'complete', 'complete']);
+      expect(odd.created.map((ids) => ids.length)).toEqual([3, 1]);
+      expect(odd.created[1]![0]).toBe(odd.created[0]![1]);
+    } finally {
+      await odd.close();
+    }
+  });
+
+  it('follows a journaled batch only for the same request on the same server', async () => {
+    const model = await startScriptedModel({ port: 0, batchLatencyMs: 5 });
+    try {
+      const client = new Anthropic({ apiKey: 'follow-key', baseURL: model.url });
+      // A batch made for another transcript of the same task step: its answer is not this one's.
+      const customId = customIdOf('task-1', 1);
+      const other = await client.messages.batches.create({
+        requests: [
+          {
+            custom_id: customId,
+            params: {
+              model: 'cohort-scripted',
+              max_tokens: 100,
+              messages: [{ role: 'user', content: scripted([{ reply: 'not mine' }]) }],
+            },
+          },
+        ],
+      });
+      const endpoint = model.url.replace(/\/$/, '');
+      for (const journaled of [
+        { batchId: other.id, endpoint, digest: 'another-request' },
+        { batchId: other.id, endpoint: 'http://127.0.0.1:1', digest: 'another-request' },
+      ]) {
+        rig = await startRig({
+          lane: 'batches',
+          batchPollMs: 10,
+          batchesInFlight: new Map([[customId, journaled]]),
+          provider: { baseURL: model.url },
+        });
+        const result = await rig.engine.run({
+          prompt: scripted([{ reply: 'mine' }]),
+          key: 'task-1',
+          provider: { apiKey: 'follow-key' },
+        });
+        expect(result).toMatchObject({ outcome: 'complete', text: 'mine' });
+        expect(rig.engine.batchesCreated).toBe(1);
+        await rig.close();
+        rig = undefined;
+      }
+    } finally {
+      await model.close();
+    }
+  });
+
+  it('polls a batch again past failed polls, and fails and cancels it only on a final answer', async () => {
+    // Five 503s in a row, past maxRetries (2): the batch runs on, so it is polled until it ends.
+    const flaky = await oddBatchServer({ polls: [...Array(5).fill({ status: 503 }), null] });
+    try {
+      rig = await startRig({ lane: 'batches', batchPollMs: 5, provider: { baseURL: flaky.url } });
+      const result = await rig.engine.run({ prompt: 'Task.' });
+      expect(result.outcome).toBe('complete');
+      expect(flaky.cancelled).toEqual([]);
+      await rig.close();
+      rig = undefined;
+    } finally {
+      await flaky.close();
+    }
+    // A 404 will not change: its steps fail, and the batch is cancelled so it is not paid for.
+    const gone = await oddBatchServer({ polls: [{ status: 404, type: 'not_found_error' }] });
+    try {
+      rig = await startRig({ lane: 'batches', batchPollMs: 5, provider: { baseURL: gone.url } });
+      const result = await rig.engine.run({ prompt: 'Task.' });
+      expect(result).toMatchObject({ outcome: 'failed', code: 'bad_request' });
+      await vi.waitFor(() => expect(gone.cancelled).toEqual(['b1']));
+    } finally {
+      await gone.close();
+    }
+  });
+
+  it('maps a refused create as a streamed request: a spend limit stops, a 529 is retried', async () => {
+    const odd = await oddBatchServer({
+      creates: [
+        { status: 529, type: 'overloaded_error' },
+        { status: 402, type: 'billing_error', details: { error_code: 'spend_limit_reached' } },
+      ],
+    });
+    try {
+      rig = await startRig({ lane: 'batches', batchPollMs: 5, provider: { baseURL: odd.url } });
+      const result = await rig.engine.run({ prompt: 'Task.' });
+      expect(result).toMatchObject({ outcome: 'failed', code: 'quota_exhausted' });
+      expect(result.reason).toMatch(/spend limit is reached/);
+      expect(odd.created).toEqual([]);
+    } finally {
+      await odd.close();
+    }
+  });
+
+  it('fails a step whose base URL does not parse, and the engine goes on', async () => {
+    const saved = process.env.ANTHROPIC_BASE_URL;
+    process.env.ANTHROPIC_BASE_URL = 'http://[not-a-host';
+    try {
+      // The engine names no server: the environment's is the one every spawn goes to.
+      rig = await startRig({
+        lane: 'batches',
+        batchPollMs: 5,
+        provider: { baseURL: undefined } as never,
+      });
+      const result = await rig.engine.run({ prompt: 'Task.' });
+      expect(result).toMatchObject({ outcome: 'failed', code: 'bad_request' });
+      expect(result.reason).toMatch(/is not a URL/);
+      const next = await rig.engine.run({
+        prompt: scripted([{ reply: 'fine' }]),
+        provider: { baseURL: rig.model.url },
+      });
+      expect(next.text).toBe('fine');
+    } finally {
+      if (saved === undefined) delete process.env.ANTHROPIC_BASE_URL;
+      else process.env.ANTHROPIC_BASE_URL = saved;
+    }
+  });
+
+  it('sends the key only to its own origin, and never says a results URL query', async () => {
+    const warnings: EngineWarning[] = [];
+    const odd = await oddBatchServer({ resultsHost: 'localhost', resultFailures: 1 });
+    try {
+      rig = await startRig({
+        lane: 'batches',
+        batchPollMs: 5,
+        onWarning: (warning) => warnings.push(warning),
+        provider: { baseURL: odd.url },
+      });
+      const result = await rig.engine.run({
+        prompt: 'Task.',
+        provider: { apiKey: 'sk-ant-api03-lane-secret' },
+      });
+      expect(result.outcome).toBe('complete');
+      // The results were on another origin: asked for twice (one 500), never with the key.
+      expect(odd.resultsAuth).toEqual([undefined, undefined]);
+      expect(warnings).toHaveLength(1);
+      expect(warnings[0]!.message).toMatch(/could not be read whole/);
+      expect(warnings[0]!.message).not.toContain('secret-signature');
+    } finally {
+      await odd.close();
+    }
+  });
+
+  it('at close, lets a create under way answer, and cancels the batch it made', async () => {
+    let release!: () => void;
+    const holdCreates = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let came!: () => void;
+    const createCame = new Promise<void>((resolve) => {
+      came = resolve;
+    });
+    const odd = await oddBatchServer({ polls: [null], holdCreates, onCreate: () => came() });
+    const collector = new BatchCollector({ windowMs: 60_000, pollMs: 5, warn: () => {} });
+    try {
+      const answers: ProviderResult[] = [];
+      const leave = collector.join();
+      collector.submit({
+        agentId: 'ag_closing',
+        name: 'ag_closing',
+        step: 1,
+        params: { model: 'cohort-scripted', max_tokens: 10, messages: [] } as never,
+        provider: { ...DEFAULT_PROVIDER_CONFIG, baseURL: odd.url },
+        apiKey: undefined,
+        answer: (result) => answers.push(result),
+      });
+      await createCame;
+      // The collector closes while the server is still making the batch; then it answers.
+      const closing = collector.close();
+      release();
+      await closing;
+      leave();
+      expect(odd.created).toHaveLength(1);
+      expect(odd.cancelled).toEqual(['b1']);
+      expect(answers).toMatchObject([{ ok: false, error: { code: 'aborted' } }]);
+    } finally {
+      release();
+      await odd.close();
+    }
+  });
+
+  it('counts a withdrawn step out at once, and sends a batch when every member waits', async () => {
+    const odd = await oddBatchServer({});
+    const collector = new BatchCollector({ windowMs: 600_000, pollMs: 5, warn: () => {} });
+    try {
+      const answered: string[] = [];
+      const step = (agentId: string) => ({
+        agentId,
+        name: agentId,
+        step: 1,
+        params: { model: 'cohort-scripted', max_tokens: 10, messages: [] } as never,
+        provider: { ...DEFAULT_PROVIDER_CONFIG, baseURL: odd.url },
+        apiKey: undefined,
+        answer: () => answered.push(agentId),
+      });
+      const leaves = [collector.join(), collector.join(), collector.join()];
+      collector.submit(step('ag_one'));
+      const two = collector.submit(step('ag_two'));
+      // Two of three wait: the window decides. One withdraws and leaves: still one of two.
+      two.withdraw();
+      leaves[1]!();
+      expect(odd.created).toEqual([]);
+      // The last member waits too: the batch goes at once, without the withdrawn step.
+      collector.submit(step('ag_three'));
+      await vi.waitFor(() => expect(answered.sort()).toEqual(['ag_one', 'ag_three']));
+      expect(odd.created).toEqual([['ag_one-s1', 'ag_three-s1']]);
+      leaves[0]!();
+      leaves[2]!();
+    } finally {
+      await collector.close();
+      await odd.close();
+    }
+  });
+
+  it('a step whose worker was lost stays in its batch, and its resumed run takes it over', async () => {
+    // Batches take ten minutes of the model's clock until the crash; then they end in a blink.
+    let fastSince: number | undefined;
+    const clock = () =>
+      fastSince === undefined
+        ? performance.now()
+        : fastSince + (performance.now() - fastSince) * 10_000;
+    rig = await startRig(
+      { lane: 'batches', batchPollMs: 10, threads: 1, agentsPerThread: 2 },
+      { batchLatencyMs: 600_000, clock },
+    );
+    const waiting = rig.engine.spawn({ prompt: scripted([{ reply: 'after the crash' }]) });
+    await vi.waitFor(() => expect(rig!.model.stats.batchesCreated).toBe(1));
+    // Its neighbour on the one thread (in real time) kills the worker.
+    const culprit = await rig.engine.run({
+      prompt: scripted([{ calls: [{ name: 'crash', input: {} }] }]),
+      lane: 'realtime',
+    });
+    expect(culprit.code).toBe('worker_crashed');
+    fastSince = performance.now();
+    const result = await waiting.result;
+    expect(result).toMatchObject({ outcome: 'complete', text: 'after the crash' });
+    // Its step went into one batch only: the resumed run took over the request already out.
+    expect(rig.model.stats).toMatchObject({ batchesCreated: 1, batchRequests: 1 });
+  });
+
   it('splits a batch the server refuses as too large, and never asks the governor', async () => {
     // A server that takes at most 2 requests a batch, answering 413 as the API does past 256 MB.
     const odd = await oddBatchServer({ maxRequests: 2 });
@@ -284,6 +553,13 @@ describe('the batches lane', () => {
     await expect(
       Engine.start({ lane: 'batches', queue: { url: 'redis://127.0.0.1:1' } }),
     ).rejects.toThrow('Expected `lane` to be `realtime` with `queue`');
+    // A task line or a group's queued spawn is refused by the check, before it could wait.
+    const { checkEngine } = await import('../src/main/engine.js');
+    const queued = await checkEngine({ queue: { url: 'redis://127.0.0.1:1' } });
+    expect(() => queued.checkAgent({ prompt: 'x', lane: 'batches' })).toThrow(
+      'Expected `lane` to be `realtime` with `queue`',
+    );
+    expect(() => queued.checkAgent({ prompt: 'x' })).not.toThrow();
   });
 
   it('prices a batch step at half of every token price, the cache multipliers on top', () => {
@@ -307,18 +583,62 @@ describe('the batches lane', () => {
   });
 });
 
+/** An answer the odd server gives instead of the one asked for: a status and an API error. */
+interface Refusal {
+  status: number;
+  type?: string;
+  details?: object;
+}
+
 /**
  * A Message Batches server of a few lines, for what the scripted model never does (it writes
  * whole, honest results files and takes any batch within the API's limits): every batch has
  * ended when it is created, each request answered by a `reply` of its custom id; `results` may
- * rewrite a batch's file, and `maxRequests` refuses a larger create with 413.
+ * rewrite a batch's file, and `maxRequests` refuses a larger create with 413. `creates` refuses
+ * the first creates, in turn; `polls` makes a batch in progress until its polls have met each
+ * refusal in turn (a `null` is an in-progress answer); `results` may refuse a results file
+ * (`resultFailures`); `resultsHost` serves the results under another host name (another
+ * origin), with a signed query. It records each cancel, and the authorization of each results
+ * request.
  */
 async function oddBatchServer(options: {
   results?: (index: number, lines: string[]) => string;
   maxRequests?: number;
-}): Promise<{ url: string; created: string[][]; refused: number; close(): Promise<void> }> {
+  creates?: Refusal[];
+  polls?: (Refusal | null)[];
+  resultFailures?: number;
+  resultsHost?: string;
+  /** Each create is made at once but answered only when this settles; `onCreate` says it came. */
+  holdCreates?: Promise<void>;
+  onCreate?: () => void;
+}): Promise<{
+  url: string;
+  created: string[][];
+  refused: number;
+  cancelled: string[];
+  resultsAuth: (string | undefined)[];
+  close(): Promise<void>;
+}> {
   const created: string[][] = [];
+  const cancelled: string[] = [];
+  const resultsAuth: (string | undefined)[] = [];
+  const creates = [...(options.creates ?? [])];
+  const polls = new Map<string, (Refusal | null)[]>();
+  let resultFailures = options.resultFailures ?? 0;
   let refused = 0;
+  const refuse = (response: http.ServerResponse, refusal: Refusal) => {
+    response.statusCode = refusal.status;
+    response.end(
+      JSON.stringify({
+        type: 'error',
+        error: {
+          type: refusal.type ?? 'api_error',
+          message: `refused ${refusal.status}`,
+          ...(refusal.details ? { details: refusal.details } : {}),
+        },
+      }),
+    );
+  };
   const message = (text: string) => ({
     id: 'msg_1',
     type: 'message',
@@ -336,11 +656,14 @@ async function oddBatchServer(options: {
     request.on('end', () => {
       const url = request.url ?? '';
       const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-      const batch = (id: string) => ({
+      const resultsOrigin = options.resultsHost
+        ? origin.replace('127.0.0.1', options.resultsHost)
+        : origin;
+      const batch = (id: string, ended = true) => ({
         id,
         type: 'message_batch',
-        processing_status: 'ended',
-        results_url: `${origin}/v1/messages/batches/${id}/results`,
+        processing_status: ended ? 'ended' : 'in_progress',
+        results_url: `${resultsOrigin}/v1/messages/batches/${id}/results${options.resultsHost ? '?sig=secret-signature' : ''}`,
       });
       response.setHeader('content-type', 'application/json');
       if (request.method === 'POST' && url === '/v1/messages/batches') {
@@ -358,12 +681,34 @@ async function oddBatchServer(options: {
           );
           return;
         }
+        const refusal = creates.shift();
+        if (refusal) {
+          refuse(response, refusal);
+          return;
+        }
         created.push(ids);
-        response.end(JSON.stringify(batch(`b${created.length}`)));
+        const id = `b${created.length}`;
+        if (options.polls) polls.set(id, [...options.polls]);
+        options.onCreate?.();
+        void (options.holdCreates ?? Promise.resolve()).then(() =>
+          response.end(JSON.stringify(batch(id, !options.polls))),
+        );
         return;
       }
-      const results = /^\/v1\/messages\/batches\/(b\d+)\/results$/.exec(url);
+      const cancel = /^\/v1\/messages\/batches\/(b\d+)\/cancel$/.exec(url);
+      if (cancel) {
+        cancelled.push(cancel[1]!);
+        response.end(JSON.stringify(batch(cancel[1]!)));
+        return;
+      }
+      const results = /^\/v1\/messages\/batches\/(b\d+)\/results(\?.*)?$/.exec(url);
       if (results) {
+        resultsAuth.push(request.headers.authorization);
+        if (resultFailures > 0) {
+          resultFailures--;
+          refuse(response, { status: 500 });
+          return;
+        }
         const index = Number(results[1]!.slice(1)) - 1;
         const lines = created[index]!.map((id) =>
           JSON.stringify({ custom_id: id, result: { type: 'succeeded', message: message(id) } }),
@@ -373,6 +718,13 @@ async function oddBatchServer(options: {
       }
       const retrieve = /^\/v1\/messages\/batches\/(b\d+)$/.exec(url);
       if (retrieve) {
+        const left = polls.get(retrieve[1]!);
+        if (left !== undefined && left.length > 0) {
+          const refusal = left.shift()!;
+          if (refusal) refuse(response, refusal);
+          else response.end(JSON.stringify(batch(retrieve[1]!, false)));
+          return;
+        }
         response.end(JSON.stringify(batch(retrieve[1]!)));
         return;
       }
@@ -387,6 +739,8 @@ async function oddBatchServer(options: {
     get refused() {
       return refused;
     },
+    cancelled,
+    resultsAuth,
     close: () => new Promise((resolve) => server.close(() => resolve())),
   };
 }

@@ -205,6 +205,21 @@ export function durationFlag(values: ParsedValues, flag: string | CliFlag): numb
   return parseDuration(String(raw), `--${name}`);
 }
 
+/** A duration flag that refuses 0: a limit, a window or a poll of nothing is never what is meant. */
+export function positiveDurationFlag(
+  values: ParsedValues,
+  flag: string | CliFlag,
+): number | undefined {
+  const ms = durationFlag(values, flag);
+  if (ms === 0) {
+    const name = nameOf(flag);
+    throw new UsageError(
+      `Expected \`--${name}\` to be a duration above 0 like 30s, 10m or a number of milliseconds, got \`${String(values[name])}\``,
+    );
+  }
+  return ms;
+}
+
 export function stringFlag(values: ParsedValues, flag: string | CliFlag): string | undefined {
   const name = nameOf(flag);
   const raw = values[name];

@@ -3,7 +3,7 @@ import { parseDuration } from '../shared/duration.js';
 import { UsageError } from '../shared/errors.js';
 import { deadlineMs } from '../shared/lane/lane.js';
 import type { CliFlag, ParsedValues } from './flags.js';
-import { choiceFlag, durationFlag } from './flags.js';
+import { choiceFlag, positiveDurationFlag } from './flags.js';
 
 /** `cohort batch`'s lane flags (docs/LANES.md), in the order its help lists them. */
 export const LANE_FLAGS: readonly CliFlag[] = [
@@ -46,24 +46,13 @@ export function laneOptions(
   values: ParsedValues,
 ): Pick<EngineOptions, 'lane' | 'batchWindowMs' | 'batchPollMs' | 'batchTurnaroundMs'> {
   const lane = choiceFlag(values, ENGINE_FIELDS.lane);
-  const batchWindowMs = positiveDuration(values, ENGINE_FIELDS.batchWindowMs);
-  const batchPollMs = positiveDuration(values, ENGINE_FIELDS.batchPollMs);
-  const batchTurnaroundMs = positiveDuration(values, ENGINE_FIELDS.batchTurnaroundMs);
+  const batchWindowMs = positiveDurationFlag(values, ENGINE_FIELDS.batchWindowMs);
+  const batchPollMs = positiveDurationFlag(values, ENGINE_FIELDS.batchPollMs);
+  const batchTurnaroundMs = positiveDurationFlag(values, ENGINE_FIELDS.batchTurnaroundMs);
   return {
     ...(lane === undefined ? {} : { lane }),
     ...(batchTurnaroundMs === undefined ? {} : { batchTurnaroundMs }),
     ...(batchWindowMs === undefined ? {} : { batchWindowMs }),
     ...(batchPollMs === undefined ? {} : { batchPollMs }),
   };
-}
-
-function positiveDuration(values: ParsedValues, field: CliFlag): number | undefined {
-  const ms = durationFlag(values, field);
-  const flag = field.flag!;
-  if (ms === 0) {
-    throw new UsageError(
-      `Expected \`${flag}\` to be a duration above 0 (like 500ms, 30s, 5m), got \`${String(values[flag.slice(2)])}\``,
-    );
-  }
-  return ms;
 }

@@ -253,6 +253,15 @@ export interface AgentCheckOptions {
   model?: string;
   budget?: Budget;
   prices?: PriceTable;
+  /** The engine runs its children on a queue: the batches lane is refused. */
+  queued?: boolean;
+}
+
+/** The batches lane gathers steps on this process's main thread: a queue's workers are elsewhere. */
+export function queueLaneRefusal(lane: string): UsageError {
+  return new UsageError(
+    `Expected \`lane\` to be \`realtime\` with \`queue\` (a queue's workers send their own requests), got \`${lane}\``,
+  );
 }
 
 /**
@@ -292,6 +301,10 @@ export function agentCheck(
         checkOption('agent', AGENT_FIELDS.agent, agentOptions.agent);
         const { options: resolved, definition } = resolve(agentOptions);
         checkAgentOptions(resolved, known(depth));
+        // Here, not at spawn: a task line or a group's queued spawn is refused before it waits.
+        if (options.queued && resolved.lane !== undefined && resolved.lane !== 'realtime') {
+          throw queueLaneRefusal(resolved.lane);
+        }
         checkFileBudget(definition, agentOptions.budget, () =>
           checkPricedBudget(
             mergeBudgets(options.budget, resolved.budget),

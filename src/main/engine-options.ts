@@ -38,7 +38,11 @@ import { checkTool } from '../shared/tools/modules.js';
 import { checkOutputSchema, type OutputSchema } from '../shared/tools/output-schema.js';
 import { DEFAULT_TOOL_TIMEOUT_MS } from '../shared/tools/tool-timeout.js';
 import type { AnyTool } from '../shared/tools/types.js';
-import { DEFAULT_BATCH_POLL_MS, DEFAULT_BATCH_WINDOW_MS } from './lanes/batch-collector.js';
+import {
+  DEFAULT_BATCH_POLL_MS,
+  DEFAULT_BATCH_WINDOW_MS,
+  type JournaledStep,
+} from './lanes/batch-collector.js';
 import {
   DEFAULT_AGENTS_PER_THREAD,
   DEFAULT_CANCEL_GRACE_MS,
@@ -545,14 +549,23 @@ export const ENGINE_FIELDS = {
   /**
    * The batches lane: Message Batches an earlier, killed run of this work created and never read,
    * by the custom id of each request (a `Map`; the run journal's `batch` records hold them). A
-   * step whose custom id is among them waits on that batch instead of being sent again. `cohort
+   * step whose custom id is among them, sent to the same `endpoint` with the same request (its
+   * `digest`), waits on that batch instead of being sent again. `cohort
    * batch` reads them from its earlier runs' journals.
    */
-  batchesInFlight: custom<ReadonlyMap<string, string>>(
-    'a Map of custom ids to Message Batch ids',
+  batchesInFlight: custom<ReadonlyMap<string, JournaledStep>>(
+    'a Map of custom ids to {batchId, endpoint, digest}',
     (value) =>
       value instanceof Map &&
-      [...value].every(([key, id]) => typeof key === 'string' && typeof id === 'string'),
+      [...value].every(
+        ([key, step]) =>
+          typeof key === 'string' &&
+          typeof step === 'object' &&
+          step !== null &&
+          typeof step.batchId === 'string' &&
+          typeof step.endpoint === 'string' &&
+          typeof step.digest === 'string',
+      ),
   ),
   /** Prices by model (dollars per million tokens) over the built-in table, for `costUsd`. */
   prices: custom<PriceTable>('an object of model prefixes to prices', checkedBy(checkPriceTable), {

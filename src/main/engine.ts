@@ -12,7 +12,7 @@ import { newAgentId } from '../shared/ids.js';
 import type { LogPolicy } from '../shared/journal/policy.js';
 import { transcriptText } from '../shared/journal/reader.js';
 import { compactJournal } from '../shared/journal/retention.js';
-import { closeJournals, journalFor } from '../shared/journal/writer.js';
+import { closeJournals } from '../shared/journal/writer.js';
 import { DEFAULT_BATCH_TURNAROUND_MS, deadlineMs, type Lane } from '../shared/lane/lane.js';
 import { checkOption, defined, durationMs } from '../shared/option-schema.js';
 import {
@@ -37,6 +37,7 @@ import {
   DEFAULT_IMPORT_TIMEOUT_MS,
   type EngineCheck,
   engineTools,
+  queueLaneRefusal,
   validateEngineOptions,
 } from './engine-check.js';
 import {
@@ -51,11 +52,8 @@ import {
 import { type GovernorStateFile, openGovernorState } from './governor-state.js';
 import { checkGroup, Group, type GroupEngine, type GroupOptions } from './group.js';
 import { HostBridge } from './host-bridge.js';
-import {
-  BatchCollector,
-  DEFAULT_BATCH_POLL_MS,
-  DEFAULT_BATCH_WINDOW_MS,
-} from './lanes/batch-collector.js';
+import type { BatchCollector } from './lanes/batch-collector.js';
+import { engineCollector } from './lanes/engine-collector.js';
 import { defaultLogRoot, runFolderName } from './run-folder.js';
 import { type ChildCapabilities, capabilityFlags } from './runners/capabilities.js';
 import { type ChildHandle, ChildPool, type PoolStats } from './runners/local/pool.js';
@@ -448,21 +446,7 @@ export class Engine {
   /** The batches lane's collector (docs/LANES.md), made when the lane is first used. */
   #batchCollector(lane: Lane): BatchCollector {
     if (this.queued) throw queueLaneRefusal(lane);
-    this.#collector ??= new BatchCollector({
-      windowMs: this.#options.batchWindowMs ?? DEFAULT_BATCH_WINDOW_MS,
-      pollMs: this.#options.batchPollMs ?? DEFAULT_BATCH_POLL_MS,
-      turnaroundMs: this.#options.batchTurnaroundMs ?? DEFAULT_BATCH_TURNAROUND_MS,
-      // A full processing queue is waited out as long as a refused real-time request would be.
-      ...(this.governor ? { patienceMs: this.governor.patienceMs } : {}),
-      warn: warner(this.#options.onWarning, 'batches'),
-      // In the run journal before its first poll: a rerun of a killed run follows it.
-      submitted: ({ batchId, endpoint, customIds }) => {
-        const segment = journalFor(this.logDir);
-        segment.append({ k: 'batch', b: batchId, at: Date.now(), url: endpoint, c: customIds });
-        return segment.flushed();
-      },
-      ...(this.#options.batchesInFlight ? { inFlight: this.#options.batchesInFlight } : {}),
-    });
+    this.#collector ??= engineCollector(this.#options, this.logDir, this.governor?.patienceMs);
     return this.#collector;
   }
 
@@ -576,6 +560,9 @@ export class Engine {
    */
   group(options: GroupOptions = {}): Group {
     checkGroup(this.#groupSide, options);
+    if (this.queued && options.lane !== undefined && options.lane !== 'realtime') {
+      throw queueLaneRefusal(options.lane);
+    }
     return new Group(this.#groupSide, options);
   }
 
@@ -757,13 +744,7 @@ export async function checkEngine(
       model: options.provider?.model,
       budget: options.budget,
       prices: options.prices,
+      queued: options.queue !== undefined,
     }),
-  );
-}
-
-/** The batches lane gathers steps on this process's main thread: a queue's workers are elsewhere. */
-function queueLaneRefusal(lane: Lane): UsageError {
-  return new UsageError(
-    `Expected \`lane\` to be \`realtime\` with \`queue\` (a queue's workers send their own requests), got \`${lane}\``,
   );
 }

@@ -12,9 +12,9 @@ import type { MessageParam } from '../../shared/provider/types.js';
 import { ESTIMATE_FLAGS, ESTIMATE_USAGE } from '../estimate/estimate-flags.js';
 import {
   type CliFlag,
-  durationFlag,
   type ParsedValues,
   parseCommand,
+  positiveDurationFlag,
   stringFlag,
   wholeNumberFlag,
 } from '../flags.js';
@@ -388,7 +388,7 @@ async function readTasks(values: ParsedValues, source: TaskSource) {
     agentFileCheck: 'spawn',
     own: laneOptions(values),
   });
-  const timeout = timeoutFlag(values);
+  const timeout = positiveDurationFlag(values, TIMEOUT);
   const deadline = deadlineFlag(values);
   const parsed = await source.read(prepared.check);
   // `--deadline` is each task's default: its line's wins.
@@ -413,17 +413,6 @@ async function readTasks(values: ParsedValues, source: TaskSource) {
     );
   }
   return { prepared, tasks, errors };
-}
-
-/** `--timeout DURATION`: each task's wall-clock limit from its spawn, unless it sets its own. */
-function timeoutFlag(values: ParsedValues): number | undefined {
-  const ms = durationFlag(values, TIMEOUT);
-  if (ms === 0) {
-    throw new UsageError(
-      `Expected \`--timeout\` to be a duration above 0 like 30s, 10m or a number of milliseconds, got \`${String(values.timeout)}\``,
-    );
-  }
-  return ms;
 }
 
 /**

@@ -22,6 +22,8 @@ export class RecordLines {
         return safeLabel(
           `${new Date(record.at).toISOString()} Message Batch ${record.b} created with ${record.c.length} step(s)`,
         );
+      case 'batch-read':
+        return safeLabel(`${new Date(record.at).toISOString()} Message Batch ${record.b} read`);
       case 'start': {
         const title = record.meta.title;
         if (typeof title === 'string') this.#titles.set(record.a, title);

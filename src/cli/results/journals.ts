@@ -5,6 +5,8 @@
  * is about to run (their start records carry the task's journal key as `meta.key`).
  */
 import { appendFileSync, readFileSync } from 'node:fs';
+import type { JournaledStep } from '../../main/lanes/batch-collector.js';
+import type { BatchRecord } from '../../shared/journal/format.js';
 import {
   type AgentHistory,
   readRun,
@@ -13,6 +15,9 @@ import {
 } from '../../shared/journal/reader.js';
 import type { MessageParam } from '../../shared/provider/types.js';
 import { INTERRUPTED } from './file.js';
+
+/** The main thread's segment of a run: the only one that holds `batch` records. */
+const MAIN_SEGMENT = '-main.jsonl';
 
 /** The run folders `<out>.journals` lists, oldest first, each once; none without the file. */
 function runFolders(out: string): string[] {
@@ -27,22 +32,33 @@ function runFolders(out: string): string[] {
 }
 
 /**
- * The Message Batches earlier runs of this batch created (the batches lane's `batch` records), by
- * the custom id of each request: the newest batch that holds it. A rerun follows these instead of
- * sending a step a killed run sent already (`batchesInFlight`, docs/LANES.md).
+ * The Message Batches earlier runs of this batch created and never read (the batches lane's
+ * `batch` records without a `batch-read` one), by the custom id of each request: the newest
+ * batch that holds it, with its server and the request's digest. A rerun follows these instead
+ * of sending a step a killed run sent already (`batchesInFlight`, docs/LANES.md). Only the main
+ * thread's segments hold them.
  */
-export async function batchesInFlight(out: string): Promise<Map<string, string>> {
-  const found = new Map<string, string>();
+export async function batchesInFlight(out: string): Promise<Map<string, JournaledStep>> {
+  const found = new Map<string, JournaledStep>();
+  const read = new Set<string>();
+  const made: BatchRecord[] = [];
   for (const runDir of runFolders(out)) {
     for (const file of await segmentFiles(runDir)) {
+      if (!file.endsWith(MAIN_SEGMENT)) continue;
       try {
-        for (const batch of (await readSegment(file)).batches) {
-          for (const customId of batch.c) found.set(customId, batch.b);
-        }
+        const content = await readSegment(file);
+        made.push(...content.batches);
+        for (const batch of content.batchesRead) read.add(`${batch.url} ${batch.b}`);
       } catch {
         // Another version's segment, or unreadable: its steps are sent again.
       }
     }
+  }
+  for (const batch of made) {
+    if (read.has(`${batch.url} ${batch.b}`)) continue;
+    batch.c.forEach((customId, index) => {
+      found.set(customId, { batchId: batch.b, endpoint: batch.url, digest: batch.d[index]! });
+    });
   }
   return found;
 }
@@ -82,16 +98,8 @@ export async function unfinishedTasks(
   keys: ReadonlySet<string>,
 ): Promise<Map<string, MessageParam[]>> {
   const found = new Map<string, MessageParam[]>();
-  let listed: string[];
-  try {
-    listed = readFileSync(journalsFile(out), 'utf8')
-      .split('\n')
-      .filter((line) => line.trim() !== '');
-  } catch {
-    return found;
-  }
   // Newest first: a task resumed before and cut off again goes on from its latest run.
-  for (const runDir of [...new Set(listed)].reverse()) {
+  for (const runDir of runFolders(out).reverse()) {
     let agents: Map<string, AgentHistory>;
     try {
       agents = await readRun(runDir);

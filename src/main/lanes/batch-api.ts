@@ -1,10 +1,28 @@
-import { Agent, type Dispatcher } from 'undici';
+import { APIConnectionError } from '@anthropic-ai/sdk/error';
+import type { Dispatcher } from 'undici';
 import type { LaneParams } from '../../shared/protocol.js';
+import {
+  type AttemptFailure,
+  classify,
+  type FailureContext,
+  publicUrl,
+} from '../../shared/provider/classify.js';
 import type { ProviderConfig } from '../../shared/provider/config.js';
-import { retryAfterFrom } from '../../shared/provider/retry.js';
-import { resolveBaseURL, resolveCredential } from '../../shared/provider/transport/endpoint.js';
+import { retryAfterFrom, shouldRetry } from '../../shared/provider/retry.js';
+import {
+  fetchRefusal,
+  resolveBaseURL,
+  resolveCredential,
+} from '../../shared/provider/transport/endpoint.js';
 import { requestHeaders } from '../../shared/provider/transport/request-headers.js';
-import { redactSecrets } from '../../shared/redact.js';
+import {
+  makeDispatcher,
+  requestFailure,
+  statusError,
+  type Target,
+  target,
+  webHeaders,
+} from '../../shared/provider/transport/undici-transport.js';
 
 /** One request of a batch, as the create takes it. */
 export interface BatchRequest {
@@ -20,83 +38,103 @@ export interface MessageBatch {
 }
 
 /**
- * A call of the Message Batches API that did not succeed. `retry`: worth trying again (a 429, a
- * 5xx, no answer at all); otherwise the same call would fail the same way. The message names
- * the route and what answered, never the key.
+ * A call of the Message Batches API that did not succeed, classified as a streamed request's
+ * failure is (`classify`): its code, its message (the route and what answered, never the key or
+ * a URL's query), the response's headers (for `retry-after`), and whether it is final.
  */
 export class BatchApiError extends Error {
-  readonly status: number | undefined;
-  readonly retry: boolean;
+  readonly failure: AttemptFailure;
+  constructor(failure: AttemptFailure) {
+    super(failure.error.message);
+    this.failure = failure;
+  }
+
+  get status(): number | undefined {
+    return this.failure.error.status;
+  }
+
+  /** Worth trying again: a retryable code that nothing marked final. */
+  get retry(): boolean {
+    return shouldRetry(this.failure);
+  }
+
   /** What the answer's `retry-after` (or `retry-after-ms`) asked to wait, in ms. */
-  readonly retryAfterMs: number | undefined;
-  constructor(
-    message: string,
-    status: number | undefined,
-    retry: boolean,
-    retryAfterMs?: number | undefined,
-  ) {
-    super(redactSecrets(message));
-    this.status = status;
-    this.retry = retry;
-    this.retryAfterMs = retryAfterMs;
+  get retryAfterMs(): number | undefined {
+    const headers = this.failure.headers;
+    return headers ? retryAfterFrom((name) => headers.get(name)) : undefined;
   }
 }
 
 /**
- * The Message Batches API of one account (a base URL and a key) over undici, the provider's own
- * HTTP stack: the same base URL, credential and headers a streamed request carries.
+ * The Message Batches API of one account (a base URL and a key) over the undici transport's own
+ * HTTP stack: the same base URL (its path and query kept), credential, headers, proxy, redirects
+ * and timeouts a streamed request has.
  */
 export class BatchApi {
-  readonly #origin: string;
-  readonly #base: string;
+  /** Where the Messages API is, or why no request can go there. */
+  readonly #target: Target;
   readonly #headers: string[];
   readonly #dispatcher: Dispatcher;
-  /** The base URL as messages show it: no credentials, no query. */
+  readonly #context: FailureContext;
+  /** The base URL as messages and the journal show it: no credentials, no query. */
   readonly endpoint: string;
 
   constructor(config: ProviderConfig, apiKey: string | undefined) {
     const baseURL = resolveBaseURL(config);
-    const url = new URL(baseURL.endsWith('/') ? baseURL : `${baseURL}/`);
-    this.#origin = url.origin;
-    this.#base = url.pathname;
-    this.endpoint = `${url.origin}${url.pathname}`.replace(/\/$/, '');
+    this.#target = target(baseURL);
+    this.endpoint = publicUrl(baseURL).replace(/\/+$/, '');
     this.#headers = [...requestHeaders(config, resolveCredential(apiKey))].flat();
-    this.#dispatcher = new Agent({
-      headersTimeout: config.requestTimeoutMs,
-      bodyTimeout: config.requestTimeoutMs,
-    });
+    this.#dispatcher = makeDispatcher(config);
+    this.#context = {
+      endpoint: `${this.endpoint}/v1/messages/batches`,
+      requestTimeoutMs: config.requestTimeoutMs,
+      keyInCode: apiKey !== undefined,
+    };
   }
 
   /** Creates a batch of `requests`; answers it as created. */
   async create(requests: readonly BatchRequest[], signal: AbortSignal): Promise<MessageBatch> {
-    return batchOf(await this.#json('POST', 'v1/messages/batches', signal, { requests }));
+    return batchOf(await this.#json('POST', '', signal, { requests }));
   }
 
   /** The batch as it is now: how it is polled. */
   async retrieve(id: string, signal: AbortSignal): Promise<MessageBatch> {
-    return batchOf(
-      await this.#json('GET', `v1/messages/batches/${encodeURIComponent(id)}`, signal),
-    );
+    return batchOf(await this.#json('GET', `/${encodeURIComponent(id)}`, signal));
   }
 
   /** Starts the batch's cancellation. */
   async cancel(id: string, signal: AbortSignal): Promise<void> {
-    await this.#json('POST', `v1/messages/batches/${encodeURIComponent(id)}/cancel`, signal);
+    await this.#json('POST', `/${encodeURIComponent(id)}/cancel`, signal);
   }
 
   /**
    * The results file at `url` (the batch's `results_url`), as its lines come: each line, and at
-   * the end what followed the last newline (`''` when the file ended with one).
+   * the end what followed the last newline (`''` when the file ended with one). The credential
+   * goes only to the base URL's own origin: a results file elsewhere is asked for without it.
    */
   async *results(url: string, signal: AbortSignal): AsyncGenerator<string, void> {
-    const target = new URL(url);
+    const context = { ...this.#context, endpoint: publicUrl(url) };
+    let parsed: URL;
+    try {
+      parsed = new URL(url);
+    } catch {
+      throw new BatchApiError({
+        error: { code: 'bad_response', message: `results_url ${context.endpoint} is not a URL` },
+      });
+    }
+    const refusal = fetchRefusal(parsed);
+    if (refusal) throw fail(new APIConnectionError({ cause: refusal }), context, true);
+    const own = 'origin' in this.#target && this.#target.origin === parsed.origin;
     const response = await this.#send(
-      'GET',
-      target.origin,
-      target.pathname + target.search,
+      {
+        origin: parsed.origin,
+        path: parsed.pathname + parsed.search,
+        method: 'GET',
+        headers: own ? this.#headers : [],
+      },
       signal,
+      context,
     );
-    if (response.statusCode !== 200) throw await failure(response, 'GET results');
     const decoder = new TextDecoder();
     let rest = '';
     for await (const chunk of response.body) {
@@ -118,70 +156,82 @@ export class BatchApi {
 
   async #json(
     method: 'GET' | 'POST',
-    path: string,
+    route: string,
     signal: AbortSignal,
     body?: unknown,
   ): Promise<unknown> {
-    const response = await this.#send(method, this.#origin, this.#base + path, signal, body);
-    const route = `${method} ${this.endpoint}/${path}`;
-    if (response.statusCode !== 200) throw await failure(response, route);
-    try {
-      return await response.body.json();
-    } catch {
-      throw new BatchApiError(`${route} answered 200 with a body that is not JSON`, 200, true);
+    const at = this.#target;
+    const context = { ...this.#context, endpoint: `${this.#context.endpoint}${route}` };
+    // Refused as the streamed request would be, and never worth a retry: the URL stays the same.
+    if ('invalid' in at) {
+      throw new BatchApiError({
+        error: {
+          code: 'bad_request',
+          message: `the base URL ${JSON.stringify(this.endpoint)} is not a URL: ${at.invalid.message}`,
+        },
+        final: true,
+      });
     }
-  }
-
-  async #send(
-    method: 'GET' | 'POST',
-    origin: string,
-    path: string,
-    signal: AbortSignal,
-    body?: unknown,
-  ): Promise<Dispatcher.ResponseData> {
-    try {
-      return await this.#dispatcher.request({
-        origin,
-        path,
+    if ('refusal' in at) throw fail(new APIConnectionError({ cause: at.refusal }), context, true);
+    // The Messages URL with `/batches…` after its path, before the base URL's query.
+    const [pathname, query] = splitQuery(at.path);
+    const response = await this.#send(
+      {
+        origin: at.origin,
+        path: `${pathname}/batches${route}${query}`,
         method,
         headers: this.#headers,
         ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-        signal,
+      },
+      signal,
+      context,
+    );
+    try {
+      return await response.body.json();
+    } catch {
+      throw new BatchApiError({
+        error: {
+          code: 'bad_response',
+          status: 200,
+          message: `${context.endpoint} answered 200 with a body that is not JSON`,
+        },
       });
+    }
+  }
+
+  /** One request; any answer but a 2xx is thrown, classified. */
+  async #send(
+    request: Omit<Dispatcher.RequestOptions, 'signal'>,
+    signal: AbortSignal,
+    context: FailureContext,
+  ): Promise<Dispatcher.ResponseData> {
+    let response: Dispatcher.ResponseData;
+    try {
+      response = await this.#dispatcher.request({
+        ...request,
+        signal,
+        throwOnMaxRedirect: true,
+      } as Dispatcher.RequestOptions);
     } catch (error) {
       if (signal.aborted) throw error;
-      const cause = error instanceof Error ? error.message : String(error);
-      throw new BatchApiError(
-        `${method} ${origin}${path} got no answer: ${cause}`,
-        undefined,
-        true,
-      );
+      throw fail(requestFailure(error, signal), context);
     }
+    const status = response.statusCode;
+    if (status < 200 || status > 299) {
+      throw fail(await statusError(status, response.body, webHeaders(response.headers)), context);
+    }
+    return response;
   }
 }
 
-/** What a status that is not 200 says: its API error message, and whether to try again. */
-async function failure(response: Dispatcher.ResponseData, route: string): Promise<BatchApiError> {
-  const status = response.statusCode;
-  let detail = '';
-  try {
-    const text = await response.body.text();
-    const parsed = JSON.parse(text) as { error?: { message?: unknown } };
-    detail = typeof parsed.error?.message === 'string' ? parsed.error.message : text.slice(0, 200);
-  } catch {
-    // No body, or not JSON: the status says it.
-  }
-  const retry = status === 429 || status >= 500;
-  const after = retryAfterFrom((name) => {
-    const value = response.headers[name];
-    return Array.isArray(value) ? value[0] : value;
-  });
-  return new BatchApiError(
-    `${route} answered ${status}${detail === '' ? '' : `: ${detail}`}`,
-    status,
-    retry,
-    after,
-  );
+function fail(error: unknown, context: FailureContext, final = false): BatchApiError {
+  const failure = classify(error, context);
+  return new BatchApiError(final ? { ...failure, final } : failure);
+}
+
+function splitQuery(path: string): [string, string] {
+  const at = path.indexOf('?');
+  return at < 0 ? [path, ''] : [path.slice(0, at), path.slice(at)];
 }
 
 function batchOf(value: unknown): MessageBatch {
@@ -192,11 +242,13 @@ function batchOf(value: unknown): MessageBatch {
     typeof batch.id !== 'string' ||
     typeof batch.processing_status !== 'string'
   ) {
-    throw new BatchApiError(
-      'the Message Batches API answered something that is not a batch',
-      200,
-      true,
-    );
+    throw new BatchApiError({
+      error: {
+        code: 'bad_response',
+        status: 200,
+        message: 'the Message Batches API answered something that is not a batch',
+      },
+    });
   }
   return {
     id: batch.id,

@@ -1,16 +1,20 @@
+import { createHash } from 'node:crypto';
 import { delay } from 'abort-controller-x';
 import { customIdOf, DEFAULT_BATCH_TURNAROUND_MS } from '../../shared/lane/lane.js';
 import type { LaneParams } from '../../shared/protocol.js';
+import { excerpt } from '../../shared/provider/classify.js';
 import type { ProviderConfig } from '../../shared/provider/config.js';
-import { turnFromMessage } from '../../shared/provider/message-turn.js';
 import { backoffMs } from '../../shared/provider/retry.js';
-import {
-  noUsage,
-  type ProviderError,
-  type ProviderErrorCode,
-  type ProviderResult,
-} from '../../shared/provider/types.js';
+import type { ProviderErrorCode, ProviderResult } from '../../shared/provider/types.js';
 import { BatchApi, BatchApiError, type BatchRequest, type MessageBatch } from './batch-api.js';
+import {
+  aborted,
+  createFailure,
+  failed,
+  messageOf,
+  type ResultLine,
+  resultOutcome,
+} from './batch-result.js';
 
 /** The API's limits of one batch: requests, and bytes of the create's body. */
 export const MAX_BATCH_REQUESTS = 100_000;
@@ -28,6 +32,13 @@ const POLL_GROWTH_CAP = 8;
 const DEFAULT_QUEUE_PATIENCE_MS = 15 * 60_000;
 /** How many of the last batches' turnarounds the `auto` lane goes by (the longest of them). */
 const TURNAROUNDS_KEPT = 8;
+/** How long a cancel the lane sends on its own may take. */
+const CANCEL_TIMEOUT_MS = 10_000;
+/**
+ * How long a create under way when the collector closes may still answer: the server may have
+ * made the batch already, and only its answer says which one to cancel.
+ */
+const CREATE_GRACE_MS = 5_000;
 
 /** One agent's step waiting for its batch. */
 export interface LaneStep {
@@ -56,12 +67,41 @@ export interface LaneStep {
   realtime?(): void;
 }
 
+/** What a submitted step's agent can do with it. */
+export interface LaneTicket {
+  /** The agent was cancelled or settled: a step still to be sent is dropped, one in a batch answered to no one. */
+  withdraw(): void;
+  /**
+   * The agent's worker was lost and its run may resume: the step stays where it is, answered to
+   * no one, for the resumed run to take over when it asks for the same request.
+   */
+  orphan(): void;
+}
+
 /** A batch submitted: what the run journal keeps, before its polling starts. */
 export interface SubmittedBatch {
   batchId: string;
-  /** Its server (without credentials), so a rerun asks the same one. */
+  /** Its server (without credentials): a rerun against another one never follows the batch. */
   endpoint: string;
   customIds: string[];
+  /** A digest of each request's params, in the order of `customIds`. */
+  digests: string[];
+}
+
+/** A batch whose results were read: its answers are spent, no rerun follows it. */
+export interface ReadBatch {
+  batchId: string;
+  endpoint: string;
+}
+
+/**
+ * A step a killed run sent in a batch it never read: a rerun's step of the same custom id
+ * follows that batch, if it goes to the same server with the same request (digest).
+ */
+export interface JournaledStep {
+  batchId: string;
+  endpoint: string;
+  digest: string;
 }
 
 export interface BatchCollectorOptions {
@@ -80,22 +120,38 @@ export interface BatchCollectorOptions {
   warn(message: string): void;
   /** A batch was created: called, and awaited, before it is polled (the run journal). */
   submitted?(batch: SubmittedBatch): Promise<void> | void;
+  /** A batch's results were read (the run journal), so no rerun follows it. */
+  read?(batch: ReadBatch): void;
   /**
-   * Batches a killed run submitted and never read, by custom id: a step whose id is among them
-   * follows that batch instead of being sent again.
+   * Batches a killed run submitted and never read, by custom id: a step whose id is among them,
+   * on the same server and with the same request, follows that batch instead of being sent again.
    */
-  inFlight?: ReadonlyMap<string, string>;
+  inFlight?: ReadonlyMap<string, JournaledStep>;
 }
 
 /** A step in the collector, from its submit to its answer. */
 interface Entry {
   step: LaneStep;
   customId: string;
+  /** A digest of its params: a rerun follows a journaled request only if it is the same. */
+  digest: string;
+  /** The size of its params as JSON, for a batch's byte limit. */
+  bytes: number;
   /** Batches it went into that did not answer it: counted against the provider's retries. */
   retries: number;
   /** Batches it went into. */
   calls: number;
   done: boolean;
+  /**
+   * Where it counts as waiting: in its account's pending list, or in a batch being polled. Unset
+   * while its batch is created or its results read (it is about to be answered), and once done.
+   */
+  counted?: 'pending' | 'sent';
+  /**
+   * Its agent's worker was lost: it stays in its batch, answered to no one, until the agent's
+   * resumed run asks for the same step (and takes it over) or the agent settles (withdraw).
+   */
+  orphaned?: true;
   /** It waits on a killed run's batch: only a success is taken from it. */
   followed?: true;
 }
@@ -119,21 +175,27 @@ export class BatchCollector {
   /** Open batches, by id, with their steps not yet answered. */
   readonly #open = new Map<string, { account: Account; entries: Map<string, Entry> }>();
   /** Steps a rerun follows in a killed run's batches, by batch id. */
-  readonly #followed = new Map<string, Map<string, Entry>>();
+  readonly #followed = new Map<string, { account: Account; entries: Map<string, Entry> }>();
   /**
-   * Batches whose results are being read: their steps are about to be answered and to come back
-   * with their next step, so they do not count as waiting (a batch would go with the first few).
+   * Live steps by where they wait (`Entry.counted`), kept as they move so that deciding whether
+   * every agent waits costs nothing per step. A step in a batch whose results are being read is
+   * about to be answered and to come back with its next step, so it does not count (a batch would
+   * go with the first few).
    */
-  readonly #reading = new WeakSet<Map<string, Entry>>();
+  readonly #count = { pending: 0, sent: 0 };
   /** Steps not answered yet, by custom id: no two of them may share one. */
   readonly #live = new Map<string, Entry>();
   readonly #closing = new AbortController();
+  /** Aborts the creates under way: `CREATE_GRACE_MS` after the collector began to close. */
+  readonly #creating = new AbortController();
   readonly #running = new Set<Promise<void>>();
   /** Agents in the lane: spawned and not settled. */
   #members = 0;
   #timer: NodeJS.Timeout | undefined;
   /** When the next waiting step with a deadline runs out of room for a batch. */
   #roomTimer: NodeJS.Timeout | undefined;
+  /** When `#roomTimer` fires. */
+  #roomAt = 0;
   /** How long the last batches took from create to end, most recent last. */
   readonly #turnarounds: number[] = [];
 
@@ -173,30 +235,60 @@ export class BatchCollector {
     };
   }
 
-  /**
-   * A step waits for the next batch. Returns its withdraw: the agent was cancelled, so a step
-   * still to be sent is dropped, and one in a batch is answered to no one.
-   */
-  submit(step: LaneStep): () => void {
+  /** A step waits for the next batch. Returns what its agent may do with it later. */
+  submit(step: LaneStep): LaneTicket {
     let customId = customIdOf(step.name, step.step);
+    const json = JSON.stringify(step.params);
+    const digest = createHash('sha256').update(json).digest('base64url').slice(0, 22);
+    const orphan = this.#live.get(customId);
+    if (orphan?.orphaned && orphan.step.agentId === step.agentId && orphan.digest === digest) {
+      // The same agent, resumed on a fresh worker, asks again for the step its lost run sent:
+      // it takes over the request already out instead of paying for a second one.
+      orphan.step = step;
+      delete orphan.orphaned;
+      return this.#ticket(orphan);
+    }
     // Two spawns given one key: the second is named by its agent id instead.
     if (this.#live.has(customId)) customId = customIdOf(step.agentId, step.step);
-    const entry: Entry = { step, customId, retries: 0, calls: 0, done: false };
+    const entry: Entry = {
+      step,
+      customId,
+      digest,
+      bytes: Buffer.byteLength(json),
+      retries: 0,
+      calls: 0,
+      done: false,
+    };
     this.#live.set(customId, entry);
     if (this.#closing.signal.aborted) {
       this.#answer(entry, aborted('the engine is closing'));
-      return () => {};
+      return { withdraw: () => {}, orphan: () => {} };
     }
     const account = this.#account(step.provider, step.apiKey);
     const journaled = this.#options.inFlight?.get(entry.customId);
-    if (journaled !== undefined) this.#follow(account, journaled, entry);
-    else this.#enqueue(account, entry);
+    // Only the same request on the same server: a step whose transcript changed since (its tools
+    // answered otherwise, another model) must not take an answer made for another one.
+    if (
+      journaled !== undefined &&
+      journaled.endpoint === account.api.endpoint &&
+      journaled.digest === entry.digest
+    ) {
+      this.#follow(account, journaled.batchId, entry);
+    } else this.#enqueue(account, entry);
     this.#consider();
-    return () => {
-      this.#settle(entry);
-      const at = account.pending.indexOf(entry);
-      if (at >= 0) account.pending.splice(at, 1);
-      this.#consider();
+    return this.#ticket(entry);
+  }
+
+  #ticket(entry: Entry): LaneTicket {
+    return {
+      withdraw: () => {
+        // Left in its pending list, done: a batch skips it, and the next flush drops it.
+        this.#settle(entry);
+        this.#consider();
+      },
+      orphan: () => {
+        if (!entry.done) entry.orphaned = true;
+      },
     };
   }
 
@@ -210,18 +302,21 @@ export class BatchCollector {
     if (this.#roomTimer) clearTimeout(this.#roomTimer);
     this.#roomTimer = undefined;
     this.#closing.abort('shutdown');
+    const grace = setTimeout(() => this.#creating.abort('shutdown'), CREATE_GRACE_MS);
     for (const account of this.#accounts.values()) {
       for (const entry of account.pending.splice(0)) this.#answer(entry, aborted('shutdown'));
     }
-    const cancels = [...this.#open].map(async ([id, { account, entries }]) => {
+    // A killed run's batches too: what they hold was this batch's to run, and it stops.
+    const cancels = [...this.#open, ...this.#followed].map(async ([id, { account, entries }]) => {
       for (const entry of entries.values()) this.#answer(entry, aborted('shutdown'));
       try {
-        await account.api.cancel(id, AbortSignal.timeout(10_000));
+        await account.api.cancel(id, AbortSignal.timeout(CANCEL_TIMEOUT_MS));
       } catch (error) {
         this.#options.warn(`could not cancel Message Batch ${id}: ${messageOf(error)}`);
       }
     });
     await Promise.all([...cancels, ...this.#running]);
+    clearTimeout(grace);
     await Promise.all([...this.#accounts.values()].map((account) => account.api.close()));
   }
 
@@ -242,8 +337,29 @@ export class BatchCollector {
 
   /** A step goes to wait for the next batch, or, with no room left before its deadline, to real time. */
   #enqueue(account: Account, entry: Entry): void {
-    if (this.#hasRoom(entry, Date.now())) account.pending.push(entry);
-    else this.#toRealtime(entry);
+    const now = Date.now();
+    if (!this.#hasRoom(entry, now)) {
+      this.#toRealtime(entry);
+      return;
+    }
+    this.#pend(entry, account);
+    const { deadline } = entry.step;
+    if (deadline !== undefined) this.#armRoom(deadline - this.#need(), now);
+  }
+
+  /** Sweeps the waiting steps when the first of them runs out of room (earliest wins). */
+  #armRoom(at: number, now: number): void {
+    if (this.#roomTimer !== undefined && this.#roomAt <= at) return;
+    if (this.#roomTimer) clearTimeout(this.#roomTimer);
+    this.#roomAt = at;
+    this.#roomTimer = setTimeout(
+      () => {
+        this.#roomTimer = undefined;
+        this.#sweep();
+        this.#consider();
+      },
+      Math.max(0, at - now) + 1,
+    );
   }
 
   /** Whether a batch still fits before the step's deadline: the window, then the turnaround. */
@@ -285,28 +401,18 @@ export class BatchCollector {
       });
     }
     if (next < Number.POSITIVE_INFINITY) {
-      this.#roomTimer = setTimeout(() => this.#consider(), Math.max(0, next - now) + 1);
+      this.#armRoom(next, now);
     }
   }
 
   /** Sends what waits when no agent of the lane can add a step, else after the window. */
   #consider(): void {
-    this.#sweep();
-    let pending = 0;
-    for (const account of this.#accounts.values()) pending += account.pending.length;
-    if (pending === 0) {
+    if (this.#count.pending === 0) {
       if (this.#timer) clearTimeout(this.#timer);
       this.#timer = undefined;
       return;
     }
-    let waiting = pending;
-    for (const { entries } of this.#open.values()) {
-      if (!this.#reading.has(entries)) waiting += liveCount(entries);
-    }
-    for (const entries of this.#followed.values()) {
-      if (!this.#reading.has(entries)) waiting += liveCount(entries);
-    }
-    if (waiting >= this.#members) {
+    if (this.#count.pending + this.#count.sent >= this.#members) {
       this.#flush();
       return;
     }
@@ -319,6 +425,7 @@ export class BatchCollector {
     this.#sweep();
     for (const account of this.#accounts.values()) {
       const entries = account.pending.splice(0);
+      for (const entry of entries) this.#place(entry, undefined);
       for (const chunk of chunks(entries)) this.#track(this.#run(account, chunk));
     }
   }
@@ -345,10 +452,10 @@ export class BatchCollector {
     let refusedSince: number | undefined;
     for (let attempt = 0; batch === undefined; attempt++) {
       try {
-        batch = await account.api.create(requests, signal);
+        batch = await account.api.create(requests, this.#creating.signal);
       } catch (error) {
         if (signal.aborted) return;
-        if (error instanceof BatchApiError && error.status === 429) {
+        if (error instanceof BatchApiError && error.failure.error.code === 'rate_limited') {
           // The processing queue is full (the tier's limit of requests in batches in progress),
           // or the batch routes' request rate: not a failure of these steps, so no retry is
           // spent. While a batch of this account is open, it waits for room; with none open, a
@@ -395,11 +502,24 @@ export class BatchCollector {
           this.#consider();
           return;
         }
-        if (!(await this.#wait(backoff(config, attempt), signal))) return;
+        if (!(await this.#wait(backoff(config, attempt, error), signal))) return;
       }
     }
     this.batches++;
-    for (const entry of chunk) entry.calls++;
+    if (signal.aborted) {
+      // Made while the collector closed: no one waits on it, so it is cancelled, not paid for.
+      for (const entry of chunk) this.#answer(entry, aborted('shutdown'));
+      try {
+        await account.api.cancel(batch.id, AbortSignal.timeout(CANCEL_TIMEOUT_MS));
+      } catch (error) {
+        this.#options.warn(`could not cancel Message Batch ${batch.id}: ${messageOf(error)}`);
+      }
+      return;
+    }
+    for (const entry of chunk) {
+      entry.calls++;
+      this.#place(entry, 'sent');
+    }
     const entries = new Map(chunk.map((entry) => [entry.customId, entry]));
     this.#open.set(batch.id, { account, entries });
     try {
@@ -407,11 +527,30 @@ export class BatchCollector {
         batchId: batch.id,
         endpoint: account.api.endpoint,
         customIds: [...entries.keys()],
+        digests: [...entries.values()].map((entry) => entry.digest),
       });
       await this.#finish(account, batch, entries, false, started);
+    } catch (error) {
+      // Whatever went wrong, no step of the batch is left waiting, and the batch is not paid for.
+      this.#abandon(account, batch.id, entries, error);
     } finally {
       this.#open.delete(batch.id);
       this.#consider();
+    }
+  }
+
+  /** A batch the lane cannot go on with: its steps fail, and it is cancelled. */
+  #abandon(account: Account, batchId: string, entries: Map<string, Entry>, error: unknown): void {
+    const message = `the batches lane could not go on with Message Batch ${batchId}: ${excerpt(messageOf(error))}`;
+    this.#options.warn(message);
+    let waiting = false;
+    for (const entry of entries.values()) {
+      if (entry.done) continue;
+      waiting = true;
+      this.#answer(entry, failed({ code: 'server_error', message }, entry.calls));
+    }
+    if (waiting && !this.#closing.signal.aborted) {
+      void account.api.cancel(batchId, AbortSignal.timeout(CANCEL_TIMEOUT_MS)).catch(() => {});
     }
   }
 
@@ -419,23 +558,29 @@ export class BatchCollector {
   #follow(account: Account, batchId: string, entry: Entry): void {
     entry.calls++;
     entry.followed = true;
+    this.#place(entry, 'sent');
     const followed = this.#followed.get(batchId);
     if (followed) {
-      followed.set(entry.customId, entry);
+      followed.entries.set(entry.customId, entry);
       return;
     }
     const entries = new Map([[entry.customId, entry]]);
-    this.#followed.set(batchId, entries);
+    this.#followed.set(batchId, { account, entries });
     this.#track(
       this.#finish(
         account,
         { id: batchId, processing_status: 'in_progress', results_url: null },
         entries,
         true,
-      ).finally(() => {
-        this.#followed.delete(batchId);
-        this.#consider();
-      }),
+      )
+        .catch((error: unknown) => {
+          for (const entry of entries.values()) if (!entry.done) this.#requeue(entry, account);
+          throw error;
+        })
+        .finally(() => {
+          this.#followed.delete(batchId);
+          this.#consider();
+        }),
     );
   }
 
@@ -455,9 +600,10 @@ export class BatchCollector {
     // A killed run's batch is read at once: it may have ended while no one polled.
     let first = followed;
     while (now.processing_status !== 'ended') {
-      if (liveCount(entries) === 0 && !followed) {
-        // No agent waits on it any more: it is cancelled, so its steps are not paid for.
-        await account.api.cancel(now.id, signal).catch(() => {});
+      if (liveCount(entries) === 0) {
+        // No agent waits on it any more. This run's own is cancelled, so its steps are not paid
+        // for; a killed run's may hold steps of tasks not started yet, which may follow it still.
+        if (!followed) await account.api.cancel(now.id, signal).catch(() => {});
         return;
       }
       if (!first && !(await this.#wait(interval, signal))) return;
@@ -469,40 +615,45 @@ export class BatchCollector {
       } catch (error) {
         if (signal.aborted) return;
         failures++;
-        if (!(error instanceof BatchApiError && error.retry) || failures > config.maxRetries) {
-          if (followed) {
-            // The killed run's batch cannot be read: its steps go into a batch of their own.
-            this.#options.warn(
-              `Message Batch ${now.id} of an earlier run could not be read (${messageOf(error)}); its steps are sent again`,
-            );
-            for (const entry of entries.values()) if (!entry.done) this.#enqueue(account, entry);
+        if (error instanceof BatchApiError && error.retry) {
+          // The batch runs on whatever its poll met: it is polled again, however long that takes.
+          if (!(await this.#wait(backoff(config, Math.min(failures - 1, 10), error), signal))) {
             return;
           }
-          const failure = createFailure(error, failures);
-          for (const entry of entries.values())
-            this.#answer(entry, { ...failure, calls: entry.calls });
+          continue;
+        }
+        if (followed) {
+          // The killed run's batch cannot be read: its steps go into a batch of their own.
+          this.#options.warn(
+            `Message Batch ${now.id} of an earlier run could not be read (${messageOf(error)}); its steps are sent again`,
+          );
+          for (const entry of entries.values()) if (!entry.done) this.#requeue(entry, account);
           return;
         }
-        if (!(await this.#wait(backoff(config, failures - 1), signal))) return;
+        const failure = createFailure(error, failures);
+        for (const entry of entries.values())
+          this.#answer(entry, { ...failure, calls: entry.calls });
+        // Its steps failed: it is not paid for either, if the server still takes a cancel.
+        await account.api.cancel(now.id, AbortSignal.timeout(CANCEL_TIMEOUT_MS)).catch(() => {});
+        return;
       }
     }
     if (started !== undefined) this.#observe(Date.now() - started);
-    const seen = new Set<string>();
+    const answered = new Set<string>();
     if (now.results_url === null) {
       this.#options.warn(
         `Message Batch ${now.id} ended without a results_url; its steps are retried`,
       );
     } else {
-      this.#reading.add(entries);
-      try {
-        await this.#dispatch(now, entries, account, seen, followed);
-      } finally {
-        this.#reading.delete(entries);
-      }
+      for (const entry of entries.values()) this.#place(entry, undefined);
+      await this.#dispatch(now, entries, account, answered, followed);
+      if (signal.aborted) return;
+      this.#options.read?.({ batchId: now.id, endpoint: account.api.endpoint });
     }
     for (const entry of entries.values()) {
-      if (!entry.done && !seen.has(entry.customId)) {
-        this.#retry(entry, account, `Message Batch ${now.id} had no result for it`);
+      if (!entry.done && !answered.has(entry.customId)) {
+        if (entry.followed) this.#requeue(entry, account);
+        else this.#retry(entry, account, `Message Batch ${now.id} had no result for it`);
       }
     }
   }
@@ -517,14 +668,19 @@ export class BatchCollector {
   #observe(ms: number): void {
     this.#turnarounds.push(ms);
     if (this.#turnarounds.length > TURNAROUNDS_KEPT) this.#turnarounds.shift();
+    // A longer turnaround leaves less room: steps waiting with a deadline are judged again.
+    this.#sweep();
   }
 
-  /** Reads the batch's results file line by line and answers each line's step. */
+  /**
+   * Reads the batch's results file line by line and answers each line's step; `answered` gets
+   * each step a line was handled for (answered, or sent again).
+   */
   async #dispatch(
     batch: MessageBatch,
     entries: Map<string, Entry>,
     account: Account,
-    seen: Set<string>,
+    answered: Set<string>,
     followed: boolean,
   ): Promise<void> {
     const signal = this.#closing.signal;
@@ -538,7 +694,7 @@ export class BatchCollector {
           parsed = JSON.parse(text) as ResultLine;
         } catch {
           this.#options.warn(
-            `line ${line} of Message Batch ${batch.id}'s results is not whole JSON (cut mid-line?): ${text.slice(0, 80)}; its step is retried`,
+            `line ${line} of Message Batch ${batch.id}'s results is not whole JSON (cut mid-line?): ${excerpt(text, 80)}; its step is retried`,
           );
           continue;
         }
@@ -548,69 +704,54 @@ export class BatchCollector {
         if (entry === undefined && followed) continue;
         if (entry === undefined) {
           this.#options.warn(
-            `line ${line} of Message Batch ${batch.id}'s results names a custom_id no step of it has (${JSON.stringify(String(parsed?.custom_id)).slice(0, 80)}); ignored`,
+            `line ${line} of Message Batch ${batch.id}'s results names a custom_id no step of it has (${excerpt(JSON.stringify(String(parsed?.custom_id)), 80)}); ignored`,
           );
           continue;
         }
-        if (entry.done || seen.has(entry.customId)) continue;
-        seen.add(entry.customId);
-        this.#result(entry, parsed.result, account, batch.id);
+        if (entry.done || answered.has(entry.customId)) continue;
+        try {
+          this.#result(entry, parsed.result, account, batch.id);
+        } catch (error) {
+          // One line the lane cannot take costs its own step a retry, not the rest of the file.
+          this.#retry(
+            entry,
+            account,
+            `Message Batch ${batch.id} answered a result that could not be read (${excerpt(messageOf(error))})`,
+          );
+        }
+        answered.add(entry.customId);
       }
     } catch (error) {
       if (signal.aborted) return;
       this.#options.warn(
-        `the results of Message Batch ${batch.id} could not be read whole (${messageOf(error)}); the steps without a result are retried`,
+        `the results of Message Batch ${batch.id} could not be read whole (${excerpt(messageOf(error))}); the steps without a result are retried`,
       );
     }
   }
 
   #result(entry: Entry, result: ResultLine['result'], account: Account, batchId: string): void {
-    const type = result?.type;
-    if (entry.followed && type !== 'succeeded') {
+    if (entry.followed && result?.type !== 'succeeded') {
       // What an earlier run's batch did not answer is sent again, as if it had never been sent:
       // a step that expired or errored then may well succeed now (`--retry-failed`).
+      this.#requeue(entry, account);
+      return;
+    }
+    const outcome = resultOutcome(result, batchId, entry.calls);
+    if ('retry' in outcome) this.#retry(entry, account, outcome.retry, outcome.code);
+    else this.#answer(entry, outcome.answer);
+  }
+
+  /**
+   * A step of a killed run's batch that batch did not answer: it is sent afresh, as if it had
+   * never been sent (not counted as a retry), and no longer follows anything.
+   */
+  #requeue(entry: Entry, account: Account): void {
+    if (entry.done) return;
+    if (entry.followed) {
       delete entry.followed;
       entry.calls--;
-      this.#enqueue(account, entry);
-      return;
     }
-    if (type === 'succeeded') {
-      const turn = turnFromMessage(result?.message);
-      if (turn) this.#answer(entry, { ok: true, turn, calls: entry.calls, batched: true });
-      else
-        this.#retry(
-          entry,
-          account,
-          `Message Batch ${batchId} answered a result that is not a message`,
-        );
-      return;
-    }
-    if (type === 'errored') {
-      const error = result?.error?.error;
-      const code = errorCode(error?.type);
-      const message = `Message Batch ${batchId}: ${typeof error?.message === 'string' ? error.message : 'errored'}`;
-      if (code === 'server_error' || code === 'overloaded' || code === 'rate_limited') {
-        this.#retry(entry, account, message, code);
-      } else {
-        this.#answer(entry, failed({ code, message }, entry.calls));
-      }
-      return;
-    }
-    if (type === 'expired') {
-      const message = `Message Batch ${batchId} expired before it processed this step`;
-      this.#answer(entry, failed({ code: 'batch_expired', message }, entry.calls));
-      return;
-    }
-    if (type === 'canceled') {
-      const message = `Message Batch ${batchId} was cancelled before it processed this step`;
-      this.#answer(entry, failed({ code: 'batch_canceled', message }, entry.calls));
-      return;
-    }
-    this.#retry(
-      entry,
-      account,
-      `Message Batch ${batchId} answered a result of type ${String(type)}`,
-    );
+    this.#enqueue(account, entry);
   }
 
   /** The step goes into the next batch, as a failed attempt is retried; past its retries, it fails. */
@@ -633,10 +774,27 @@ export class BatchCollector {
   #answer(entry: Entry, result: ProviderResult): void {
     if (entry.done) return;
     this.#settle(entry);
-    entry.step.answer(result);
+    // An orphan's run is gone: its answer is no one's, and its agent's next run asks again.
+    if (!entry.orphaned) entry.step.answer(result);
+  }
+
+  /** The step waits for the next batch of its account. */
+  #pend(entry: Entry, account: Account): void {
+    account.pending.push(entry);
+    this.#place(entry, 'pending');
+  }
+
+  /** Moves a live step's count to where it waits now (`undefined`: it counts nowhere). */
+  #place(entry: Entry, where: Entry['counted']): void {
+    if (entry.done) return;
+    if (entry.counted) this.#count[entry.counted]--;
+    if (where) this.#count[where]++;
+    if (where) entry.counted = where;
+    else delete entry.counted;
   }
 
   #settle(entry: Entry): void {
+    this.#place(entry, undefined);
     entry.done = true;
     if (this.#live.get(entry.customId) === entry) this.#live.delete(entry.customId);
   }
@@ -650,16 +808,6 @@ export class BatchCollector {
       return false;
     }
   }
-}
-
-/** A results line: `{custom_id, result}`. */
-interface ResultLine {
-  custom_id?: unknown;
-  result?: {
-    type?: unknown;
-    message?: unknown;
-    error?: { error?: { type?: unknown; message?: unknown } };
-  };
 }
 
 function liveCount(entries: Map<string, Entry>): number {
@@ -677,7 +825,7 @@ function* chunks(entries: Entry[]): Generator<Entry[]> {
   for (const entry of entries) {
     if (entry.done || ids.has(entry.customId)) continue;
     ids.add(entry.customId);
-    const size = Buffer.byteLength(JSON.stringify(entry.step.params)) + 100;
+    const size = entry.bytes + 100;
     if (
       chunk.length > 0 &&
       (chunk.length >= MAX_BATCH_REQUESTS || bytes + size > MAX_BATCH_BYTES - BYTE_MARGIN)
@@ -692,55 +840,8 @@ function* chunks(entries: Entry[]): Generator<Entry[]> {
   if (chunk.length > 0) yield chunk;
 }
 
-/** The provider error code of a batch result's error type. */
-function errorCode(type: unknown): ProviderErrorCode {
-  switch (type) {
-    case 'invalid_request_error':
-    case 'not_found_error':
-    case 'request_too_large':
-      return 'bad_request';
-    case 'authentication_error':
-    case 'permission_error':
-      return 'auth';
-    case 'rate_limit_error':
-      return 'rate_limited';
-    case 'overloaded_error':
-      return 'overloaded';
-    default:
-      return 'server_error';
-  }
-}
-
-/** A create or poll that failed past its retries, as the step's provider error. */
-function createFailure(error: unknown, attempts: number): Extract<ProviderResult, { ok: false }> {
-  const status = error instanceof BatchApiError ? error.status : undefined;
-  const code: ProviderErrorCode =
-    status === 401 || status === 403
-      ? 'auth'
-      : status === 429
-        ? 'rate_limited'
-        : status !== undefined && status >= 400 && status < 500
-          ? 'bad_request'
-          : status === undefined
-            ? 'connection'
-            : 'server_error';
-  const message =
-    attempts > 1 ? `${messageOf(error)} (after ${attempts} attempts)` : messageOf(error);
-  return failed({ code, message, ...(status === undefined ? {} : { status }) }, attempts);
-}
-
-function failed(error: ProviderError, calls: number): Extract<ProviderResult, { ok: false }> {
-  return { ok: false, error, calls, usage: noUsage() };
-}
-
-function aborted(reason: string): ProviderResult {
-  return failed({ code: 'aborted', message: `aborted: ${reason}` }, 0);
-}
-
-function backoff(config: ProviderConfig, retry: number): number {
-  return backoffMs({ retry, baseMs: config.backoffBaseMs, maxMs: config.backoffMaxMs });
-}
-
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
+/** The wait before another try: the server's `retry-after` when its answer had one. */
+function backoff(config: ProviderConfig, retry: number, error?: unknown): number {
+  const headers = error instanceof BatchApiError ? error.failure.headers : undefined;
+  return backoffMs({ retry, baseMs: config.backoffBaseMs, maxMs: config.backoffMaxMs, headers });
 }

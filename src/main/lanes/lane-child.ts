@@ -1,6 +1,7 @@
 import type { ProviderConfig } from '../../shared/provider/config.js';
+import { noUsage } from '../../shared/provider/types.js';
 import type { ServedChild, Serving, Uplink } from '../runners/capabilities.js';
-import type { BatchCollector } from './batch-collector.js';
+import type { BatchCollector, LaneTicket } from './batch-collector.js';
 
 /** What a spawn in the batches lane attaches: the engine's collector and its provider. */
 export interface LaneAttachment {
@@ -25,8 +26,12 @@ export class LaneChild implements Serving<'lane-submit' | 'lane-withdraw'> {
   readonly #attached: LaneAttachment;
   readonly #child: ServedChild;
   readonly #leave: () => void;
-  /** The withdraw of each step waiting, by the worker's number for it. */
-  readonly #waiting = new Map<number, () => void>();
+  /** Each step waiting, by the worker's number for it. */
+  readonly #waiting = new Map<number, LaneTicket>();
+  /** Steps a lost run left waiting: the resumed run may take them over; settled, they go. */
+  readonly #orphans: LaneTicket[] = [];
+  /** Settled: a step its worker still sends (a message in flight) is answered, never collected. */
+  #settled = false;
 
   constructor(attached: LaneAttachment, child: ServedChild) {
     this.#attached = attached;
@@ -36,12 +41,21 @@ export class LaneChild implements Serving<'lane-submit' | 'lane-withdraw'> {
 
   receive(message: Uplink<'lane-submit' | 'lane-withdraw'>): void {
     if (message.type === 'lane-withdraw') {
-      this.#waiting.get(message.id)?.();
+      this.#waiting.get(message.id)?.withdraw();
       this.#waiting.delete(message.id);
       return;
     }
     const { id } = message;
-    const withdraw = this.#attached.collector.submit({
+    if (this.#settled) {
+      const error = { code: 'aborted' as const, message: 'aborted: the agent has settled' };
+      this.#child.tell({
+        type: 'lane-answer',
+        id,
+        result: { ok: false, error, calls: 0, usage: noUsage() },
+      });
+      return;
+    }
+    const ticket = this.#attached.collector.submit({
       agentId: this.#child.id,
       name: this.#attached.name,
       step: message.step,
@@ -62,17 +76,28 @@ export class LaneChild implements Serving<'lane-submit' | 'lane-withdraw'> {
             },
           }),
     });
-    this.#waiting.set(id, withdraw);
+    this.#waiting.set(id, ticket);
   }
 
-  /** Its run is over (its worker was lost, or it ended): what it waited on is no one's now. */
+  /**
+   * Its run is over (its worker was lost, or it ended): what it waited on is no one's now, but
+   * stays out, so that a resumed run asking for the same step takes it over rather than paying
+   * for it twice.
+   */
   runEnds(): void {
-    for (const withdraw of this.#waiting.values()) withdraw();
+    for (const ticket of this.#waiting.values()) {
+      ticket.orphan();
+      this.#orphans.push(ticket);
+    }
     this.#waiting.clear();
   }
 
   settled(): void {
-    this.runEnds();
+    if (this.#settled) return;
+    this.#settled = true;
+    for (const ticket of this.#waiting.values()) ticket.withdraw();
+    this.#waiting.clear();
+    for (const ticket of this.#orphans.splice(0)) ticket.withdraw();
     this.#leave();
   }
 }

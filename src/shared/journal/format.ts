@@ -55,21 +55,37 @@ export interface ResultRecord {
 
 /**
  * A Message Batch the batches lane created (docs/LANES.md), written before it is polled: a rerun
- * of a killed run follows the batch for these custom ids instead of sending their steps again.
+ * of a killed run follows the batch for these custom ids instead of sending their steps again,
+ * when the request it would send is the one the batch holds (the same digest) on the same server.
  */
 export interface BatchRecord {
   k: 'batch';
   /** The batch's id. */
   b: string;
   at: number;
-  /** The server it was created on, without credentials. */
+  /** The server it was created on, without credentials: a rerun against another never follows it. */
   url: string;
   /** The custom ids of its requests: each an agent's (or a task's) step. */
   c: string[];
+  /** A digest of each request's params, in the order of `c`. */
+  d: string[];
+}
+
+/**
+ * A Message Batch whose results were read: its answers are spent, so no rerun follows it (a step
+ * it answered and sent again asks the model afresh).
+ */
+export interface BatchReadRecord {
+  k: 'batch-read';
+  /** The batch's id. */
+  b: string;
+  at: number;
+  /** Its server, as its `batch` record names it. */
+  url: string;
 }
 
 export type AgentRecord = StartRecord | StepRecord | ResultRecord;
-export type JournalRecord = SegmentRecord | AgentRecord | BatchRecord;
+export type JournalRecord = SegmentRecord | AgentRecord | BatchRecord | BatchReadRecord;
 
 /** A segment's file name: `journal-<pid>-<thread>.jsonl`. */
 export function segmentName(pid: number, thread: string): string {

@@ -9,6 +9,7 @@ import type { MessageParam } from '../provider/types.js';
 import type { AgentResult } from '../result.js';
 import {
   type AgentRecord,
+  type BatchReadRecord,
   type BatchRecord,
   isSegmentName,
   JOURNAL_VERSION,
@@ -23,6 +24,8 @@ export interface SegmentContent {
   records: AgentRecord[];
   /** The Message Batches the batches lane created, in the order they were. */
   batches: BatchRecord[];
+  /** The Message Batches whose results were read. */
+  batchesRead: BatchReadRecord[];
   /** Agents named by a line that did not parse, in the middle of the segment. */
   corrupt: Set<string>;
   /** A line that did not parse and names no agent. */
@@ -48,6 +51,7 @@ export function parseSegment(file: string, text: string): SegmentContent {
     header: undefined,
     records: [],
     batches: [],
+    batchesRead: [],
     corrupt: new Set(),
     unattributed: 0,
   };
@@ -71,11 +75,30 @@ export function parseSegment(file: string, text: string): SegmentContent {
       content.header ??= record;
     } else if (record.k === 'start' || record.k === 'step' || record.k === 'result') {
       content.records.push(record);
-    } else if (record.k === 'batch' && Array.isArray(record.c)) {
-      content.batches.push(record);
+    } else if (record.k === 'batch') {
+      // A record of another shape is no batch to follow: its steps are sent again.
+      if (isBatchRecord(record)) content.batches.push(record);
+    } else if (
+      record.k === 'batch-read' &&
+      typeof record.b === 'string' &&
+      typeof record.url === 'string'
+    ) {
+      content.batchesRead.push(record);
     }
   }
   return content;
+}
+
+function isBatchRecord(record: BatchRecord): boolean {
+  const strings = (value: unknown): value is string[] =>
+    Array.isArray(value) && value.every((item) => typeof item === 'string');
+  return (
+    typeof record.b === 'string' &&
+    typeof record.url === 'string' &&
+    strings(record.c) &&
+    strings(record.d) &&
+    record.d.length === record.c.length
+  );
 }
 
 export async function readSegment(file: string): Promise<SegmentContent> {

@@ -58,6 +58,7 @@ export async function historyFrom(
             header: undefined,
             records: filed.byAgent.get(id) ?? [],
             batches: [],
+            batchesRead: [],
             corrupt: filed.corrupt.has(id) ? new Set([id]) : new Set<string>(),
             unattributed: 0,
           },

@@ -6,7 +6,7 @@ import {
 } from '@anthropic-ai/sdk/error';
 import { redactSecrets } from '../redact.js';
 import { API_KEY_ENV, AUTH_TOKEN_ENV } from './config.js';
-import type { ProviderError } from './types.js';
+import type { ProviderError, ProviderErrorCode } from './types.js';
 
 /** A failed attempt as the retry loop sees it. */
 export interface AttemptFailure {
@@ -44,7 +44,7 @@ export function publicEndpoint(baseURL: string): string {
 }
 
 /** A URL without what may be secret in it: credentials, query and fragment. */
-function publicUrl(text: string): string {
+export function publicUrl(text: string): string {
   try {
     const url = new URL(text);
     return `${url.protocol}//${url.host}${url.pathname}`;
@@ -292,6 +292,30 @@ function streamErrorEvent(error: APIError, endpoint: string): AttemptFailure {
   if (type === 'overloaded_error') return { error: { code: 'overloaded', message } };
   if (type === 'rate_limit_error') return { error: { code: 'rate_limited', message } };
   return { error: { code: 'server_error', message } };
+}
+
+/**
+ * The code of an API error type, as a Message Batch's `errored` result names it (it has no
+ * status). A type this does not know is a `server_error`, so it is retried.
+ */
+export function errorTypeCode(type: unknown): ProviderErrorCode {
+  switch (type) {
+    case 'invalid_request_error':
+    case 'not_found_error':
+    case 'request_too_large':
+      return 'bad_request';
+    case 'authentication_error':
+    case 'permission_error':
+      return 'auth';
+    case 'billing_error':
+      return 'quota_exhausted';
+    case 'rate_limit_error':
+      return 'rate_limited';
+    case 'overloaded_error':
+      return 'overloaded';
+    default:
+      return 'server_error';
+  }
 }
 
 /** The `error` object of an Anthropic error body, `{type:"error", error:{type, message}}`. */

@@ -119,9 +119,9 @@ async function* noBody(body: Readable): AsyncGenerator<never> {
  * base URL that does not parse (the SDK throws that TypeError itself, before any request), or one
  * fetch refuses (the SDK wraps that in an `APIConnectionError`).
  */
-type Target = { origin: string; path: string } | { invalid: Error } | { refusal: Error };
+export type Target = { origin: string; path: string } | { invalid: Error } | { refusal: Error };
 
-function target(baseURL: string): Target {
+export function target(baseURL: string): Target {
   let url: URL;
   try {
     url = messagesURL(baseURL);
@@ -137,7 +137,7 @@ function target(baseURL: string): Target {
  * A keep-alive pool per origin. Proxy variables are honoured when one is set (either case), as
  * `EnvHttpProxyAgent` reads them; without them the plain agent skips its per-request URL parse.
  */
-function makeDispatcher(config: ProviderConfig): Dispatcher {
+export function makeDispatcher(config: ProviderConfig): Dispatcher {
   const options = {
     connections: config.connections ?? null,
     // Until headers arrive the request timeout applies; the provider's idle timer covers the body.
@@ -159,7 +159,7 @@ function makeDispatcher(config: ProviderConfig): Dispatcher {
  * `APIUserAbortError`; anything that reads as a timeout (undici's headers or connect timeout,
  * ETIMEDOUT) is `APIConnectionTimeoutError`; the rest is `APIConnectionError` with the cause.
  */
-function requestFailure(error: unknown, signal: AbortSignal): Error {
+export function requestFailure(error: unknown, signal: AbortSignal): Error {
   // Read by no one when the caller aborted (the provider knows why): no stack to capture.
   if (signal.aborted) return stackless(() => new APIUserAbortError());
   const cause = error instanceof Object ? (error as { cause?: unknown }).cause : undefined;
@@ -181,7 +181,11 @@ function isAbortError(error: unknown): boolean {
  * The SDK's error for a non-2xx status: the body parsed as JSON when it is JSON, else its text as
  * the message, so `APIError`'s message (and `classify`'s "what the server said") is the same.
  */
-async function statusError(status: number, body: Readable, headers: Headers): Promise<APIError> {
+export async function statusError(
+  status: number,
+  body: Readable,
+  headers: Headers,
+): Promise<APIError> {
   let text: string;
   try {
     text = new TextDecoder().decode(await readStart(body, MAX_ERROR_BODY_BYTES));
@@ -198,7 +202,7 @@ async function statusError(status: number, body: Readable, headers: Headers): Pr
  * A repeated header is appended, so its values are joined as fetch joins them. A name or value
  * `Headers` refuses is left out rather than failing a response that otherwise works.
  */
-function webHeaders(raw: Record<string, string | string[] | undefined>): Headers {
+export function webHeaders(raw: Record<string, string | string[] | undefined>): Headers {
   const headers = new Headers();
   for (const name in raw) {
     const value = raw[name];
