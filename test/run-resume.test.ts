@@ -4,7 +4,8 @@
  * the run journal the first process wrote. No completed step is asked of the model again, no
  * child starts twice, and each child's result reaches the root exactly once.
  */
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   type ScriptedModel,
@@ -12,7 +13,7 @@ import {
   startScriptedModel,
 } from '../src/testing/index.js';
 import { runCli } from './cli-helpers.js';
-import { readJournal } from './helpers.js';
+import { readJournal, tempDir } from './helpers.js';
 import { CHILDREN, child, childrenOf, deliveries, killedRun, setUp } from './run-resume-rig.js';
 
 let model: ScriptedModel;
@@ -79,12 +80,15 @@ describe('cohort run --resume after kill -9', () => {
   }, 60_000);
 
   it("killed with the root's spawning step still running its tools, the resume re-runs the step's calls and finds the children it started", async () => {
+    const released = path.join(tempDir(), 'released');
     const rig = setUp(model, (files) => [
       ...files.map((file, index) => child(index, file)),
       // Holds the root's step open past the kill: its response is committed, its calls are not.
-      { name: 'sleep', input: { ms: 8000 } },
+      // Run again by the resume, it ends at once: the file is made after the kill.
+      { name: 'sleep', input: { ms: 8000, until: released } },
     ]);
     const { id, dir } = await killedRun(rig);
+    writeFileSync(released, '');
     const before = readJournal(dir).get('root')!;
     expect(before.messages.at(-1)?.role).toBe('assistant');
     const ids = childrenOf(dir).map((agent) => agent.id);
