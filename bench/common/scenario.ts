@@ -4,6 +4,7 @@
  * then a step that replies.
  */
 import { type ScriptStep, scriptBlock } from '../../src/testing/index.js';
+import type { BenchOptions } from './options.js';
 
 export interface Scenario {
   /** Agents in the run. */
@@ -25,6 +26,25 @@ export interface Scenario {
 }
 
 type ScriptShape = Pick<Scenario, 'steps' | 'cpuMs' | 'responseDelayMs'>;
+
+/**
+ * A part's scenario from the flags: `--agents`, `--ttft-ms` and `--cpu-ms` when given, else the
+ * part's own defaults (a part measures its own figure, not the quick sweep's); steps and pacing
+ * as the flags say.
+ */
+export function scenarioOf(
+  options: BenchOptions,
+  defaults: Pick<Scenario, 'agents' | 'ttftMs' | 'cpuMs'>,
+): Scenario {
+  const given = (flag: string) => options.given.includes(flag);
+  return {
+    agents: given('agents') ? options.agents : defaults.agents,
+    steps: options.steps,
+    ttftMs: given('ttft-ms') ? options.ttftMs : defaults.ttftMs,
+    tps: options.tps,
+    cpuMs: given('cpu-ms') ? options.cpuMs : defaults.cpuMs,
+  };
+}
 
 const REPLY_VALUE = 'done';
 

@@ -15,7 +15,7 @@ import type { AgentResult } from '../../src/shared/result.js';
 import { startScriptedModel } from '../../src/testing/index.js';
 import type { BenchContext, BenchPart, BenchRow, PartReport } from '../common/part.js';
 import { builtPath } from '../common/paths.js';
-import { agentPrompt, type Scenario } from '../common/scenario.js';
+import { agentPrompt, type Scenario, scenarioOf } from '../common/scenario.js';
 import { median } from '../common/stats.js';
 import { formatGrid } from '../common/table.js';
 import { rotate } from '../concurrency/concurrency.js';
@@ -54,15 +54,8 @@ export interface LanesSettings {
 
 export function lanesSettings(context: BenchContext): LanesSettings {
   const { options } = context;
-  const given = (flag: string) => options.given.includes(flag);
   return {
-    scenario: {
-      agents: given('agents') ? options.agents : DEFAULTS.agents,
-      steps: options.steps,
-      ttftMs: given('ttft-ms') ? options.ttftMs : DEFAULTS.ttftMs,
-      tps: options.tps,
-      cpuMs: given('cpu-ms') ? options.cpuMs : DEFAULTS.cpuMs,
-    },
+    scenario: scenarioOf(options, DEFAULTS),
     batchLatencyMs: options.batchLatencyMs,
     runs: options.runs,
     threads: options.threads,

@@ -11,7 +11,7 @@ import type { ProviderConfig } from '../../src/shared/provider/config.js';
 import { loadFlags, processCpuMs, startModelProcess } from '../common/model-process.js';
 import type { BenchOptions } from '../common/options.js';
 import type { BenchContext, BenchPart, PartReport } from '../common/part.js';
-import { idealAgentMs, idealMakespanMs, type Scenario } from '../common/scenario.js';
+import { idealAgentMs, idealMakespanMs, type Scenario, scenarioOf } from '../common/scenario.js';
 import { formatTable } from '../common/table.js';
 import { rotate } from '../concurrency/concurrency.js';
 import { type EngineName, PEER_ENGINES } from '../engines/engines.js';
@@ -33,13 +33,7 @@ export interface PeersSettings {
 export function peersSettings(options: BenchOptions): PeersSettings {
   const given = (flag: string) => options.given.includes(flag);
   return {
-    scenario: {
-      agents: given('agents') ? options.agents : DEFAULTS.agents,
-      steps: options.steps,
-      ttftMs: given('ttft-ms') ? options.ttftMs : DEFAULTS.ttftMs,
-      tps: options.tps,
-      cpuMs: given('cpu-ms') ? options.cpuMs : DEFAULTS.cpuMs,
-    },
+    scenario: scenarioOf(options, DEFAULTS),
     // One level: the highest of a list.
     concurrency: given('concurrency') ? Math.max(...options.concurrency) : DEFAULTS.concurrency,
     engines: given('engines') ? options.engines : [...PEER_ENGINES],

@@ -17,7 +17,7 @@ import {
   redisServerMissing,
   startRedisProcess,
 } from '../common/redis-process.js';
-import { idealAgentMs, type Scenario } from '../common/scenario.js';
+import { idealAgentMs, type Scenario, scenarioOf } from '../common/scenario.js';
 import { formatTable } from '../common/table.js';
 import { rotate } from '../concurrency/concurrency.js';
 import { localModelEnv } from '../engines/fork.js';
@@ -55,13 +55,7 @@ interface ScaleSettings {
 export function scaleSettings(options: BenchOptions): ScaleSettings {
   const given = (flag: string) => options.given.includes(flag);
   return {
-    scenario: {
-      agents: given('agents') ? options.agents : DEFAULTS.agents,
-      steps: options.steps,
-      ttftMs: given('ttft-ms') ? options.ttftMs : DEFAULTS.ttftMs,
-      tps: options.tps,
-      cpuMs: given('cpu-ms') ? options.cpuMs : DEFAULTS.cpuMs,
-    },
+    scenario: scenarioOf(options, DEFAULTS),
     // One level: the highest of a list.
     concurrency: given('concurrency') ? Math.max(...options.concurrency) : DEFAULTS.concurrency,
     threads: options.threads ?? os.availableParallelism(),
