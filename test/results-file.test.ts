@@ -193,10 +193,14 @@ describe('the results lock', () => {
       const zombie = await new Promise<number>((resolve) =>
         shell.stdout.once('data', (chunk: Buffer) => resolve(Number(String(chunk).trim()))),
       );
-      await vi.waitFor(() => {
-        const stat = readFileSync(`/proc/${zombie}/stat`, 'utf8');
-        expect(stat.slice(stat.lastIndexOf(')') + 2)[0]).toBe('Z');
-      });
+      // Not vi.waitFor's default second: on a loaded machine `sleep 0` may take longer to end.
+      await vi.waitFor(
+        () => {
+          const stat = readFileSync(`/proc/${zombie}/stat`, 'utf8');
+          expect(stat.slice(stat.lastIndexOf(')') + 2)[0]).toBe('Z');
+        },
+        { timeout: 10_000 },
+      );
       const file = path.join(tempDir(), 'results.jsonl');
       const left = { pid: zombie, host: hostname(), startedAt: new Date().toISOString() };
       writeFileSync(`${file}.lock`, `${JSON.stringify(left)}\n`);

@@ -47,8 +47,8 @@ import {
   DEFAULT_AGENTS_PER_THREAD,
   DEFAULT_CANCEL_GRACE_MS,
   DEFAULT_TOOL_GRACE_MS,
-  type PoolOptions,
-} from './runners/local/pool.js';
+} from './runners/local/defaults.js';
+import type { PoolOptions } from './runners/local/pool.js';
 import { checkQueueMode, QUEUE_OPTION } from './runners/queue/options.js';
 import type { TreeLedger } from './tree-budget.js';
 

@@ -9,27 +9,31 @@ import type { CancelReason } from '../../../shared/result.js';
 import { type ChildHandle, noDeliveries, type PoolStats } from '../spawned-child.js';
 import type { ChildRunner, SpawnExtras } from '../types.js';
 import { Admission } from './admission.js';
+import {
+  DEFAULT_AGENTS_PER_THREAD,
+  DEFAULT_CANCEL_GRACE_MS,
+  DEFAULT_MAX_CRASHES,
+  DEFAULT_TOOL_GRACE_MS,
+} from './defaults.js';
 import { CrashForensics } from './forensics.js';
 import { type ChildPiscina, makePiscina } from './piscina.js';
 import { ThreadPlacement } from './placement.js';
 import { type PoolSide, RunningChild } from './running-child.js';
 import { Uplinks } from './uplinks.js';
 
-export const DEFAULT_MAX_CRASHES = 3;
+export {
+  DEFAULT_AGENTS_PER_THREAD,
+  DEFAULT_CANCEL_GRACE_MS,
+  DEFAULT_MAX_CRASHES,
+  DEFAULT_TOOL_GRACE_MS,
+} from './defaults.js';
+
 /**
  * Resumes of one child for any reason: a backstop. Innocent children are not blamed, and the
  * blamed ones resume in quarantine, so only a pathological crash loop reaches it.
  */
 const MAX_RESUMES = 100;
 
-export const DEFAULT_AGENTS_PER_THREAD = 2048;
-export const DEFAULT_CANCEL_GRACE_MS = 5000;
-/**
- * How long past its time limit a tool may keep its worker from answering before the worker is
- * terminated: long enough for a worker busy with a burst to answer a ping, short enough that the
- * other children on a blocked thread lose little more than the stuck tool's limit.
- */
-export const DEFAULT_TOOL_GRACE_MS = 1000;
 /**
  * Graces in all for a cancelled child whose worker still answers: a second one, so a worker
  * that was slow to read the cancel (a burst of thousands) is not terminated for it, and no more,
