@@ -172,6 +172,37 @@ describe('a cancel releases what the request held', () => {
 });
 
 describe('adaptive concurrency', () => {
+  it('a cut past a hard capacity lands on the responses under way when the provider refused', async () => {
+    // A key alone on a provider that gives at most 48 responses at once, with 100 in flight.
+    // Refused requests back off before they try again, so a round trip sees fewer refusals
+    // than the 52% the excess would suggest; a cut by that share alone (to 78) stays past the
+    // capacity, where the next round trip is refused as often and the cut is taken back.
+    const governor = new Governor({ initialConcurrency: 100 });
+    const admitMany = (count: number) =>
+      Promise.all(
+        Array.from({ length: count }, () => governor.admit(ask(), never()).then(permitOf)),
+      );
+    const first = await admitMany(100);
+    const streaming = first.slice(0, 48);
+    for (const permit of streaming) governor.opened(permit, {});
+    // The other 52 were refused at once and back off.
+    for (const permit of first.slice(48))
+      governor.settle(permit, { outcome: 'overloaded', usage: NO_USAGE });
+    // The next round trip: 22 of its 100 attempts refused while the 48 responses go on.
+    const retries = await admitMany(52);
+    for (const permit of retries.slice(0, 22))
+      governor.settle(permit, { outcome: 'overloaded', usage: NO_USAGE });
+    const rest = [...retries.slice(22), ...(await admitMany(48))];
+    for (const permit of rest) {
+      governor.opened(permit, {});
+      governor.settle(permit, OK);
+    }
+    const { limit, refusalRate } = stateOf(governor);
+    expect(refusalRate).toBeCloseTo(0.22);
+    expect(limit).toBeLessThanOrEqual(48);
+    expect(limit).toBeGreaterThanOrEqual(40);
+  });
+
   it('a burst of 529s cuts the window once; successes grow it back only while it is full', async () => {
     const governor = new Governor({ initialConcurrency: 8 });
     const permits = await Promise.all(

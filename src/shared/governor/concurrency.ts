@@ -28,6 +28,11 @@ export interface WindowSample {
   inFlight: number;
   /** Its response head was counted for the round trip already (`answered`). */
   counted: boolean;
+  /**
+   * Other requests of this key whose responses had begun when it settled: for a refusal, how
+   * many responses the provider was giving this key when it said it could give no more.
+   */
+  open: number;
 }
 
 /** A success's response head: it counts for the round trip then, not when the stream ends. */
@@ -132,8 +137,8 @@ abstract class AdaptiveWindow implements Window {
  * trip (at least the requests that were in flight, and at least 16 attempts): it learns the
  * background rate, the share refused whatever the window, and cuts only when a round trip's
  * refusals stand out from it. A cut keeps the requests that got through (1 − the excess rate, at
- * least half): past a hard capacity C with F in flight, (F − C)/F are refused, and the cut lands
- * on C. A cut whose next round trip is refused as often (not less than chance explains) is
+ * least half), and no more than the responses under way when the provider refused (see `#cut`).
+ * A cut whose next round trip is refused as often (not less than chance explains) is
  * undone, and that rate becomes the background: so the first refusals are taken as congestion
  * on trial, never as the background outright (a cold burst past a hard capacity would
  * otherwise teach that as normal).
@@ -158,6 +163,8 @@ class AimdWindow extends AdaptiveWindow {
   #refused = 0;
   /** The most requests in flight this round trip saw: what a cut keeps a share of. */
   #flight = 0;
+  /** How many responses of this key were under way when each of this round trip's refusals came back. */
+  readonly #openAtRefusals: number[] = [];
   /** The last round trip's refusal rate, for the state the governor reports. */
   #lastRate = 0;
   /** The window before the last cut, and the rate that made it: undone if the rate holds. */
@@ -188,12 +195,19 @@ class AimdWindow extends AdaptiveWindow {
   }
 
   /** One attempt of the round trip is decided: it got through, it was refused, or neither. */
-  #count(attempt: WindowAnswer, answer: 'ok' | 'refused' | 'none'): boolean | undefined {
+  #count(
+    attempt: WindowAnswer & { open?: number },
+    answer: 'ok' | 'refused' | 'none',
+  ): boolean | undefined {
     const after = this.#roundAfter;
     if (attempt.sequence <= after || attempt.sequence > after + this.#roundTarget) return undefined;
     this.#settled++;
     if (answer !== 'none') this.#answered++;
-    if (answer === 'refused') this.#refused++;
+    if (answer === 'refused') {
+      this.#refused++;
+      // Refused while this key had nothing under way says nothing of what it can have.
+      if (attempt.open) this.#openAtRefusals.push(attempt.open);
+    }
     this.#flight = Math.max(this.#flight, attempt.inFlight);
     // Half the round trip refused is decided at once, whatever the rest does.
     const severe = this.#refused >= SEVERE * this.#roundTarget;
@@ -239,7 +253,7 @@ class AimdWindow extends AdaptiveWindow {
       this.#background = Math.max(background, (rate + cut.rate) / 2);
     } else if (rate >= SEVERE || standsOut) {
       this.#beforeCut = { size: this.size, threshold: this.#threshold, rate };
-      this.#cut(this.#flight, rate - background);
+      this.#cut(this.#flight, rate - background, lowerQuartile(this.#openAtRefusals));
     } else {
       // A round trip like the others: it is what the provider refuses whatever one client does.
       this.#background = background + weight * (rate - background);
@@ -250,16 +264,36 @@ class AimdWindow extends AdaptiveWindow {
     this.#answered = 0;
     this.#refused = 0;
     this.#flight = 0;
+    this.#openAtRefusals.length = 0;
     return rate >= SEVERE;
   }
 
-  /** Keeps the share that got through of what was in flight: one cut per round trip. */
-  #cut(inFlight: number, excess: number): void {
+  /**
+   * Keeps the share that got through of what was in flight, and no more than the responses that
+   * were under way when the provider refused: one cut per round trip. A refusal that depends on
+   * load comes when the provider is full, so what this key had under way then is what it can
+   * take (all of it, for a key alone on a hard capacity). A refusal that does not depend on load
+   * comes whatever is under way, about the whole window, so that bound then changes nothing.
+   */
+  #cut(inFlight: number, excess: number, openAtRefusal: number): void {
     const kept = Math.max(LEAST_KEPT, 1 - excess);
     const base = Math.min(this.size, Math.max(1, inFlight));
-    this.size = Math.max(1, this.floor, base * kept);
+    const share = base * kept;
+    this.size = Math.max(1, this.floor, Math.min(share, openAtRefusal));
     this.#threshold = this.size;
   }
+}
+
+/**
+ * The lower quartile of `values`, infinite for none. Low, since a key counts a response as under
+ * way a little after the provider ended it, so a key alone at a capacity C counts a little over
+ * C at most refusals; not the least, since early in a burst a refusal may come back before the
+ * heads of the responses the provider was giving.
+ */
+function lowerQuartile(values: number[]): number {
+  if (values.length === 0) return Number.POSITIVE_INFINITY;
+  const sorted = values.slice().sort((a, b) => a - b);
+  return sorted[Math.floor((sorted.length - 1) / 4)] ?? Number.POSITIVE_INFINITY;
 }
 
 /**

@@ -81,6 +81,8 @@ export class KeyGovernor {
   readonly #breaker: Breaker;
   #timer: NodeJS.Timeout | undefined;
   #sequence = 0;
+  /** Admitted attempts whose response has begun and not yet ended. */
+  #open = 0;
   #pausedUntil = 0;
   #pauseStreak = 0;
   #exhausted: { message: string; until: number } | undefined;
@@ -251,6 +253,7 @@ export class KeyGovernor {
     const held = this.#held.get(permit);
     if (!held || held.opened) return;
     held.opened = true;
+    this.#open++;
     this.#breaker.answered();
     this.#buckets.learn(held.charge, held.sentAt, headers);
     const severe = this.#window.answered({
@@ -279,6 +282,7 @@ export class KeyGovernor {
     const held = this.#held.get(permit);
     if (!held) return;
     this.#held.delete(permit);
+    if (held.opened) this.#open--;
     const now = Date.now();
     const refused = report.outcome === 'rate_limited' || report.outcome === 'overloaded';
     this.#buckets.settle(held.charge, report, refused);
@@ -302,6 +306,7 @@ export class KeyGovernor {
       queued: this.#priority.size + this.#normal.size,
       inFlight: this.#held.size + 1,
       counted: held.opened,
+      open: this.#open,
     });
     if (refused) this.#refused(report, now);
     this.#roundEnded(severe, now);
