@@ -27,7 +27,7 @@ export {
   type GroupState,
   type GroupTotals,
 } from './main/group.js';
-export type { JournaledStep } from './main/lanes/batch-collector.js';
+export type { JournaledStep } from './main/lanes/collector-options.js';
 export {
   type MapContext,
   type MapOptions,

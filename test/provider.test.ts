@@ -1,5 +1,7 @@
 import { getEventListeners } from 'node:events';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { RemoteGate } from '../src/shared/governor/remote-gate.js';
+import type { GovernorRequest } from '../src/shared/protocol.js';
 import { DEFAULT_PROVIDER_CONFIG, type ProviderConfig } from '../src/shared/provider/config.js';
 import { Provider } from '../src/shared/provider/provider.js';
 import type { ProviderRequest } from '../src/shared/provider/types.js';
@@ -258,5 +260,38 @@ describe('Provider against the scripted model (real SDK, real HTTP)', () => {
     expect(result).toMatchObject({ ok: false, calls: 1, error: { code: 'aborted' } });
     // Not a timing assertion on speed: a 60 s backoff that was not cut short would time the test out.
     expect(performance.now() - started).toBeLessThan(30_000);
+  });
+
+  it('a cancel that lands with its admission sends nothing and gives the permit back', async () => {
+    // A worker's uplink hands a child its governor's grant and its cancel in one post, with no
+    // turn between them: the grant's continuation runs only after the cancel has aborted.
+    const posted: GovernorRequest[] = [];
+    const gate = new RemoteGate((message) => posted.push(message), 60_000);
+    const controller = new AbortController();
+    let requests = 0;
+    const count = () => requests++;
+    model.on('request', count);
+    try {
+      const pending = provider().complete(request([{ text: 'never asked for' }]), {
+        signal: controller.signal,
+        gate,
+      });
+      await vi.waitFor(() => expect(posted.map((message) => message.type)).toEqual(['gov-admit']));
+      const id = posted[0]!.id;
+      gate.receive(id, { ok: true, permit: 1 });
+      controller.abort('clear');
+      expect(await pending).toMatchObject({
+        ok: false,
+        calls: 0,
+        error: { code: 'aborted', message: 'aborted: clear' },
+      });
+      expect(requests).toBe(0);
+      expect(posted.slice(1)).toMatchObject([
+        { type: 'gov-settle', id, report: { outcome: 'aborted' } },
+      ]);
+      expect(getEventListeners(controller.signal, 'abort')).toHaveLength(0);
+    } finally {
+      model.off('request', count);
+    }
   });
 });

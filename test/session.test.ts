@@ -1,5 +1,6 @@
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { Session, type SessionEvent } from '../src/main/session.js';
+import type { Admission } from '../src/shared/governor/types.js';
 import type { MessageParam } from '../src/shared/provider/types.js';
 import type { AgentResult } from '../src/shared/result.js';
 import type { AnyTool } from '../src/shared/tools/types.js';
@@ -339,6 +340,69 @@ describe('a session with async agents', () => {
         .filter((result) => result.title.startsWith('slow'))
         .map((result) => [result.outcome, result.reason]),
     ).toEqual(Array.from({ length: 5 }, () => ['cancelled', 'clear']));
+  });
+
+  it('clear right after its agents are admitted cancels each of them: none sends its request', async () => {
+    const count = 6;
+    // Its own engine: a governor that admits all of them at once, not 4 of a cold key's.
+    const own = await startRig({ threads: 1, governor: { initialConcurrency: count } });
+    const session = new Session(own.engine, { autoWake: false });
+    const governor = own.engine.governor!;
+    const admit = governor.admit.bind(governor);
+    // The governor's grants are held until every agent has asked, then given in one turn, and
+    // the clear follows them in that turn: the worker reads each grant and its cancel in one post
+    // of its uplink, with no turn between them, as when a clear lands while agents are admitted.
+    const granted: Promise<Admission>[] = [];
+    const grants: ((admission: Admission) => void)[] = [];
+    const spy = vi.spyOn(governor, 'admit').mockImplementation(
+      (request, signal) =>
+        new Promise((resolve) => {
+          granted.push(admit(request, signal));
+          grants.push(resolve);
+          if (grants.length < count) return;
+          void Promise.all(granted).then((admissions) => {
+            for (const [index, admission] of admissions.entries()) grants[index]!(admission);
+            // Once every grant's continuation has queued it for the worker, and before that
+            // queue goes down (the next turn): the cancels join it.
+            process.nextTick(() => session.clear());
+          });
+        }),
+    );
+    const { workerResults, mainResults } = own.engine.stats;
+    let requests = 0;
+    const onRequest = () => requests++;
+    own.model.on('request', onRequest);
+    const events: SessionEvent[] = [];
+    const consume = (async () => {
+      for await (const event of session.events()) events.push(event);
+    })();
+    try {
+      const receipts = Array.from({ length: count }, (_, index) =>
+        session.spawnAsync({ prompt: scripted([{ reply: `r${index}` }]), title: `c${index}` }),
+      );
+      await session.waitIdle();
+      await session.close();
+      await consume;
+      expect(spy).toHaveBeenCalledTimes(count);
+      const settles = events.flatMap((event) =>
+        event.type === 'agent-settle' ? [event.result] : [],
+      );
+      expect(settles.map((result) => result.id).sort()).toEqual(
+        receipts.map((receipt) => receipt.id).sort(),
+      );
+      expect(settles.map((result) => [result.outcome, result.reason])).toEqual(
+        Array.from({ length: count }, () => ['cancelled', 'clear']),
+      );
+      // Cancelled before their request went (no model call), each by its worker: none was left
+      // to its cancel grace, whose end main would have made its result for.
+      expect(requests).toBe(0);
+      expect(own.engine.stats.workerResults - workerResults).toBe(count);
+      expect(own.engine.stats.mainResults).toBe(mainResults);
+    } finally {
+      spy.mockRestore();
+      await session.close();
+      await own.close();
+    }
   });
 
   it('with autoWake, a settle while idle starts a turn by itself', async () => {

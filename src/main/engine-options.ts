@@ -42,7 +42,7 @@ import {
   DEFAULT_BATCH_POLL_MS,
   DEFAULT_BATCH_WINDOW_MS,
   type JournaledStep,
-} from './lanes/batch-collector.js';
+} from './lanes/collector-options.js';
 import {
   DEFAULT_AGENTS_PER_THREAD,
   DEFAULT_CANCEL_GRACE_MS,

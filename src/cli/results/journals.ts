@@ -5,7 +5,7 @@
  * is about to run (their start records carry the task's journal key as `meta.key`).
  */
 import { appendFileSync, readFileSync } from 'node:fs';
-import type { JournaledStep } from '../../main/lanes/batch-collector.js';
+import type { JournaledStep } from '../../main/lanes/collector-options.js';
 import type { BatchRecord } from '../../shared/journal/format.js';
 import {
   type AgentHistory,

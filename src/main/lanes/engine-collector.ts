@@ -1,11 +1,8 @@
 import { journalFor } from '../../shared/journal/writer.js';
 import { DEFAULT_BATCH_TURNAROUND_MS } from '../../shared/lane/lane.js';
 import { type EngineOptions, warner } from '../engine-options.js';
-import {
-  BatchCollector,
-  DEFAULT_BATCH_POLL_MS,
-  DEFAULT_BATCH_WINDOW_MS,
-} from './batch-collector.js';
+import { BatchCollector } from './batch-collector.js';
+import { DEFAULT_BATCH_POLL_MS, DEFAULT_BATCH_WINDOW_MS } from './collector-options.js';
 
 /**
  * An engine's batches lane collector (docs/LANES.md), wired to its options and its run journal:

@@ -1,7 +1,8 @@
 import type { ProviderConfig } from '../../shared/provider/config.js';
 import { noUsage } from '../../shared/provider/types.js';
 import type { ServedChild, Serving, Uplink } from '../runners/capabilities.js';
-import type { BatchCollector, LaneTicket } from './batch-collector.js';
+import type { BatchCollector } from './batch-collector.js';
+import type { LaneTicket } from './lane-entry.js';
 
 /** What a spawn in the batches lane attaches: the engine's collector and its provider. */
 export interface LaneAttachment {

@@ -133,6 +133,14 @@ export class Provider implements ModelClient {
           return { ok: false, error, calls: attempt - 1, usage };
         }
         permit = admission.permit;
+        // A cancel can land while the grant's continuation waits its turn: a worker's uplink
+        // hands it the grant and the cancel in one post, with no turn between them, and the
+        // cancel's abort fires before the attempt below listens. Sent anyway, the request would
+        // run to its end, cancel or not: the permit goes back unused instead.
+        if (signal.aborted) {
+          gate.settle(permit, { outcome: 'aborted', usage: noUsage() });
+          return aborted(attempt - 1, usage, signal);
+        }
       }
       const span = options.trace
         ? openChatSpan(options.trace, request.model ?? this.config.model)
