@@ -203,6 +203,35 @@ describe('adaptive concurrency', () => {
     expect(limit).toBeGreaterThanOrEqual(40);
   });
 
+  it('refusals that come whatever is under way cut by the share that got through, not to a capacity', async () => {
+    const governor = new Governor({ initialConcurrency: 100 });
+    const admitMany = (count: number) =>
+      Promise.all(
+        Array.from({ length: count }, () => governor.admit(ask(), never()).then(permitOf)),
+      );
+    for (const permit of await admitMany(100)) {
+      governor.opened(permit, {});
+      governor.settle(permit, OK);
+    }
+    // The next round trip: 11 of 100 refused at moments spread over it, while from 4 to 85
+    // other responses were under way.
+    const round = await admitMany(100);
+    const answered: number[] = [];
+    round.forEach((permit, index) => {
+      if (index % 9 === 4) {
+        governor.settle(permit, { outcome: 'overloaded', usage: NO_USAGE });
+      } else {
+        governor.opened(permit, {});
+        answered.push(permit);
+      }
+    });
+    for (const permit of answered) governor.settle(permit, OK);
+    const { limit, refusalRate } = stateOf(governor);
+    expect(refusalRate).toBeCloseTo(0.11);
+    // 100 in flight, 11% refused: the cut keeps 89.
+    expect(limit).toBe(89);
+  });
+
   it('a burst of 529s cuts the window once; successes grow it back only while it is full', async () => {
     const governor = new Governor({ initialConcurrency: 8 });
     const permits = await Promise.all(

@@ -137,7 +137,7 @@ abstract class AdaptiveWindow implements Window {
  * trip (at least the requests that were in flight, and at least 16 attempts): it learns the
  * background rate, the share refused whatever the window, and cuts only when a round trip's
  * refusals stand out from it. A cut keeps the requests that got through (1 − the excess rate, at
- * least half), and no more than the responses under way when the provider refused (see `#cut`).
+ * least half), or the capacity the refusals tell (see `#cut`).
  * A cut whose next round trip is refused as often (not less than chance explains) is
  * undone, and that rate becomes the background: so the first refusals are taken as congestion
  * on trial, never as the background outright (a cold burst past a hard capacity would
@@ -253,7 +253,7 @@ class AimdWindow extends AdaptiveWindow {
       this.#background = Math.max(background, (rate + cut.rate) / 2);
     } else if (rate >= SEVERE || standsOut) {
       this.#beforeCut = { size: this.size, threshold: this.#threshold, rate };
-      this.#cut(this.#flight, rate - background, lowerQuartile(this.#openAtRefusals));
+      this.#cut(this.#flight, rate - background, this.#openAtRefusals);
     } else {
       // A round trip like the others: it is what the provider refuses whatever one client does.
       this.#background = background + weight * (rate - background);
@@ -269,31 +269,44 @@ class AimdWindow extends AdaptiveWindow {
   }
 
   /**
-   * Keeps the share that got through of what was in flight, and no more than the responses that
-   * were under way when the provider refused: one cut per round trip. A refusal that depends on
-   * load comes when the provider is full, so what this key had under way then is what it can
-   * take (all of it, for a key alone on a hard capacity). A refusal that does not depend on load
-   * comes whatever is under way, about the whole window, so that bound then changes nothing.
+   * Keeps the share that got through of what was in flight, or, when the refusals tell a
+   * capacity, that capacity: one cut per round trip. Refused requests back off before they try
+   * again, so a round trip past a hard capacity is refused less than its excess, and a cut by the
+   * share alone can stay past it (then refused as often, and undone). A refusal that depends on
+   * load comes when the provider is full: a key alone on a capacity C has about C responses under
+   * way at each, however many it has in flight. A refusal that does not depend on load comes
+   * whatever is under way, so their counts spread.
    */
-  #cut(inFlight: number, excess: number, openAtRefusal: number): void {
+  #cut(inFlight: number, excess: number, openAtRefusals: number[]): void {
     const kept = Math.max(LEAST_KEPT, 1 - excess);
     const base = Math.min(this.size, Math.max(1, inFlight));
-    const share = base * kept;
-    this.size = Math.max(1, this.floor, Math.min(share, openAtRefusal));
+    const target = capacityOf(openAtRefusals, base) ?? base * kept;
+    this.size = Math.max(1, this.floor, target);
     this.#threshold = this.size;
   }
 }
 
+/** The fewest refusals whose counts of responses under way can tell a capacity. */
+const CAPACITY_SAMPLES = 4;
+/** How close together those counts must be: the lower quartile at least this share of the upper. */
+const CAPACITY_SPREAD = 0.85;
+/** How far below the window the capacity must be to be told from a window that was simply full. */
+const CAPACITY_BELOW = 0.9;
+
 /**
- * The lower quartile of `values`, infinite for none. Low, since a key counts a response as under
- * way a little after the provider ended it, so a key alone at a capacity C counts a little over
- * C at most refusals; not the least, since early in a burst a refusal may come back before the
- * heads of the responses the provider was giving.
+ * The capacity a round trip's refusals tell, or undefined: the responses this key had under way
+ * at each refusal, when they agree (a key counts a response as under way a little after the
+ * provider ended it, so the lower quartile) and are well below what it had in flight. Counts
+ * that spread say the refusals came whatever the load; counts as high as the window say only
+ * that the window was full.
  */
-function lowerQuartile(values: number[]): number {
-  if (values.length === 0) return Number.POSITIVE_INFINITY;
-  const sorted = values.slice().sort((a, b) => a - b);
-  return sorted[Math.floor((sorted.length - 1) / 4)] ?? Number.POSITIVE_INFINITY;
+function capacityOf(openAtRefusals: number[], inFlight: number): number | undefined {
+  if (openAtRefusals.length < CAPACITY_SAMPLES) return undefined;
+  const sorted = openAtRefusals.slice().sort((a, b) => a - b);
+  const lower = sorted[Math.floor((sorted.length - 1) / 4)]!;
+  const upper = sorted[Math.ceil(((sorted.length - 1) * 3) / 4)]!;
+  if (lower < CAPACITY_SPREAD * upper || lower >= CAPACITY_BELOW * inFlight) return undefined;
+  return lower;
 }
 
 /**
