@@ -10,7 +10,15 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ScriptedModel, startScriptedModel } from '../src/testing/index.js';
 import { runCli, writeTasks } from './cli-helpers.js';
 import { agentCall, readJournal, tempDir } from './helpers.js';
-import { CHILDREN, childrenOf, deliveries, killedRun, runId, setUp } from './run-resume-rig.js';
+import {
+  CHILDREN,
+  childrenOf,
+  deliveries,
+  inSecondSteps,
+  killedRun,
+  runId,
+  setUp,
+} from './run-resume-rig.js';
 
 let model: ScriptedModel;
 
@@ -150,7 +158,7 @@ describe('cohort run --resume survives a damaged journal', () => {
     const dir = path.join(rig.logRoot, id);
     // Once every child is in its slow step.
     await first.waitFor(/Waiting for my agents\./, 'stdout');
-    await new Promise((resolve) => setTimeout(resolve, 1000));
+    await inSecondSteps(dir);
     first.child.kill('SIGTERM');
     expect((await first.exit).code).toBe(143);
     const stopped = childrenOf(dir);
