@@ -30,6 +30,63 @@ import { runCli } from './cli-helpers.js';
 import { tempDir } from './helpers.js';
 import { redisMissing } from './redis.js';
 
+/**
+ * The file's bench runs, two at a time from its start. A run spends most of its time waiting on
+ * its measuring processes, its model's latencies and its sampling windows, so a second run fills
+ * those waits instead of the file sitting them out. Nothing here asserts a timing: what a run
+ * reports beside another is what it reports alone, every count and shape checked the same.
+ * A run `alone` waits for the others to end and keeps them waiting: `--profile` sets a variable
+ * that every measuring process started meanwhile would inherit. Each describe registers its run
+ * as it is collected and awaits it in its beforeAll; the file's beforeAll starts them.
+ */
+class BenchRuns {
+  readonly #waiting: { alone: boolean; start: () => void }[] = [];
+  #running = 0;
+  #alone = false;
+  #started = false;
+
+  run(argv: string[], io: { stdout: BenchOutput; stderr: BenchOutput }, alone = false) {
+    const done = new Promise<number>((resolve, reject) => {
+      this.#waiting.push({
+        alone,
+        start: () => {
+          runBench(argv, io)
+            .then(resolve, reject)
+            .finally(() => {
+              this.#running--;
+              this.#alone = false;
+              this.#next();
+            });
+        },
+      });
+    });
+    // Awaited by its describe's beforeAll; a run whose describe is filtered out fails unheard.
+    done.catch(() => {});
+    this.#next();
+    return done;
+  }
+
+  start(): void {
+    this.#started = true;
+    this.#next();
+  }
+
+  #next(): void {
+    while (this.#started && !this.#alone && this.#waiting.length > 0 && this.#running < 2) {
+      const head = this.#waiting[0]!;
+      if (head.alone && this.#running > 0) return;
+      this.#waiting.shift();
+      this.#running++;
+      this.#alone = head.alone;
+      head.start();
+    }
+  }
+}
+
+type BenchOutput = ReturnType<typeof collector>;
+const benchRuns = new BenchRuns();
+beforeAll(() => benchRuns.start());
+
 const ENGINES = ['cohort', 'in-process', 'thread-per-child', 'sdk-loop'];
 const LEVELS = [4];
 const AGENTS = 8;
@@ -56,39 +113,40 @@ describe('npm run bench: a tiny sweep of every engine on the sdk transport, and 
   // biome-ignore lint/suspicious/noExplicitAny: the report is JSON read back from disk.
   let report: any;
 
+  const run = benchRuns.run(
+    [
+      'concurrency',
+      'spawn',
+      '--agents',
+      String(AGENTS),
+      '--steps',
+      String(STEPS),
+      '--concurrency',
+      LEVELS.join(','),
+      '--ttft-ms',
+      '5',
+      '--cpu-ms',
+      '1',
+      '--spawn-children',
+      '3',
+      '--cohort-children',
+      '12',
+      '--transport',
+      'sdk',
+      '--governor',
+      'off',
+      // One cohort thread: each case is a fresh process, and every thread costs it a start-up.
+      '--threads',
+      '1',
+      '--out',
+      out,
+      '--chart',
+      chart,
+    ],
+    { stdout, stderr },
+  );
   beforeAll(async () => {
-    code = await runBench(
-      [
-        'concurrency',
-        'spawn',
-        '--agents',
-        String(AGENTS),
-        '--steps',
-        String(STEPS),
-        '--concurrency',
-        LEVELS.join(','),
-        '--ttft-ms',
-        '5',
-        '--cpu-ms',
-        '1',
-        '--spawn-children',
-        '3',
-        '--cohort-children',
-        '12',
-        '--transport',
-        'sdk',
-        '--governor',
-        'off',
-        // One cohort thread: each case is a fresh process, and every thread costs it a start-up.
-        '--threads',
-        '1',
-        '--out',
-        out,
-        '--chart',
-        chart,
-      ],
-      { stdout, stderr },
-    );
+    code = await run;
     report = JSON.parse(readFileSync(out, 'utf8'));
     // Eleven engine processes, one after another: on two busy cores this has passed a minute.
   }, 120_000);
@@ -280,36 +338,37 @@ describe('npm run bench governor: a tiny run of the rate-limit and random-529-20
   // biome-ignore lint/suspicious/noExplicitAny: the report is JSON read back from disk.
   let random: any[];
 
+  const run = benchRuns.run(
+    [
+      'governor',
+      '--scenarios',
+      'random-529-20,rate-limit',
+      '--agents',
+      String(GOVERNOR_AGENTS),
+      '--steps',
+      String(GOVERNOR_STEPS),
+      '--concurrency',
+      '4',
+      '--ttft-ms',
+      '5',
+      '--cpu-ms',
+      '1',
+      // About 300 input tokens a request: a 1 s bucket holds about 16 of the 40 requests.
+      '--itpm',
+      '300000',
+      '--bucket-seconds',
+      '1',
+      '--threads',
+      '1',
+      '--out',
+      out,
+      '--chart',
+      chart,
+    ],
+    { stdout, stderr },
+  );
   beforeAll(async () => {
-    code = await runBench(
-      [
-        'governor',
-        '--scenarios',
-        'random-529-20,rate-limit',
-        '--agents',
-        String(GOVERNOR_AGENTS),
-        '--steps',
-        String(GOVERNOR_STEPS),
-        '--concurrency',
-        '4',
-        '--ttft-ms',
-        '5',
-        '--cpu-ms',
-        '1',
-        // About 300 input tokens a request: a 1 s bucket holds about 16 of the 40 requests.
-        '--itpm',
-        '300000',
-        '--bucket-seconds',
-        '1',
-        '--threads',
-        '1',
-        '--out',
-        out,
-        '--chart',
-        chart,
-      ],
-      { stdout, stderr },
-    );
+    code = await run;
     data = JSON.parse(readFileSync(out, 'utf8')).parts.governor.data;
     rateLimit = data.summary.filter((item: { scenario: string }) => item.scenario === 'rate-limit');
     random = data.summary.filter((item: { scenario: string }) => item.scenario === 'random-529-20');
@@ -436,14 +495,15 @@ describe('npm run bench governor --scenarios unreachable: cohort batch against a
   // biome-ignore lint/suspicious/noExplicitAny: the report is JSON read back from disk.
   let data: any;
 
+  const run = benchRuns.run(
+    ['governor', '--scenarios', 'unreachable', '--agents', '3', '--threads', '1', '--out', out],
+    {
+      stdout,
+      stderr,
+    },
+  );
   beforeAll(async () => {
-    code = await runBench(
-      ['governor', '--scenarios', 'unreachable', '--agents', '3', '--threads', '1', '--out', out],
-      {
-        stdout,
-        stderr,
-      },
-    );
+    code = await run;
     data = JSON.parse(readFileSync(out, 'utf8')).parts.governor.data;
   });
 
@@ -600,30 +660,31 @@ describe('npm run bench cache: a tiny run of cache auto, cache off and the SDK l
   const of = (label: string): any =>
     data.summary.find((item: { case: string }) => item.case === label);
 
+  const run = benchRuns.run(
+    [
+      'cache',
+      '--agents',
+      String(CACHE_AGENTS),
+      '--concurrency',
+      '4',
+      '--ttft-ms',
+      '5',
+      '--prefixes',
+      String(CACHE_PREFIXES),
+      // About 20,000 input tokens an uncached request: a 1 s bucket holds 20 of the 60.
+      '--itpm',
+      '24000000',
+      '--bucket-seconds',
+      '1',
+      '--threads',
+      '1',
+      '--out',
+      out,
+    ],
+    { stdout, stderr },
+  );
   beforeAll(async () => {
-    code = await runBench(
-      [
-        'cache',
-        '--agents',
-        String(CACHE_AGENTS),
-        '--concurrency',
-        '4',
-        '--ttft-ms',
-        '5',
-        '--prefixes',
-        String(CACHE_PREFIXES),
-        // About 20,000 input tokens an uncached request: a 1 s bucket holds 20 of the 60.
-        '--itpm',
-        '24000000',
-        '--bucket-seconds',
-        '1',
-        '--threads',
-        '1',
-        '--out',
-        out,
-      ],
-      { stdout, stderr },
-    );
+    code = await run;
     data = JSON.parse(readFileSync(out, 'utf8')).parts.cache.data;
   }, 60_000);
 
@@ -701,23 +762,25 @@ describe('npm run bench transport: both transports side by side, profiled', () =
   // biome-ignore lint/suspicious/noExplicitAny: the report is JSON read back from disk.
   let data: any;
 
+  const run = benchRuns.run(
+    [
+      'transport',
+      '--calls',
+      String(TRANSPORT_CALLS),
+      '--concurrency',
+      '3',
+      '--runs',
+      '2',
+      '--profile',
+      profiles,
+      '--out',
+      out,
+    ],
+    { stdout, stderr },
+    true,
+  );
   beforeAll(async () => {
-    code = await runBench(
-      [
-        'transport',
-        '--calls',
-        String(TRANSPORT_CALLS),
-        '--concurrency',
-        '3',
-        '--runs',
-        '2',
-        '--profile',
-        profiles,
-        '--out',
-        out,
-      ],
-      { stdout, stderr },
-    );
+    code = await run;
     data = JSON.parse(readFileSync(out, 'utf8')).parts.transport.data;
   });
 
@@ -909,27 +972,31 @@ describe.skipIf(redisMissing)(
     // biome-ignore lint/suspicious/noExplicitAny: the report is JSON read back from disk.
     let data: any;
 
+    // A describe skipped is still collected: no run without Redis.
+    const run = redisMissing
+      ? Promise.resolve(-1)
+      : benchRuns.run(
+          [
+            'scale',
+            '--agents',
+            String(SCALE_AGENTS),
+            '--steps',
+            String(SCALE_STEPS),
+            '--concurrency',
+            '4',
+            '--ttft-ms',
+            '5',
+            '--threads',
+            '1',
+            '--workers',
+            '1',
+            '--out',
+            out,
+          ],
+          { stdout, stderr },
+        );
     beforeAll(async () => {
-      code = await runBench(
-        [
-          'scale',
-          '--agents',
-          String(SCALE_AGENTS),
-          '--steps',
-          String(SCALE_STEPS),
-          '--concurrency',
-          '4',
-          '--ttft-ms',
-          '5',
-          '--threads',
-          '1',
-          '--workers',
-          '1',
-          '--out',
-          out,
-        ],
-        { stdout, stderr },
-      );
+      code = await run;
       data = JSON.parse(readFileSync(out, 'utf8')).parts.scale.data;
     }, 120_000);
 
@@ -1002,11 +1069,12 @@ describe('npm run bench embed: a tiny run of the service beside the SDK loop', (
   // biome-ignore lint/suspicious/noExplicitAny: the report is JSON read back from disk.
   let rows: any[];
 
+  const run = benchRuns.run(
+    ['embed', '--jobs', '2', '--docs', '3', '--out', out, '--chart', path.join(dir, 'c.svg')],
+    { stdout, stderr },
+  );
   beforeAll(async () => {
-    code = await runBench(
-      ['embed', '--jobs', '2', '--docs', '3', '--out', out, '--chart', path.join(dir, 'c.svg')],
-      { stdout, stderr },
-    );
+    code = await run;
     const part = JSON.parse(readFileSync(out, 'utf8')).parts.embed;
     data = part.data;
     rows = part.rows;
@@ -1054,23 +1122,24 @@ describe('npm run bench lanes: a tiny run of both lanes side by side', () => {
   const of = (lane: string): any =>
     data.summary.find((item: { lane: string }) => item.lane === lane);
 
+  const run = benchRuns.run(
+    [
+      'lanes',
+      '--agents',
+      String(LANES_AGENTS),
+      '--ttft-ms',
+      '5',
+      '--batch-latency-ms',
+      '50',
+      '--runs',
+      '2',
+      '--out',
+      out,
+    ],
+    { stdout, stderr },
+  );
   beforeAll(async () => {
-    code = await runBench(
-      [
-        'lanes',
-        '--agents',
-        String(LANES_AGENTS),
-        '--ttft-ms',
-        '5',
-        '--batch-latency-ms',
-        '50',
-        '--runs',
-        '2',
-        '--out',
-        out,
-      ],
-      { stdout, stderr },
-    );
+    code = await run;
     data = JSON.parse(readFileSync(out, 'utf8')).parts.lanes.data;
   }, 60_000);
 

@@ -9,6 +9,9 @@ import { makeWorkspace, scripted, tempDir } from './helpers.js';
 
 // Every misuse below used to hang or to end with a wrong exit code. Each runs the built CLI as a
 // real child process; a run that has not exited within HANG_BOUND_MS counts as a hang.
+// The tests of a describe run side by side: each runs CLI processes of its own on files of its
+// own, and none reads another's output or the model's counts, so a test proves alone what it
+// proves beside the others, and a CLI waiting on its start-up leaves the other core to the next.
 const HANG_BOUND_MS = 20_000;
 
 let model: ScriptedModel;
@@ -52,7 +55,7 @@ const ONE_TASK = ['{"id":"a","prompt":"Say hi."}'];
  */
 const ONE_THREAD = ['--threads', '1'];
 
-describe('every command exits, with the built-in model started', () => {
+describe.concurrent('every command exits, with the built-in model started', () => {
   // No base URL: these runs use the built-in model, which used to keep the process alive after
   // an error. Each must end promptly with a usage error (2) and a message naming the problem.
   const regularFile = () => {
@@ -204,7 +207,7 @@ describe('every command exits, with the built-in model started', () => {
   });
 });
 
-describe('prompts and tasks from files and stdin', () => {
+describe.concurrent('prompts and tasks from files and stdin', () => {
   it('agent - reads the prompt from stdin; @FILE reads it from a file', async () => {
     const fromStdin = runCli(
       ['agent', '-', '--json', '--base-url', model.url, ...ONE_THREAD],
@@ -269,7 +272,7 @@ describe('prompts and tasks from files and stdin', () => {
   });
 });
 
-describe('bad task lines', () => {
+describe.concurrent('bad task lines', () => {
   it('a line the engine would refuse gets no result line; the good lines run; --strict refuses', async () => {
     const file = tasksFile([
       '{"id":"good1","prompt":"Say hi."}',
@@ -346,7 +349,7 @@ describe('bad task lines', () => {
   });
 });
 
-describe('help and version', () => {
+describe.concurrent('help and version', () => {
   it('--version prints the package version', async () => {
     const run = runCli(['--version']);
     expect(await exitOf(run)).toBe(0);

@@ -2,11 +2,40 @@ import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ScriptedModel, startScriptedModel } from '../src/testing/index.js';
-import { readResultLines, runCli, writeTasks } from './cli-helpers.js';
+import { type CliRun, readResultLines, runCli, writeTasks } from './cli-helpers.js';
 import { closedPort, tempDir } from './helpers.js';
 
 // The governor's flags and the batch's stop for a spent quota, through the built CLI as a child
 // process against the scripted model over real HTTP.
+
+/**
+ * A batch without the governor against a closed port: its task's five attempts back off at the
+ * default pace for about seven seconds, its process idle meanwhile. Started with the file, it
+ * waits while the other tests run; its test, the last, reads what it printed once it exits.
+ */
+let noBreaker: Promise<CliRun>;
+
+beforeAll(() => {
+  noBreaker = closedPort().then((port) =>
+    runCli([
+      'batch',
+      writeTasks(1),
+      '--out',
+      path.join(tempDir(), 'results.jsonl'),
+      '--governor',
+      'off',
+      '--base-url',
+      `http://127.0.0.1:${port}`,
+    ]),
+  );
+});
+
+afterAll(async () => {
+  // Ended already unless a test failed before it could wait for it.
+  const run = await noBreaker;
+  if (run.child.exitCode === null && run.child.signalCode === null) run.child.kill('SIGKILL');
+  await run.exit;
+});
 
 describe('governor flags', () => {
   it.each([
@@ -146,17 +175,7 @@ describe('cohort batch and an unreachable provider', () => {
   });
 
   it('without the governor (no breaker), connection trouble that goes on gets a retry line', async () => {
-    const port = await closedPort();
-    const run = runCli([
-      'batch',
-      writeTasks(1),
-      '--out',
-      path.join(tempDir(), 'results.jsonl'),
-      '--governor',
-      'off',
-      '--base-url',
-      `http://127.0.0.1:${port}`,
-    ]);
+    const run = await noBreaker;
     expect((await run.exit).code).toBe(1);
     // Its 5 attempts back off for seconds: past the grace a breaker would have spoken in.
     expect(run.stderr()).toMatch(

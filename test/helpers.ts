@@ -48,7 +48,11 @@ export interface Rig {
   close(): Promise<void>;
 }
 
-/** The scripted model on real HTTP and a real engine with real workers, wired together. */
+/**
+ * The scripted model on real HTTP and a real engine with real workers, wired together. One worker
+ * thread unless `options.threads` says more: each thread costs a start-up (test/README.md), and
+ * a test about threads says how many it needs.
+ */
 export async function startRig(
   options: EngineOptions = {},
   modelOptions: ScriptedModelOptions = {},
@@ -56,7 +60,7 @@ export async function startRig(
   const model = await startScriptedModel({ port: 0, ...modelOptions });
   const logDir = tempDir('cohort-logs-');
   const engine = await Engine.start({
-    threads: 2,
+    threads: 1,
     logDir,
     toolModules: [TEST_TOOLS],
     ...options,

@@ -57,7 +57,6 @@ describe('cohort batch --lane', () => {
 
   it('refuses a lane it does not know, and a window or a poll of 0, with exit 2', async () => {
     const tasks = writeTasks(1);
-    const out = path.join(tempDir(), 'results.jsonl');
     const cases: [string[], string][] = [
       [
         ['--lane', 'overnight'],
@@ -73,8 +72,20 @@ describe('cohort batch --lane', () => {
       [['--deadline', 'tonight'], 'Expected `--deadline` to be a time in the future'],
       [['--batch-turnaround', '0'], 'Expected `--batch-turnaround` to be a duration above 0'],
     ];
-    for (const [flags, message] of cases) {
-      const run = runCli(['batch', tasks, '--out', out, '--base-url', model.url, ...flags]);
+    // Side by side, each with a results path of its own: each reads only its own process.
+    const runs = cases.map(([flags, message]) => ({
+      message,
+      run: runCli([
+        'batch',
+        tasks,
+        '--out',
+        path.join(tempDir(), 'results.jsonl'),
+        '--base-url',
+        model.url,
+        ...flags,
+      ]),
+    }));
+    for (const { run, message } of runs) {
       expect((await run.exit).code).toBe(2);
       expect(run.stderr()).toContain(message);
     }

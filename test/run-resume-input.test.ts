@@ -10,7 +10,15 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ScriptedModel, startScriptedModel } from '../src/testing/index.js';
 import { runCli, writeTasks } from './cli-helpers.js';
 import { agentCall, readJournal, tempDir } from './helpers.js';
-import { CHILDREN, childrenOf, deliveries, killedRun, runId, setUp } from './run-resume-rig.js';
+import {
+  CHILDREN,
+  childrenOf,
+  deliveries,
+  inSecondSteps,
+  killedRun,
+  runId,
+  setUp,
+} from './run-resume-rig.js';
 
 let model: ScriptedModel;
 
@@ -104,7 +112,8 @@ describe('cohort run --resume refuses what it cannot resume, with exit 2', () =>
   }, 60_000);
 });
 
-describe('cohort run --resume survives a damaged journal', () => {
+// Side by side: each test spends most of its time waiting out its children's slow steps.
+describe.concurrent('cohort run --resume survives a damaged journal', () => {
   it('a corrupt record in the middle fails its agent journal_corrupt; a torn tail is no record; the rest goes on', async () => {
     const rig = setUp(model);
     const { id, dir } = await killedRun(rig);
@@ -142,15 +151,21 @@ describe('cohort run --resume survives a damaged journal', () => {
     expect(after.has('ag_torn')).toBe(false);
   }, 60_000);
 
-  it('a run stopped by SIGTERM (its agents cancelled as a shutdown) goes on like one killed', async () => {
-    const rig = setUp(model, undefined, false);
+  it('a run stopped by SIGTERM (its agents cancelled as a shutdown) goes on like one killed', async ({
+    onTestFinished,
+  }) => {
+    // A model of its own: it counts the requests of its last resume, and the test beside it
+    // asks the shared one meanwhile.
+    const own = await startScriptedModel({ port: 0 });
+    onTestFinished(() => own.close());
+    const rig = setUp(own, undefined, false);
     const first = runCli(['run', rig.prompt, ...rig.common]);
     await first.waitFor(/cohort: run (\S+); if it stops, go on with: cohort run --resume/);
     const id = /cohort: run (\S+);/.exec(first.stderr())![1]!;
     const dir = path.join(rig.logRoot, id);
     // Once every child is in its slow step.
     await first.waitFor(/Waiting for my agents\./, 'stdout');
-    await new Promise((resolve) => setTimeout(resolve, 1000));
+    await inSecondSteps(dir);
     first.child.kill('SIGTERM');
     expect((await first.exit).code).toBe(143);
     const stopped = childrenOf(dir);
@@ -168,10 +183,10 @@ describe('cohort run --resume survives a damaged journal', () => {
     expect([...delivered.values()].every((count) => count === 1)).toBe(true);
 
     // Resumed again once it has ended: nothing is left, and nothing is asked of the model.
-    const requests = model.stats.requests;
+    const requests = own.stats.requests;
     const third = runCli(['run', '--resume', id, ...rig.common]);
     expect((await third.exit).code, third.stderr()).toBe(0);
     expect(third.stderr()).toContain(`run ${id} had ended: nothing left to do`);
-    expect(model.stats.requests).toBe(requests);
+    expect(own.stats.requests).toBe(requests);
   }, 60_000);
 });

@@ -72,8 +72,8 @@ export function childrenOf(dir: string): AgentHistory[] {
   return [...readJournal(dir).values()].filter((agent) => agent.id !== 'root');
 }
 
-/** Kills `run` with -9 once every child is in its slow second step, its first committed. */
-export async function killInSecondSteps(dir: string, run: Run): Promise<void> {
+/** Resolves once every child of the run in `dir` is in its slow second step, its first done. */
+export async function inSecondSteps(dir: string): Promise<void> {
   await vi.waitFor(
     () => {
       const children = childrenOf(dir);
@@ -82,6 +82,11 @@ export async function killInSecondSteps(dir: string, run: Run): Promise<void> {
     },
     { timeout: 15_000, interval: 50 },
   );
+}
+
+/** Kills `run` with -9 once every child is in its slow second step, its first committed. */
+export async function killInSecondSteps(dir: string, run: Run): Promise<void> {
+  await inSecondSteps(dir);
   run.child.kill('SIGKILL');
   expect((await run.exit).signal).toBe('SIGKILL');
 }

@@ -6,7 +6,7 @@
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it, type OnTestFinishedHandler } from 'vitest';
 import {
   type ScriptedModel,
   type ScriptedRequestEvent,
@@ -16,17 +16,20 @@ import { runCli } from './cli-helpers.js';
 import { readJournal, tempDir } from './helpers.js';
 import { CHILDREN, child, childrenOf, deliveries, killedRun, setUp } from './run-resume-rig.js';
 
-let model: ScriptedModel;
-let requests: ScriptedRequestEvent[] = [];
-
-beforeAll(async () => {
-  model = await startScriptedModel({ port: 0 });
+/**
+ * A scripted model of the test's own, and the requests it has seen since `requests.length = 0`:
+ * the two tests run side by side (each waits out its children's slow steps twice), so neither
+ * may count the other's requests.
+ */
+async function ownModel(
+  onTestFinished: (handler: OnTestFinishedHandler) => void,
+): Promise<{ model: ScriptedModel; requests: ScriptedRequestEvent[] }> {
+  const model = await startScriptedModel({ port: 0 });
+  onTestFinished(() => model.close());
+  const requests: ScriptedRequestEvent[] = [];
   model.on('request', (event: ScriptedRequestEvent) => requests.push(event));
-});
-
-afterAll(async () => {
-  await model.close();
-});
+  return { model, requests };
+}
 
 function checkResumed(dir: string, counters: string[], ids: string[]) {
   const root = readJournal(dir).get('root')!;
@@ -45,13 +48,16 @@ function checkResumed(dir: string, counters: string[], ids: string[]) {
   for (const counter of counters) expect(readFileSync(counter, 'utf8')).toBe('ran\nran\n');
 }
 
-describe('cohort run --resume after kill -9', () => {
-  it('five async children killed mid-step go on; no finished step is asked again', async () => {
+describe.concurrent('cohort run --resume after kill -9', () => {
+  it('five async children killed mid-step go on; no finished step is asked again', async ({
+    onTestFinished,
+  }) => {
+    const { model, requests } = await ownModel(onTestFinished);
     const rig = setUp(model);
     const { id, dir } = await killedRun(rig);
     const ids = childrenOf(dir).map((agent) => agent.id);
 
-    requests = [];
+    requests.length = 0;
     const again = runCli(['run', '--resume', id, ...rig.common]);
     const done = await again.exit;
     expect(done.code, again.stderr()).toBe(0);
@@ -79,7 +85,10 @@ describe('cohort run --resume after kill -9', () => {
     checkResumed(dir, rig.counters, ids);
   }, 60_000);
 
-  it("killed with the root's spawning step still running its tools, the resume re-runs the step's calls and finds the children it started", async () => {
+  it("killed with the root's spawning step still running its tools, the resume re-runs the step's calls and finds the children it started", async ({
+    onTestFinished,
+  }) => {
+    const { model, requests } = await ownModel(onTestFinished);
     const released = path.join(tempDir(), 'released');
     const rig = setUp(model, (files) => [
       ...files.map((file, index) => child(index, file)),
@@ -93,7 +102,7 @@ describe('cohort run --resume after kill -9', () => {
     expect(before.messages.at(-1)?.role).toBe('assistant');
     const ids = childrenOf(dir).map((agent) => agent.id);
 
-    requests = [];
+    requests.length = 0;
     const again = runCli(['run', '--resume', id, ...rig.common]);
     expect((await again.exit).code, again.stderr()).toBe(0);
     // The root's spawning step is not asked again: its calls run again and find their children.

@@ -1,9 +1,10 @@
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it, type OnTestFinishedHandler } from 'vitest';
 import { parseTasks } from '../src/cli/task-lines.js';
 import { Engine } from '../src/main/engine.js';
+import type { EngineOptions } from '../src/main/engine-options.js';
 import { Session } from '../src/main/session.js';
 import { UsageError } from '../src/shared/errors.js';
 import type { AnyTool, ToolContext } from '../src/shared/tools/types.js';
@@ -28,12 +29,18 @@ import {
 const TIMEOUT_TOOLS = fileURLToPath(new URL('./fixtures/timeout-tools.mjs', import.meta.url));
 const BAD_TOOLS = fileURLToPath(new URL('./fixtures/bad-timeout-tools.mjs', import.meta.url));
 
-let rig: Rig | undefined;
-
-afterEach(async () => {
-  await rig?.close();
-  rig = undefined;
-});
+/**
+ * A rig of the test's own, closed when it ends: the tests of a describe run side by side, each
+ * spending most of its time waiting on a limit it sets.
+ */
+async function ownRig(
+  onTestFinished: (handler: OnTestFinishedHandler) => void,
+  options: EngineOptions,
+): Promise<Rig> {
+  const rig = await startRig(options);
+  onTestFinished(() => rig.close());
+  return rig;
+}
 
 /** The text of the tool_result answering the first call in `messages`. */
 function firstToolResult(messages: ReturnType<typeof readTranscript>) {
@@ -46,9 +53,11 @@ function firstToolResult(messages: ReturnType<typeof readTranscript>) {
   throw new Error('no tool_result in the transcript');
 }
 
-describe('tool time limits', () => {
-  it('answers a hung worker tool with an is_error at its timeoutMs, and the agent goes on', async () => {
-    rig = await startRig({ threads: 1, toolModules: [TIMEOUT_TOOLS] });
+describe.concurrent('tool time limits', () => {
+  it('answers a hung worker tool with an is_error at its timeoutMs, and the agent goes on', async ({
+    onTestFinished,
+  }) => {
+    const rig = await ownRig(onTestFinished, { threads: 1, toolModules: [TIMEOUT_TOOLS] });
     const started = performance.now();
     const result = await rig.engine.run({
       prompt: scripted([{ calls: [{ name: 'hang', input: {} }] }, { reply: 'went on' }]),
@@ -67,8 +76,12 @@ describe('tool time limits', () => {
     );
   });
 
-  it("applies the engine's toolTimeoutMs to a tool that sets none", async () => {
-    rig = await startRig({ threads: 1, toolModules: [TIMEOUT_TOOLS], toolTimeoutMs: 500 });
+  it("applies the engine's toolTimeoutMs to a tool that sets none", async ({ onTestFinished }) => {
+    const rig = await ownRig(onTestFinished, {
+      threads: 1,
+      toolModules: [TIMEOUT_TOOLS],
+      toolTimeoutMs: 500,
+    });
     const result = await rig.engine.run({
       prompt: scripted([{ calls: [{ name: 'hang_untimed', input: {} }] }, { reply: 'went on' }]),
     });
@@ -78,7 +91,9 @@ describe('tool time limits', () => {
     );
   });
 
-  it("aborts a hung host tool's signal with a TimeoutError and answers the child at once", async () => {
+  it("aborts a hung host tool's signal with a TimeoutError and answers the child at once", async ({
+    onTestFinished,
+  }) => {
     const reasons: unknown[] = [];
     const aborted = latch();
     const hostHang: AnyTool = {
@@ -94,7 +109,7 @@ describe('tool time limits', () => {
           });
         }),
     };
-    rig = await startRig({ threads: 1, hostTools: [hostHang] });
+    const rig = await ownRig(onTestFinished, { threads: 1, hostTools: [hostHang] });
     const started = performance.now();
     const result = await rig.engine.run({
       prompt: scripted([{ calls: [{ name: 'host_hang', input: {} }] }, { reply: 'went on' }]),
@@ -114,7 +129,7 @@ describe('tool time limits', () => {
     );
   });
 
-  it("times the root agent's own host tool calls too", async () => {
+  it("times the root agent's own host tool calls too", async ({ onTestFinished }) => {
     const hostHang: AnyTool = {
       name: 'host_hang',
       description: 'Never returns.',
@@ -122,7 +137,7 @@ describe('tool time limits', () => {
       timeoutMs: 300,
       run: () => new Promise(() => {}),
     };
-    rig = await startRig({ threads: 1, hostTools: [hostHang] });
+    const rig = await ownRig(onTestFinished, { threads: 1, hostTools: [hostHang] });
     const session = new Session(rig.engine, { autoWake: false });
     const turn = await session.send(
       scripted([{ calls: [{ name: 'host_hang', input: {} }] }, { text: 'the root went on' }]),
@@ -131,11 +146,17 @@ describe('tool time limits', () => {
     await session.close();
   });
 
-  it('terminates a thread a busy-looping tool blocks; its other agents still complete', async () => {
-    rig = await startRig({ threads: 1, toolModules: [TIMEOUT_TOOLS], toolGraceMs: 500 });
+  it('terminates a thread a busy-looping tool blocks; its other agents still complete', async ({
+    onTestFinished,
+  }) => {
+    const rig = await ownRig(onTestFinished, {
+      threads: 1,
+      toolModules: [TIMEOUT_TOOLS],
+      toolGraceMs: 500,
+    });
     const log = eventLog();
     const sibling = (index: number) =>
-      rig!.engine.spawn({
+      rig.engine.spawn({
         title: `sibling ${index}`,
         prompt: scripted([
           { calls: [{ name: 'pause', input: { ms: 300 } }] },
@@ -176,12 +197,12 @@ describe('tool time limits', () => {
   });
 });
 
-describe('the spawn timeout', () => {
-  it('cancels a child mid-request at once: the server sees the connection close', async () => {
-    rig = await startRig({ threads: 1 });
-    const closed = new Promise<void>((resolve) =>
-      rig!.model.once('client-closed', () => resolve()),
-    );
+describe.concurrent('the spawn timeout', () => {
+  it('cancels a child mid-request at once: the server sees the connection close', async ({
+    onTestFinished,
+  }) => {
+    const rig = await ownRig(onTestFinished, { threads: 1 });
+    const closed = new Promise<void>((resolve) => rig.model.once('client-closed', () => resolve()));
     const started = performance.now();
     const result = await rig.engine.run({
       prompt: scripted([{ delayMs: 60_000, text: 'too late' }, { reply: 'never' }]),
@@ -199,9 +220,15 @@ describe('the spawn timeout', () => {
     expectResultsExactlyOnce(rig.engine, { allFromWorkers: true });
   });
 
-  it('cancels a child mid-tool at once, even a tool that ignores its signal', async () => {
+  it('cancels a child mid-tool at once, even a tool that ignores its signal', async ({
+    onTestFinished,
+  }) => {
     // A cancel grace far longer than the test: the child must end without its worker's end.
-    rig = await startRig({ threads: 1, toolModules: [TIMEOUT_TOOLS], cancelGraceMs: 120_000 });
+    const rig = await ownRig(onTestFinished, {
+      threads: 1,
+      toolModules: [TIMEOUT_TOOLS],
+      cancelGraceMs: 120_000,
+    });
     const result = await rig.engine.run({
       prompt: scripted([{ calls: [{ name: 'hang_untimed', input: {} }] }, { reply: 'never' }]),
       timeout: 1000,
@@ -213,8 +240,12 @@ describe('the spawn timeout', () => {
     expectResultsExactlyOnce(rig.engine, { allFromWorkers: true });
   });
 
-  it('cancels its own agents with reason parent', async () => {
-    rig = await startRig({ threads: 1, maxDepth: 2, toolModules: [TIMEOUT_TOOLS] });
+  it('cancels its own agents with reason parent', async ({ onTestFinished }) => {
+    const rig = await ownRig(onTestFinished, {
+      threads: 1,
+      maxDepth: 2,
+      toolModules: [TIMEOUT_TOOLS],
+    });
     const log = eventLog();
     const result = await rig.engine.run({
       title: 'parent',
@@ -239,8 +270,14 @@ describe('the spawn timeout', () => {
     expect(grandchild).toMatchObject({ outcome: 'cancelled', cancelReason: 'parent' });
   });
 
-  it('cancels a child still queued for a thread: the timeout counts from the spawn', async () => {
-    rig = await startRig({ threads: 1, agentsPerThread: 1, toolModules: [TIMEOUT_TOOLS] });
+  it('cancels a child still queued for a thread: the timeout counts from the spawn', async ({
+    onTestFinished,
+  }) => {
+    const rig = await ownRig(onTestFinished, {
+      threads: 1,
+      agentsPerThread: 1,
+      toolModules: [TIMEOUT_TOOLS],
+    });
     const first = rig.engine.spawn({
       prompt: scripted([{ calls: [{ name: 'pause', input: { ms: 60_000 } }] }, { reply: 'x' }]),
     });
@@ -256,9 +293,11 @@ describe('the spawn timeout', () => {
   });
 });
 
-describe('the time budget', () => {
-  it('stops a hung tool when it runs out, and the agent gets its last turn', async () => {
-    rig = await startRig({ threads: 1, toolModules: [TIMEOUT_TOOLS] });
+describe.concurrent('the time budget', () => {
+  it('stops a hung tool when it runs out, and the agent gets its last turn', async ({
+    onTestFinished,
+  }) => {
+    const rig = await ownRig(onTestFinished, { threads: 1, toolModules: [TIMEOUT_TOOLS] });
     const result = await rig.engine.run({
       prompt: scripted([
         { calls: [{ name: 'hang_untimed', input: {} }] },
@@ -277,7 +316,7 @@ describe('the time budget', () => {
   });
 });
 
-describe('bad time limits', () => {
+describe.concurrent('bad time limits', () => {
   it('refuses a task line or an agent file whose timeout is out of range', async () => {
     const parsed = parseTasks(
       '{"id":"a","prompt":"p","timeout":0}\n{"id":"b","prompt":"p","timeout":"5s"}',
@@ -297,14 +336,16 @@ describe('bad time limits', () => {
     );
   });
 
-  it('refuses a spawn timeout out of range or not a number, naming the option', async () => {
-    rig = await startRig({ threads: 1 });
+  it('refuses a spawn timeout out of range or not a number, naming the option', async ({
+    onTestFinished,
+  }) => {
+    const rig = await ownRig(onTestFinished, { threads: 1 });
     for (const timeout of [0, 2 ** 31, -5, 1.5, '5s', Number.NaN]) {
-      expect(() => rig!.engine.spawn({ prompt: 'hi', timeout: timeout as number })).toThrowError(
+      expect(() => rig.engine.spawn({ prompt: 'hi', timeout: timeout as number })).toThrowError(
         /^Expected `timeout` to be a whole number of milliseconds from 1 to 2147483647/,
       );
     }
-    expect(() => rig!.engine.spawn({ prompt: 'hi', timeout: 2 ** 31 - 1 })).not.toThrow();
+    expect(() => rig.engine.spawn({ prompt: 'hi', timeout: 2 ** 31 - 1 })).not.toThrow();
   });
 
   it('refuses toolTimeoutMs and toolGraceMs out of range before anything starts', async () => {
