@@ -99,7 +99,17 @@ export const QUEUE_OPTION: Field<QueueOptions> = {
  * What queue mode cannot carry: a child on another machine has no bridge to this process, so it
  * can neither call host tools (functions living here) nor spawn agents of its own through it.
  */
-export function checkQueueMode(options: { hostTools?: unknown[]; maxDepth?: number }): void {
+export function checkQueueMode(options: {
+  hostTools?: unknown[];
+  maxDepth?: number;
+  mcpServers?: unknown;
+  mcpConfig?: unknown[];
+}): void {
+  if (options.mcpServers !== undefined || (options.mcpConfig?.length ?? 0) > 0) {
+    throw new UsageError(
+      'Expected no MCP servers (`mcpServers`, `mcpConfig`) with `queue`: its children run on workers that have no bridge to this process',
+    );
+  }
   if ((options.hostTools?.length ?? 0) > 0) {
     throw new UsageError(
       'Expected no `hostTools` with `queue`: a child on another machine cannot call a function that lives in this process; give it a tool module (`toolModules`) instead',
