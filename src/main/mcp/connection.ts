@@ -9,6 +9,9 @@ import {
 import { Slots } from './slots.js';
 import { type ServerTransport, serverTransport } from './transport.js';
 
+/** A call to a server that is not running: its message says so, naming the server. */
+export class ServerDownError extends Error {}
+
 /** The longest timer Node keeps: the engine's tool limit, not the SDK's, ends a call. */
 const NO_SDK_TIMEOUT = 2 ** 31 - 1;
 const FIRST_RESTART_MS = 100;
@@ -124,7 +127,7 @@ export class McpConnection {
     try {
       const client = this.#client;
       if (this.#state !== 'up' || !client)
-        throw new Error(
+        throw new ServerDownError(
           `MCP server \`${this.name}\` is not running (${this.#state === 'closed' ? 'it was closed' : 'it stopped, and is being started again'})`,
         );
       return (await client.callTool({ name: tool, arguments: input }, undefined, {

@@ -4,7 +4,7 @@ import { redactSecrets } from '../../shared/redact.js';
 import { ToolContent } from '../../shared/tools/content.js';
 import { schemaValidator } from '../../shared/tools/dispatch.js';
 import type { AnyTool, InputSchema } from '../../shared/tools/types.js';
-import type { McpConnection } from './connection.js';
+import { type McpConnection, ServerDownError } from './connection.js';
 import { toolValue } from './result.js';
 
 /** What a provider takes as a tool's name. */
@@ -45,6 +45,7 @@ export function mcpTools(
           result = await connection.call(tool.name, input, context.signal);
         } catch (error) {
           if (context.signal.aborted) throw context.signal.reason;
+          if (error instanceof ServerDownError) throw error;
           // The SDK's message repeats its `MCP error -32602: ` prefix; once is enough.
           const message = (error as Error).message.replace(/(MCP error -?\d+: )\1+/, '$1');
           throw new Error(
