@@ -21,6 +21,7 @@ const UNIT = [
   'governor-overload',
   'governor-state',
   'map-agents',
+  'mcp-config',
   'prefix-gate',
   'provider',
   'render',
