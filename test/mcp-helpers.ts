@@ -51,13 +51,22 @@ export function resultText(result: ToolResultBlock): string {
   return content.flatMap((block) => (block.type === 'text' ? [block.text] : [])).join('\n');
 }
 
-/** Whether a process is still there. */
+/**
+ * Whether a process still runs. A zombie does not: one whose parent exited is handed to pid 1,
+ * which in a container may never reap it.
+ */
 export function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);
-    return true;
   } catch {
     return false;
+  }
+  try {
+    // `PID (NAME) STATE …`: the state follows the name's closing parenthesis.
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
+  } catch {
+    return true;
   }
 }
 

@@ -6,6 +6,7 @@ import {
   DEFAULT_MCP_START_TIMEOUT_MS,
   type McpServerConfig,
 } from './config.js';
+import { releaseProcess, trackProcess } from './reaper.js';
 import { Slots } from './slots.js';
 import { type ServerTransport, serverTransport } from './transport.js';
 
@@ -34,6 +35,8 @@ export class McpConnection {
   #state: 'new' | 'up' | 'down' | 'closed' = 'new';
   #restartMs = FIRST_RESTART_MS;
   #restartTimer: NodeJS.Timeout | undefined;
+  /** The running server's process (stdio). */
+  #pid: number | undefined;
   /** How many times it was started again after dying. */
   restarts = 0;
 
@@ -49,7 +52,7 @@ export class McpConnection {
 
   /** The server's process id (stdio), while it runs. */
   get pid(): number | undefined {
-    return this.#transport?.pid();
+    return this.#pid;
   }
 
   /** Calls holding a slot now. */
@@ -67,6 +70,7 @@ export class McpConnection {
     const signal = AbortSignal.timeout(timeoutMs);
     const client = new Client(CLIENT_INFO, { capabilities: {} });
     const transport = serverTransport(this.#config);
+    const spawned: { pid?: number | undefined } = {};
     let failed: (error: Error) => void = () => {};
     const failure = new Promise<never>((_resolve, reject) => {
       failed = reject;
@@ -75,16 +79,21 @@ export class McpConnection {
       failed(new Error(`it sent what is not a JSON-RPC message (${error.message})`));
     client.onclose = () => failed(new Error('it closed the connection'));
     try {
-      const tools = await Promise.race([this.#listTools(client, transport, signal), failure]);
+      const tools = await Promise.race([
+        this.#listTools(client, transport, signal, spawned),
+        failure,
+      ]);
       if (this.#state === 'closed') throw new Error('it was closed while it started');
       this.#client = client;
       this.#transport = transport;
       this.#state = 'up';
+      this.#pid = spawned.pid;
       client.onerror = () => {};
       client.onclose = () => this.#onDied(client);
       return tools;
     } catch (error) {
       await client.close().catch(() => {});
+      if (spawned.pid !== undefined) releaseProcess(spawned.pid);
       const why = signal.aborted
         ? `it did not answer \`initialize\` and \`tools/list\` within ${timeoutMs} ms`
         : (error as Error).message;
@@ -99,8 +108,15 @@ export class McpConnection {
     client: Client,
     transport: ServerTransport,
     signal: AbortSignal,
+    /** Where the process id goes once it is spawned. */
+    spawned: { pid?: number | undefined },
   ): Promise<Tool[]> {
-    await client.connect(transport.transport, { signal, timeout: NO_SDK_TIMEOUT });
+    const connecting = client.connect(transport.transport, { signal, timeout: NO_SDK_TIMEOUT });
+    // The process is spawned as `connect` begins: from now on it goes with this process, even
+    // when this process is forced out before the server answers.
+    spawned.pid = transport.pid();
+    if (spawned.pid !== undefined) trackProcess(spawned.pid);
+    await connecting;
     const tools: Tool[] = [];
     let cursor: string | undefined;
     do {
@@ -142,6 +158,7 @@ export class McpConnection {
   /** The connection closed while this server was up: it is started again after a wait. */
   #onDied(client: Client): void {
     if (this.#client !== client || this.#state !== 'up') return;
+    this.#release();
     this.#state = 'down';
     this.#client = undefined;
     this.#scheduleRestart();
@@ -174,5 +191,11 @@ export class McpConnection {
     const client = this.#client;
     this.#client = undefined;
     await client?.close().catch(() => {});
+    this.#release();
+  }
+
+  #release(): void {
+    if (this.#pid !== undefined) releaseProcess(this.#pid);
+    this.#pid = undefined;
   }
 }
