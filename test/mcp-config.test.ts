@@ -1,3 +1,4 @@
+// biome-ignore-all lint/suspicious/noTemplateCurlyInString: `${VAR}` is the config files' own syntax, tested here as text.
 import { getEventListeners } from 'node:events';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
