@@ -25,9 +25,13 @@ const TOKEN = 'fixture-token-4f9c2e7a1b';
 let rig: Rig;
 const fx = fixtureEntry({ maxConcurrency: 64, env: { FIXTURE_TOKEN: TOKEN } });
 const dies = fixtureEntry();
+const timed = fixtureEntry({ toolTimeoutMs: 300 });
 
 beforeAll(async () => {
-  rig = await startRig({ threads: 2, mcpServers: { fx: fx.entry, dies: dies.entry } });
+  rig = await startRig({
+    threads: 2,
+    mcpServers: { fx: fx.entry, dies: dies.entry, timed: timed.entry },
+  });
 });
 
 afterAll(async () => {
@@ -143,6 +147,21 @@ describe('MCP tools in agents', () => {
     expect((await handle.result).outcome).toBe('cancelled');
     await vi.waitFor(() =>
       expect(fixtureLog(fx.log).filter((record) => record.event === 'cancelled')).toHaveLength(1),
+    );
+  });
+
+  it('answer a call past its entry’s toolTimeoutMs with an error, and cancel it on the server', async () => {
+    const result = await rig.engine.run({
+      prompt: scripted([{ calls: [call('mcp__timed__hold')] }, { reply: 'went on' }]),
+    });
+    expect(result.outcome).toBe('complete');
+    const [late] = toolResults(readTranscript(result));
+    expect(late).toMatchObject({ is_error: true });
+    expect(resultText(late!)).toMatch(/`mcp__timed__hold` timed out after/);
+    await vi.waitFor(() =>
+      expect(fixtureLog(timed.log).filter((record) => record.event === 'cancelled')).toHaveLength(
+        1,
+      ),
     );
   });
 

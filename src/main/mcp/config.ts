@@ -13,6 +13,8 @@ export interface McpStdioServer {
   maxConcurrency?: number;
   /** How long it may take to start and answer `initialize` and `tools/list`, in ms (default 30 s). */
   startTimeoutMs?: number;
+  /** The time limit of each of its tools' calls, in ms (default: the engine's `toolTimeoutMs`). */
+  toolTimeoutMs?: number;
 }
 
 /** A server cohort reaches over Streamable HTTP. */
@@ -23,6 +25,7 @@ export interface McpHttpServer {
   headers?: Record<string, string>;
   maxConcurrency?: number;
   startTimeoutMs?: number;
+  toolTimeoutMs?: number;
 }
 
 export type McpServerConfig = McpStdioServer | McpHttpServer;
@@ -50,8 +53,17 @@ export const DEFAULT_MCP_START_TIMEOUT_MS = 30_000;
 /** A server's name: it becomes part of its tools' names, `mcp__NAME__TOOL`. */
 const SERVER_NAME = /^[a-zA-Z0-9_-]{1,64}$/;
 
-const STDIO_KEYS = ['type', 'command', 'args', 'env', 'cwd', 'maxConcurrency', 'startTimeoutMs'];
-const HTTP_KEYS = ['type', 'url', 'headers', 'maxConcurrency', 'startTimeoutMs'];
+const STDIO_KEYS = [
+  'type',
+  'command',
+  'args',
+  'env',
+  'cwd',
+  'maxConcurrency',
+  'startTimeoutMs',
+  'toolTimeoutMs',
+];
+const HTTP_KEYS = ['type', 'url', 'headers', 'maxConcurrency', 'startTimeoutMs', 'toolTimeoutMs'];
 
 /**
  * Checks a set of servers and expands `${VAR}` in their strings from `env`. `where` names their
@@ -120,6 +132,7 @@ function checkEntry(
   const common = {
     ...whole(entry, 'maxConcurrency', at, 1, 10_000),
     ...whole(entry, 'startTimeoutMs', at, 1, 2 ** 31 - 1),
+    ...whole(entry, 'toolTimeoutMs', at, 1, 2 ** 31 - 1),
   };
   if (http) {
     const url = expand(text(entry.url, 'url', at), 'url');

@@ -53,7 +53,12 @@ export class McpServers {
         const listed = (
           started[index] as PromiseFulfilledResult<Awaited<ReturnType<McpConnection['start']>>>
         ).value;
-        for (const tool of mcpTools(connection, listed, where(connection.name))) {
+        for (const tool of mcpTools(
+          connection,
+          listed,
+          where(connection.name),
+          servers[connection.name]?.toolTimeoutMs,
+        )) {
           tools.push(tool);
           toolSources.push({ name: tool.name, from: `MCP server ${where(connection.name)}` });
         }

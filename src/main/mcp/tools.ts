@@ -25,6 +25,8 @@ export function mcpTools(
   connection: McpConnection,
   listed: readonly Tool[],
   where: string,
+  /** Each call's time limit (the entry's `toolTimeoutMs`); unset, the engine's. */
+  timeoutMs?: number,
 ): AnyTool[] {
   return listed.map((tool) => {
     const name = mcpToolName(connection.name, tool.name);
@@ -39,6 +41,7 @@ export function mcpTools(
       inputSchema: checkedSchema(tool.inputSchema as InputSchema),
       // Calls of one batch overlap: the server takes them side by side, up to its cap.
       parallel: true,
+      ...(timeoutMs === undefined ? {} : { timeoutMs }),
       async run(input: Record<string, unknown>, context) {
         let result: Awaited<ReturnType<McpConnection['call']>>;
         try {
