@@ -35,6 +35,12 @@ export {
   type Spawner,
   type SpecValue,
 } from './main/map-agents.js';
+export type {
+  McpHttpServer,
+  McpServerConfig,
+  McpServerSet,
+  McpStdioServer,
+} from './main/mcp/config.js';
 export type { ChildHandle, ChildStatus, PoolStats } from './main/runners/local/pool.js';
 export type { QueueOptions } from './main/runners/queue/options.js';
 export {
@@ -68,6 +74,8 @@ export type {
 } from './shared/result.js';
 export { CANCEL_REASONS, outcomeTag } from './shared/result.js';
 export type { StandardOutput, StandardSchema } from './shared/standard-schema.js';
+export type { ToolContentBlock } from './shared/tools/content.js';
+export { ToolContent } from './shared/tools/content.js';
 export type { OutputSchema } from './shared/tools/output-schema.js';
 export type { AgentInfo, AgentReceipt, AgentToolInput } from './shared/tools/spawn-tools.js';
 export type { InputSchema, ToolContext, ToolDefinition } from './shared/tools/types.js';

@@ -1,7 +1,9 @@
 // biome-ignore-all lint/suspicious/noTemplateCurlyInString: `${VAR}` is the config files' own syntax, tested here as text.
+import { execFile } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import { describe, expect, it, vi } from 'vitest';
 import { runCli } from './cli-helpers.js';
 import { readTranscript, scripted, tempDir } from './helpers.js';
@@ -12,6 +14,9 @@ const FILESYSTEM_SERVER = fileURLToPath(
   new URL('../node_modules/.bin/mcp-server-filesystem', import.meta.url),
 );
 
+const run = promisify(execFile);
+const EXAMPLE = fileURLToPath(new URL('../examples/mcp.mjs', import.meta.url));
+
 function configFile(servers: Record<string, unknown>): string {
   const file = path.join(tempDir('cohort-mcp-cli-'), '.mcp.json');
   writeFileSync(file, JSON.stringify({ mcpServers: servers }, null, 2));
@@ -19,6 +24,15 @@ function configFile(servers: Record<string, unknown>): string {
 }
 
 const call = (name: string, input: Record<string, unknown> = {}) => ({ name, input });
+
+describe('the MCP example', () => {
+  it('runs as written against the registry filesystem server, and exits by itself', async () => {
+    const folder = tempDir('cohort-mcp-example-');
+    writeFileSync(path.join(folder, 'a.txt'), 'a');
+    const { stdout } = await run(process.execPath, [EXAMPLE, folder], { timeout: 60_000 });
+    expect(stdout.trim().split('\n')).toEqual(['true', 'complete listed']);
+  });
+});
 
 describe('cohort with --mcp-config', () => {
   it('gives an agent the tools of the registry filesystem server, with ${VAR} expanded', async () => {
