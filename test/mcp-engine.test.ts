@@ -59,6 +59,7 @@ describe('MCP tools in agents', () => {
             call('mcp__fx__reject'),
             call('mcp__fx__secret'),
             call('mcp__fx__echo', { text: 7 }),
+            call('mcp__fx__secret_image'),
           ],
         },
         { reply: 'done' },
@@ -67,7 +68,7 @@ describe('MCP tools in agents', () => {
     expect(result.outcome).toBe('complete');
     const transcript = readTranscript(result);
     assertToolUsesAnswered(transcript);
-    const [echo, add, image, fail, reject, secret, badInput] = toolResults(transcript);
+    const [echo, add, image, fail, reject, secret, badInput, secretImage] = toolResults(transcript);
     expect(echo).toMatchObject({ content: 'hello' });
     expect(echo?.is_error).toBeUndefined();
     expect(JSON.parse(resultText(add!))).toEqual({ sum: 5 });
@@ -88,6 +89,7 @@ describe('MCP tools in agents', () => {
     // Checked against the server's input schema before it is sent.
     expect(badInput).toMatchObject({ is_error: true });
     expect(resultText(badInput!)).toContain('Invalid input for `mcp__fx__echo`');
+    expect(resultText(secretImage!)).toBe('token is [redacted]');
     expect(allText(rig.logDir)).not.toContain(TOKEN);
   });
 

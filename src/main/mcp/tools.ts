@@ -1,7 +1,7 @@
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import { UsageError } from '../../shared/errors.js';
 import { redactSecrets } from '../../shared/redact.js';
-import { ToolContent } from '../../shared/tools/content.js';
+import { redactBlocks, ToolContent } from '../../shared/tools/content.js';
 import { schemaValidator } from '../../shared/tools/dispatch.js';
 import type { AnyTool, InputSchema } from '../../shared/tools/types.js';
 import { type McpConnection, ServerDownError } from './connection.js';
@@ -58,7 +58,9 @@ export function mcpTools(
         const value = toolValue(result);
         // The server's own words may hold what it was started with: secrets are taken out here,
         // on main, where they are registered.
-        return value instanceof ToolContent ? value : redactSecrets(value);
+        return value instanceof ToolContent
+          ? new ToolContent(redactBlocks(value.blocks, redactSecrets))
+          : redactSecrets(value);
       },
     } satisfies AnyTool;
   });
