@@ -22,6 +22,7 @@ const UNIT = [
   'governor-state',
   'map-agents',
   'mcp-config',
+  'mcp-result',
   'prefix-gate',
   'provider',
   'render',

@@ -83,7 +83,7 @@ describe('MCP tools in agents', () => {
     expect(resultText(fail!)).toContain('the fixture failed on purpose');
     expect(reject).toMatchObject({ is_error: true });
     expect(resultText(reject!)).toMatch(
-      /MCP server `fx` answered with an error: .*rejected on purpose/,
+      /the call to MCP server `fx` failed: .*rejected on purpose/,
     );
     expect(resultText(secret!)).toBe('token is [redacted]');
     // Checked against the server's input schema before it is sent.
@@ -206,6 +206,11 @@ describe('MCP servers at start and close', () => {
       args: ['-e', "process.stdout.write('not json\\n'); setInterval(() => {}, 1e9)"],
     };
     const missing = { command: 'cohort-no-such-server' };
+    const leaky = {
+      command: process.execPath,
+      args: ['-e', "console.error('my token is ' + process.env.LEAK); process.exit(1)"],
+      env: { LEAK: 'leaky-secret-7c1f0a93' },
+    };
     const cases: [Record<string, unknown>, RegExp][] = [
       [
         { never },
@@ -213,6 +218,7 @@ describe('MCP servers at start and close', () => {
       ],
       [{ garbage }, /MCP server `garbage` .* but it sent what is not a JSON-RPC message/],
       [{ missing }, /MCP server `missing` .* but .*ENOENT/],
+      [{ leaky }, /MCP server `leaky` .* its stderr ended: my token is \[redacted\]$/],
     ];
     for (const [mcpServers, message] of cases) {
       const start = Engine.start({ ...engineOptions(), mcpServers: mcpServers as never });

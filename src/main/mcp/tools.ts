@@ -52,7 +52,7 @@ export function mcpTools(
           // The SDK's message repeats its `MCP error -32602: ` prefix; once is enough.
           const message = (error as Error).message.replace(/(MCP error -?\d+: )\1+/, '$1');
           throw new Error(
-            redactSecrets(`MCP server \`${connection.name}\` answered with an error: ${message}`),
+            redactSecrets(`the call to MCP server \`${connection.name}\` failed: ${message}`),
           );
         }
         const value = toolValue(result);
