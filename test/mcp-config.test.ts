@@ -3,6 +3,8 @@ import { getEventListeners } from 'node:events';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { loadAgentDefinitions } from '../src/main/agents/load.js';
+import { agentFileToolsProblem } from '../src/main/agents/resolve.js';
 import { checkMcpServers } from '../src/main/mcp/config.js';
 import { mergeServerSets, readMcpConfigFile } from '../src/main/mcp/config-file.js';
 import { duplicateKey } from '../src/main/mcp/duplicate-keys.js';
@@ -160,5 +162,29 @@ describe('a server’s call slots', () => {
     await third;
     expect(slots.inUse).toBe(2);
     expect(getEventListeners(signal, 'abort')).toHaveLength(0);
+  });
+});
+
+describe('an agent file choosing MCP tools', () => {
+  it('may name all of one server with mcp__NAME__*, checked against the tools there are', () => {
+    const dir = tempDir('cohort-mcp-agents-');
+    writeFileSync(
+      path.join(dir, 'searcher.md'),
+      [
+        '---',
+        'name: searcher',
+        'description: Searches.',
+        'tools: mcp__web__*, echo',
+        '---',
+        'Search.',
+        '',
+      ].join('\n'),
+    );
+    const [definition] = loadAgentDefinitions(dir, { required: true });
+    expect(definition?.tools).toEqual(['mcp__web__*', 'echo']);
+    expect(agentFileToolsProblem(definition!, ['mcp__web__search', 'echo'])).toBeUndefined();
+    expect(agentFileToolsProblem(definition!, ['echo'])?.message).toMatch(
+      /searcher\.md:4: Expected `tools` to name known tools \(`echo`\), got `mcp__web__\*`/,
+    );
   });
 });
