@@ -17,6 +17,7 @@ export {
   type EngineOptions,
   type EngineWarning,
   type SpawnContext,
+  startMcpServers,
 } from './main/engine.js';
 export type { EngineCheck } from './main/engine-check.js';
 export type { AgentFileCheck, SpawnProvider } from './main/engine-options.js';
@@ -41,6 +42,7 @@ export type {
   McpServerSet,
   McpStdioServer,
 } from './main/mcp/config.js';
+export type { McpServers } from './main/mcp/servers.js';
 export type { ChildHandle, ChildStatus, PoolStats } from './main/runners/local/pool.js';
 export type { QueueOptions } from './main/runners/queue/options.js';
 export {

@@ -86,9 +86,9 @@ describe('cohort with --mcp-config', () => {
       '--mcp-config',
       config,
     ]);
-    // The check starts the server once to list its tools and closes it; the engine starts it again.
+    // Started once (the check lists its tools, and the engine then uses it), and mid-call.
     await vi.waitFor(
-      () => expect(fixtureLog(log).filter((record) => record.event === 'start')).toHaveLength(2),
+      () => expect(fixtureLog(log).map((record) => record.event)).toEqual(['start', 'holding']),
       {
         timeout: 20_000,
       },

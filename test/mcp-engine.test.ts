@@ -144,7 +144,11 @@ describe('MCP tools in agents', () => {
       prompt: scripted([{ calls: [call('mcp__fx__hold')] }, { reply: 'never' }]),
       onEvent: (event) => events.push(event),
     });
-    await vi.waitFor(() => expect(events.some((event) => event.type === 'tool-call')).toBe(true));
+    // The call is in the server before it is cancelled.
+    await vi.waitFor(() =>
+      expect(fixtureLog(fx.log).filter((record) => record.event === 'holding')).toHaveLength(1),
+    );
+    expect(events.some((event) => event.type === 'tool-call')).toBe(true);
     handle.cancel();
     expect((await handle.result).outcome).toBe('cancelled');
     await vi.waitFor(() =>

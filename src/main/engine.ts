@@ -167,11 +167,19 @@ export class Engine {
    * Starts an engine and waits until its worker threads are warm, or, with `queue`, until Redis
    * answers (its children then run on `cohort worker` processes).
    */
-  static async start(options: EngineOptions = {}): Promise<Engine> {
+  static async start(
+    options: EngineOptions = {},
+    /**
+     * The MCP servers of `options`, when the caller started them already to check its input
+     * (`startMcpServers`, as the CLI does): the engine uses them instead of starting its own, and
+     * closes them. Unset, it starts its own.
+     */
+    started: { mcp?: McpServers | undefined } = {},
+  ): Promise<Engine> {
     // Everything is checked before the first worker starts: a bad option never leaves a pool
     // behind to close. The MCP servers start first, once: the check needs their tools' names.
     validateEngineOptions(options);
-    const mcp = await startMcp(options);
+    const mcp = started.mcp ?? (await startMcpServers(options));
     let check: EngineCheck;
     try {
       check = await checkEngine(options, {}, mcp);
@@ -726,8 +734,12 @@ function spawnTitle(agent: AgentOptions): string {
   return redactSecrets(agent.title ?? agent.prompt.slice(0, 60).replace(/\s+/g, ' ').trim());
 }
 
-/** Starts the engine's MCP servers; the SDK is loaded only for an engine that has some. */
-async function startMcp(options: EngineOptions): Promise<McpServers | undefined> {
+/**
+ * Starts the MCP servers of engine options (checked: `validateEngineOptions`), or resolves
+ * undefined when they have none; the SDK is loaded only then. Throws a UsageError naming a server
+ * that cannot start. The caller closes them, or hands them to `Engine.start`.
+ */
+export async function startMcpServers(options: EngineOptions): Promise<McpServers | undefined> {
   if (!hasMcpServers(options)) return undefined;
   return (await import('./mcp/engine-servers.js')).startEngineServers(options);
 }
