@@ -1,7 +1,8 @@
+import { randomUUID } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 // @ts-expect-error: the fixture is plain JavaScript, without types.
 import { fixtureServer } from './fixtures/mcp-server.mjs';
 import { type Rig, readTranscript, scripted, startRig } from './helpers.js';
@@ -15,6 +16,13 @@ const HEADER_SECRET = 'http-header-secret-9d81c0';
  */
 let server: http.Server;
 let rig: Rig;
+
+/**
+ * The fixture server again, stateful: a session per client, kept in `sessions`. Clearing it is a
+ * restart as the client sees it: its session id is answered 404.
+ */
+const sessions = new Map<string, StreamableHTTPServerTransport>();
+let stateful: http.Server;
 
 beforeAll(async () => {
   server = http.createServer(async (request, response) => {
@@ -36,6 +44,27 @@ beforeAll(async () => {
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
+  stateful = http.createServer(async (request, response) => {
+    const id = request.headers['mcp-session-id'];
+    let transport = typeof id === 'string' ? sessions.get(id) : undefined;
+    if (!transport) {
+      if (id !== undefined) {
+        response.writeHead(404).end();
+        return;
+      }
+      const fresh = new StreamableHTTPServerTransport({
+        sessionIdGenerator: () => randomUUID(),
+        onsessioninitialized: (session) => {
+          sessions.set(session, fresh);
+        },
+      });
+      await (fixtureServer() as { connect(transport: unknown): Promise<void> }).connect(fresh);
+      transport = fresh;
+    }
+    await transport.handleRequest(request, response);
+  });
+  await new Promise<void>((resolve) => stateful.listen(0, '127.0.0.1', resolve));
+  const statefulPort = (stateful.address() as AddressInfo).port;
   rig = await startRig({
     threads: 1,
     mcpServers: {
@@ -44,6 +73,7 @@ beforeAll(async () => {
         url: `http://127.0.0.1:${port}/mcp`,
         headers: { Authorization: `Bearer ${HEADER_SECRET}` },
       },
+      kept: { type: 'http', url: `http://127.0.0.1:${statefulPort}/mcp` },
     },
   });
 });
@@ -51,6 +81,8 @@ beforeAll(async () => {
 afterAll(async () => {
   await rig?.close();
   await new Promise((resolve) => server?.close(resolve));
+  stateful?.closeAllConnections();
+  await new Promise((resolve) => stateful?.close(resolve));
 });
 
 describe('an MCP server over Streamable HTTP', () => {
@@ -73,5 +105,23 @@ describe('an MCP server over Streamable HTTP', () => {
     expect(JSON.parse(add!)).toEqual({ sum: 2 });
     expect(header).toBe('authorization: [redacted]');
     expect(allText(rig.logDir)).not.toContain(HEADER_SECRET);
+  });
+
+  it('starts a new session when the server forgot its own, failing only the calls between', async () => {
+    const echo = async (text: string) => {
+      const result = await rig.engine.run({
+        prompt: scripted([
+          { calls: [{ name: 'mcp__kept__echo', input: { text } }] },
+          { reply: 'x' },
+        ]),
+      });
+      return toolResults(readTranscript(result))[0]!;
+    };
+    expect(await echo('before')).toMatchObject({ content: 'before' });
+    sessions.clear();
+    const lost = await echo('lost');
+    expect(lost).toMatchObject({ is_error: true });
+    expect(resultText(lost)).toMatch(/the call to MCP server `kept` failed: Streamable HTTP error/);
+    await vi.waitFor(async () => expect(await echo('after')).toMatchObject({ content: 'after' }));
   });
 });

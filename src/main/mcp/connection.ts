@@ -1,4 +1,5 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js';
 import { redactSecrets } from '../../shared/redact.js';
 import {
@@ -23,8 +24,9 @@ const CLIENT_INFO = { name: 'cohort', version: '1' };
 
 /**
  * One MCP server: its official SDK client, the calls in flight on it (at most `maxConcurrency`),
- * and its life. A stdio server that dies after it started is started again with a growing wait
- * (0.1 s doubling to 10 s); until it is back, calls fail at once with a message naming it.
+ * and its life. A stdio server that dies after it started, or an HTTP server that no longer knows
+ * its session, is started again with a growing wait (0.1 s doubling to 10 s); until it is back,
+ * calls fail at once with a message naming it.
  */
 export class McpConnection {
   readonly name: string;
@@ -146,10 +148,17 @@ export class McpConnection {
         throw new ServerDownError(
           `MCP server \`${this.name}\` is not running (${this.#state === 'closed' ? 'it was closed' : 'it stopped, and is being started again'})`,
         );
-      return (await client.callTool({ name: tool, arguments: input }, undefined, {
-        signal,
-        timeout: NO_SDK_TIMEOUT,
-      })) as CallToolResult;
+      try {
+        return (await client.callTool({ name: tool, arguments: input }, undefined, {
+          signal,
+          timeout: NO_SDK_TIMEOUT,
+        })) as CallToolResult;
+      } catch (error) {
+        // An HTTP server that forgot the session (it restarted) answers 404: the protocol has the
+        // client start a new one, as for a stdio server that died.
+        if (error instanceof StreamableHTTPError && error.code === 404) this.#onDied(client);
+        throw error;
+      }
     } finally {
       release();
     }
@@ -161,6 +170,8 @@ export class McpConnection {
     this.#release();
     this.#state = 'down';
     this.#client = undefined;
+    // Closed already when its process died; an HTTP client's session is let go of here.
+    void client.close().catch(() => {});
     this.#scheduleRestart();
   }
 
