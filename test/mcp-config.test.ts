@@ -5,7 +5,7 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { loadAgentDefinitions } from '../src/main/agents/load.js';
 import { agentFileToolsProblem } from '../src/main/agents/resolve.js';
-import { checkMcpServers } from '../src/main/mcp/config.js';
+import { checkMcpServers } from '../src/main/mcp/config-check.js';
 import { mergeServerSets, readMcpConfigFile } from '../src/main/mcp/config-file.js';
 import { duplicateKey } from '../src/main/mcp/duplicate-keys.js';
 import { Slots } from '../src/main/mcp/slots.js';

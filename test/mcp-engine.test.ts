@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { Engine } from '../src/main/engine.js';
+import { Session } from '../src/main/session.js';
 import { UsageError } from '../src/shared/errors.js';
 import type { AgentEvent } from '../src/shared/events.js';
 import {
@@ -91,6 +92,36 @@ describe('MCP tools in agents', () => {
     expect(resultText(badInput!)).toContain('Invalid input for `mcp__fx__echo`');
     expect(resultText(secretImage!)).toBe('token is [redacted]');
     expect(allText(rig.logDir)).not.toContain(TOKEN);
+  });
+
+  it('are the root’s too, called on main without a bridge, and a child it spawns gets them', async () => {
+    const session = new Session(rig.engine);
+    try {
+      const turn = await session.send(
+        scripted([
+          {
+            calls: [
+              call('mcp__fx__echo', { text: 'root' }),
+              call('agent', {
+                title: 'child',
+                tools: ['mcp__fx__*'],
+                prompt: scripted([
+                  { calls: [call('mcp__fx__echo', { text: 'child' })] },
+                  { reply: 'child done' },
+                ]),
+              }),
+            ],
+          },
+          { text: 'both done' },
+        ]),
+      );
+      expect(turn.text).toBe('both done');
+      const [root, child] = toolResults(session.transcript);
+      expect(root).toMatchObject({ content: 'root' });
+      expect(resultText(child!)).toContain('child done');
+    } finally {
+      await session.close();
+    }
   });
 
   it('multiplex many agents on two threads over one connection, all in flight at once', async () => {

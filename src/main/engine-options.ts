@@ -43,7 +43,8 @@ import {
   DEFAULT_BATCH_WINDOW_MS,
   type JournaledStep,
 } from './lanes/batch-collector.js';
-import { checkMcpServers, type McpServerSet } from './mcp/config.js';
+import type { McpServerSet } from './mcp/config.js';
+import { checkMcpServers } from './mcp/config-check.js';
 import {
   DEFAULT_AGENTS_PER_THREAD,
   DEFAULT_CANCEL_GRACE_MS,

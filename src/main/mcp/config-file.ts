@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { UsageError } from '../../shared/errors.js';
-import { checkMcpServers, type McpServerSet } from './config.js';
+import type { McpServerSet } from './config.js';
+import { checkMcpServers } from './config-check.js';
 import { duplicateKey } from './duplicate-keys.js';
 
 /** Where each server of a merged set came from, for messages. */
