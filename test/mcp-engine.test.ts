@@ -1,3 +1,4 @@
+import { getEventListeners } from 'node:events';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { Engine } from '../src/main/engine.js';
 import { Session } from '../src/main/session.js';
@@ -122,6 +123,17 @@ describe('MCP tools in agents', () => {
     } finally {
       await session.close();
     }
+  });
+
+  it('leave no listener on the caller’s signal, however many calls it made', async () => {
+    const echo = rig.engine.hostTools.find((tool) => tool.name === 'mcp__fx__echo')!;
+    const signal = new AbortController().signal;
+    for (let index = 0; index < 12; index++) {
+      expect(await echo.run({ text: `${index}` }, { signal, agentId: 'test', depth: 0 })).toBe(
+        `${index}`,
+      );
+    }
+    expect(getEventListeners(signal, 'abort')).toHaveLength(0);
   });
 
   it('multiplex many agents on two threads over one connection, all in flight at once', async () => {

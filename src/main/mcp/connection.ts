@@ -148,9 +148,14 @@ export class McpConnection {
         throw new ServerDownError(
           `MCP server \`${this.name}\` is not running (${this.#state === 'closed' ? 'it was closed' : 'it stopped, and is being started again'})`,
         );
+      // The SDK leaves its listener on the signal it is given: it gets one of its own per call,
+      // linked to the caller's, which lets go when the call ends.
+      const request = new AbortController();
+      const onAbort = () => request.abort(signal.reason);
+      signal.addEventListener('abort', onAbort, { once: true });
       try {
         return (await client.callTool({ name: tool, arguments: input }, undefined, {
-          signal,
+          signal: request.signal,
           timeout: NO_SDK_TIMEOUT,
         })) as CallToolResult;
       } catch (error) {
@@ -158,6 +163,8 @@ export class McpConnection {
         // client start a new one, as for a stdio server that died.
         if (error instanceof StreamableHTTPError && error.code === 404) this.#onDied(client);
         throw error;
+      } finally {
+        signal.removeEventListener('abort', onAbort);
       }
     } finally {
       release();
