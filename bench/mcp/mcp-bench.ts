@@ -8,16 +8,20 @@
  * per second are counted from the first call's start to the last call's answer (the tool-call
  * and tool-result events as main receives them), beside the same run with a host tool (the
  * bridge, no MCP) and a tool module's tool (in the worker, no bridge).
- * Latency: one agent makes SEQUENTIAL calls one per step; each call's time is its tool-call to
- * tool-result events on main, beside the same calls made on main directly (no bridge, no thread)
- * and a tool module's tool timed the same way (the events' own cost).
+ * Latency: a worker thread makes SEQUENTIAL calls one after another over a real host bridge
+ * (`bridge-worker.ts`), timed where it calls, beside the same MCP calls made on main directly (no
+ * bridge, no thread) and a host tool that returns at once (the bridge's round trip alone).
  */
+import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { Worker } from 'node:worker_threads';
 import { Engine, type EngineOptions } from '../../src/main/engine.js';
+import { HostBridge } from '../../src/main/host-bridge.js';
 import type { AgentEvent } from '../../src/shared/events.js';
 import type { AnyTool } from '../../src/shared/tools/types.js';
 import { scriptBlock, startScriptedModel } from '../../src/testing/index.js';
+import { builtPath } from '../common/paths.js';
 import { median } from '../common/stats.js';
 
 const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
@@ -109,38 +113,43 @@ async function throughput(
   return { perSecond: (AGENTS * CALLS) / ((last - first) / 1000), errors };
 }
 
-/** Each call's time, tool-call to tool-result on main, for SEQUENTIAL calls one per step. */
-async function eventLatency(engine: Engine, tool: string): Promise<number[]> {
-  const started = new Map<string, number>();
-  const times: number[] = [];
-  const onEvent = (event: AgentEvent) => {
-    if ((event.type === 'tool-call' || event.type === 'tool-result') && event.name !== tool) return;
-    if (event.type === 'tool-call') started.set(event.callId, performance.now());
-    if (event.type === 'tool-result')
-      times.push(performance.now() - (started.get(event.callId) ?? 0));
-  };
-  const steps = Array.from({ length: SEQUENTIAL }, () => ({
-    calls: [{ name: tool, input: inputOf(tool, 'x') }],
-  }));
-  await engine.run({
-    prompt: prompt([...steps, { reply: 'done' }]),
-    onEvent,
-    maxSteps: SEQUENTIAL + 5,
+/**
+ * Each call's time as a worker thread sees it, over a real host bridge to main: SEQUENTIAL calls
+ * of each tool one after another (`bridge-worker.ts`), after as many to warm up.
+ */
+async function bridgeLatency(engine: Engine): Promise<Record<string, number[]>> {
+  const bridge = new HostBridge({
+    hostTools: new Map(engine.hostTools.map((tool) => [tool.name, tool])),
+    agentId: 'bench',
+    depth: 1,
   });
-  return times;
+  const tools = ['mcp__fx__echo', 'host_echo'].map((name) => ({ name, input: inputOf(name, 'x') }));
+  const worker = new Worker(builtPath('bench/mcp/bridge-worker.js'), {
+    workerData: { port: bridge.workerPort, count: SEQUENTIAL * 2, tools },
+    transferList: [bridge.workerPort],
+  });
+  try {
+    const [times] = (await once(worker, 'message')) as [Record<string, number[]>];
+    return Object.fromEntries(
+      Object.entries(times).map(([name, all]) => [name, all.slice(SEQUENTIAL)]),
+    );
+  } finally {
+    await bridge.shutdown();
+    await worker.terminate();
+  }
 }
 
-/** The same calls made on main directly: the MCP round trip alone. */
+/** The same MCP calls made on main directly: the round trip to the server alone. */
 async function directLatency(engine: Engine): Promise<number[]> {
   const tool = engine.hostTools.find((candidate) => candidate.name === 'mcp__fx__echo')!;
   const context = { signal: new AbortController().signal, agentId: 'bench', depth: 0 };
   const times: number[] = [];
-  for (let index = 0; index < SEQUENTIAL; index++) {
+  for (let index = 0; index < SEQUENTIAL * 2; index++) {
     const start = performance.now();
     await tool.run({ text: 'x' }, context);
     times.push(performance.now() - start);
   }
-  return times;
+  return times.slice(SEQUENTIAL);
 }
 
 const ms = (value: number) => `${value.toFixed(2)} ms`;
@@ -160,16 +169,15 @@ for (const cap of CAPS) {
   });
 }
 await withEngine(16, async (engine) => {
-  await eventLatency(engine, 'mcp__fx__echo');
-  const worker = median(await eventLatency(engine, 'mcp__fx__echo'));
-  const host = median(await eventLatency(engine, 'host_echo'));
-  const local = median(await eventLatency(engine, 'echo'));
   const direct = median(await directLatency(engine));
+  const times = await bridgeLatency(engine);
+  const mcp = median(times.mcp__fx__echo ?? []);
+  const host = median(times.host_echo ?? []);
   console.log(
-    `median per call: MCP from a worker ${ms(worker)}, MCP on main ${ms(direct)}, host tool from a worker ${ms(host)}, module tool ${ms(local)}`,
+    `median per call: MCP on main ${ms(direct)}, MCP from a worker thread ${ms(mcp)}, a host tool that returns at once from a worker thread ${ms(host)}`,
   );
   console.log(
-    `the bridge adds about ${ms(host - local)} (host tool minus module tool); MCP from a worker minus on main: ${ms(worker - direct)}`,
+    `the bridge adds ${ms(mcp - direct)} to an MCP call (a bare bridge round trip: ${ms(host)})`,
   );
 });
 await model.close();
