@@ -64,7 +64,7 @@ beforeAll(async () => {
     await transport.handleRequest(request, response);
   });
   await new Promise<void>((resolve) => stateful.listen(0, '127.0.0.1', resolve));
-  const statefulPort = (stateful.address() as AddressInfo).port;
+  process.env.COHORT_TEST_KEPT_PORT = String((stateful.address() as AddressInfo).port);
   rig = await startRig({
     threads: 1,
     mcpServers: {
@@ -73,12 +73,14 @@ beforeAll(async () => {
         url: `http://127.0.0.1:${port}/mcp`,
         headers: { Authorization: `Bearer ${HEADER_SECRET}` },
       },
-      kept: { type: 'http', url: `http://127.0.0.1:${statefulPort}/mcp` },
+      // No `type`: a `url` makes it an HTTP server, as in a file; `${VAR}` is expanded.
+      kept: { url: `http://127.0.0.1:\${COHORT_TEST_KEPT_PORT}/mcp` } as never,
     },
   });
 });
 
 afterAll(async () => {
+  delete process.env.COHORT_TEST_KEPT_PORT;
   await rig?.close();
   await new Promise((resolve) => server?.close(resolve));
   stateful?.closeAllConnections();

@@ -1,4 +1,5 @@
 import { hasMcpServers, type McpOptions, type McpServerSet } from './config.js';
+import { checkMcpServers } from './config-check.js';
 import { mergeServerSets, readMcpConfigFile, type ServerSources } from './config-file.js';
 import { McpServers } from './servers.js';
 
@@ -11,7 +12,10 @@ export function engineServerSet(options: McpOptions): {
   sources: ServerSources;
 } {
   const sets = [
-    ...(options.mcpServers ? [{ servers: options.mcpServers, from: '`mcpServers`' }] : []),
+    // Checked again to be normalised: each entry's `type` set, `${VAR}` expanded now.
+    ...(options.mcpServers
+      ? [{ servers: checkMcpServers(options.mcpServers, '`mcpServers`'), from: '`mcpServers`' }]
+      : []),
     ...(options.mcpConfig ?? []).map((file) => ({
       servers: readMcpConfigFile(file),
       from: `\`${file}\``,
