@@ -68,10 +68,14 @@ export function mcpTools(
 
 /**
  * The schema agents' calls are checked against before they reach the server. One Ajv cannot
- * compile (a draft it does not know) is checked without its `$schema`, and failing that not
- * checked here: the server checks its own input.
+ * compile (a draft it does not know) is checked without its `$schema`, and failing that, or one
+ * that is not an object schema, is not checked here: the server checks its own input.
  */
 function checkedSchema(schema: InputSchema): InputSchema {
+  // A provider takes only an object schema: anything else is sent as any object.
+  if (typeof schema !== 'object' || schema === null || schema.type !== 'object') {
+    return { type: 'object' };
+  }
   for (const candidate of [schema, withoutDraft(schema)]) {
     try {
       schemaValidator(candidate);
