@@ -7,7 +7,7 @@ import { promisify } from 'node:util';
 import { describe, expect, it, vi } from 'vitest';
 import { runCli } from './cli-helpers.js';
 import { readTranscript, scripted, tempDir } from './helpers.js';
-import { alive, fixtureEntry, fixtureLog } from './mcp-helpers.js';
+import { alive, fixtureEntry, fixtureLog, PATIENCE } from './mcp-helpers.js';
 
 /** The registry's filesystem server, a devDependency, started as the README's example does. */
 const FILESYSTEM_SERVER = fileURLToPath(
@@ -89,14 +89,12 @@ describe('cohort with --mcp-config', () => {
     // Started once (the check lists its tools, and the engine then uses it), and mid-call.
     await vi.waitFor(
       () => expect(fixtureLog(log).map((record) => record.event)).toEqual(['start', 'holding']),
-      {
-        timeout: 20_000,
-      },
+      PATIENCE,
     );
     const pids = fixtureLog(log).map((record) => record.pid);
     run.child.kill('SIGTERM');
     await run.exit;
     // Ended on the way out (SIGTERM), not waited for: each goes at its own pace.
-    await vi.waitFor(() => expect(pids.filter(alive)).toEqual([]));
+    await vi.waitFor(() => expect(pids.filter(alive)).toEqual([]), PATIENCE);
   });
 });

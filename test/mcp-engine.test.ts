@@ -17,6 +17,7 @@ import {
   allText,
   fixtureEntry,
   fixtureLog,
+  PATIENCE,
   resultText,
   toolResults,
 } from './mcp-helpers.js';
@@ -188,14 +189,18 @@ describe('MCP tools in agents', () => {
       onEvent: (event) => events.push(event),
     });
     // The call is in the server before it is cancelled.
-    await vi.waitFor(() =>
-      expect(fixtureLog(fx.log).filter((record) => record.event === 'holding')).toHaveLength(1),
+    await vi.waitFor(
+      () =>
+        expect(fixtureLog(fx.log).filter((record) => record.event === 'holding')).toHaveLength(1),
+      PATIENCE,
     );
     expect(events.some((event) => event.type === 'tool-call')).toBe(true);
     handle.cancel();
     expect((await handle.result).outcome).toBe('cancelled');
-    await vi.waitFor(() =>
-      expect(fixtureLog(fx.log).filter((record) => record.event === 'cancelled')).toHaveLength(1),
+    await vi.waitFor(
+      () =>
+        expect(fixtureLog(fx.log).filter((record) => record.event === 'cancelled')).toHaveLength(1),
+      PATIENCE,
     );
   });
 
@@ -207,10 +212,12 @@ describe('MCP tools in agents', () => {
     const [late] = toolResults(readTranscript(result));
     expect(late).toMatchObject({ is_error: true });
     expect(resultText(late!)).toMatch(/`mcp__timed__hold` timed out after/);
-    await vi.waitFor(() =>
-      expect(fixtureLog(timed.log).filter((record) => record.event === 'cancelled')).toHaveLength(
-        1,
-      ),
+    await vi.waitFor(
+      () =>
+        expect(fixtureLog(timed.log).filter((record) => record.event === 'cancelled')).toHaveLength(
+          1,
+        ),
+      PATIENCE,
     );
   });
 
@@ -225,9 +232,7 @@ describe('MCP tools in agents', () => {
     await vi.waitFor(
       () =>
         expect(fixtureLog(dies.log).filter((record) => record.event === 'start')).toHaveLength(2),
-      {
-        timeout: 10_000,
-      },
+      PATIENCE,
     );
     const starts = fixtureLog(dies.log).filter((record) => record.event === 'start');
     await vi.waitFor(async () => {
@@ -235,7 +240,7 @@ describe('MCP tools in agents', () => {
         prompt: scripted([{ calls: [call('mcp__dies__pid')] }, { reply: 'x' }]),
       });
       expect(resultText(toolResults(readTranscript(again))[0]!)).toBe(String(starts[1]?.pid));
-    });
+    }, PATIENCE);
   });
 });
 

@@ -5,6 +5,12 @@ import type { McpStdioServer } from '../src/main/mcp/config.js';
 import type { MessageParam, ToolResultBlock } from '../src/shared/provider/types.js';
 import { contentBlocks, tempDir } from './helpers.js';
 
+/**
+ * How long a test waits for a state it polls (a process started, a call cancelled, a server back):
+ * long enough for a loaded machine, and no test's figure depends on it.
+ */
+export const PATIENCE = { timeout: 20_000, interval: 50 };
+
 /** The MCP server of the tests, written with the official SDK (test/fixtures/mcp-server.mjs). */
 export const MCP_FIXTURE = fileURLToPath(new URL('./fixtures/mcp-server.mjs', import.meta.url));
 

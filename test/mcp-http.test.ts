@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 // @ts-expect-error: the fixture is plain JavaScript, without types.
 import { fixtureServer } from './fixtures/mcp-server.mjs';
 import { type Rig, readTranscript, scripted, startRig } from './helpers.js';
-import { allText, resultText, toolResults } from './mcp-helpers.js';
+import { allText, PATIENCE, resultText, toolResults } from './mcp-helpers.js';
 
 const HEADER_SECRET = 'http-header-secret-9d81c0';
 
@@ -124,6 +124,9 @@ describe('an MCP server over Streamable HTTP', () => {
     const lost = await echo('lost');
     expect(lost).toMatchObject({ is_error: true });
     expect(resultText(lost)).toMatch(/the call to MCP server `kept` failed: Streamable HTTP error/);
-    await vi.waitFor(async () => expect(await echo('after')).toMatchObject({ content: 'after' }));
+    await vi.waitFor(
+      async () => expect(await echo('after')).toMatchObject({ content: 'after' }),
+      PATIENCE,
+    );
   });
 });
