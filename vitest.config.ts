@@ -21,6 +21,8 @@ const UNIT = [
   'governor-overload',
   'governor-state',
   'map-agents',
+  'mcp-config',
+  'mcp-result',
   'prefix-gate',
   'provider',
   'render',

@@ -17,6 +17,7 @@ export {
   type EngineOptions,
   type EngineWarning,
   type SpawnContext,
+  startMcpServers,
 } from './main/engine.js';
 export type { EngineCheck } from './main/engine-check.js';
 export type { AgentFileCheck, SpawnProvider } from './main/engine-options.js';
@@ -35,6 +36,13 @@ export {
   type Spawner,
   type SpecValue,
 } from './main/map-agents.js';
+export type {
+  McpHttpServer,
+  McpServerConfig,
+  McpServerSet,
+  McpStdioServer,
+} from './main/mcp/config.js';
+export type { McpServers } from './main/mcp/servers.js';
 export type { ChildHandle, ChildStatus, PoolStats } from './main/runners/local/pool.js';
 export type { QueueOptions } from './main/runners/queue/options.js';
 export {
@@ -68,6 +76,8 @@ export type {
 } from './shared/result.js';
 export { CANCEL_REASONS, outcomeTag } from './shared/result.js';
 export type { StandardOutput, StandardSchema } from './shared/standard-schema.js';
+export type { ToolContentBlock } from './shared/tools/content.js';
+export { ToolContent } from './shared/tools/content.js';
 export type { OutputSchema } from './shared/tools/output-schema.js';
 export type { AgentInfo, AgentReceipt, AgentToolInput } from './shared/tools/spawn-tools.js';
 export type { InputSchema, ToolContext, ToolDefinition } from './shared/tools/types.js';

@@ -75,6 +75,7 @@ describe('the flags named in engine messages', () => {
       logDir: '--log-dir',
       workspace: '--workspace',
       toolModules: '--tools',
+      mcpConfig: '--mcp-config',
       maxOldGenerationSizeMb: '--worker-heap-mb',
       cancelGraceMs: '--cancel-grace',
       toolTimeoutMs: '--tool-timeout',

@@ -176,6 +176,8 @@ describe('the library import graph', () => {
     for (const used of ['@opentelemetry/api', 'piscina', 'undici', '@anthropic-ai/sdk']) {
       expect(loaded).toContain(used);
     }
+    // The MCP client too (its root entry does not import on its own, so it is not in LAZY).
+    expect(loaded).not.toContain('@modelcontextprotocol/sdk');
     for (const name of loaded) {
       expect(LAZY).not.toContain(name);
       expect(name === '@opentelemetry/api' || !name.startsWith('@opentelemetry/')).toBe(true);

@@ -9,6 +9,7 @@ import { checkOption, checkOptions } from '../shared/option-schema.js';
 import { DEFAULT_PRICES, priceOf, priceTable } from '../shared/prices.js';
 import type { ProbeMessage } from '../shared/protocol.js';
 import { DEFAULT_PROVIDER_CONFIG } from '../shared/provider/config.js';
+import { unknownEntries } from '../shared/tools/selection.js';
 import { REPLY_TOOL, SPAWN_TOOLS } from '../shared/tools/types.js';
 import { WORKSPACE_TOOLS } from '../shared/tools/workspace.js';
 import {
@@ -26,6 +27,8 @@ import {
   type EngineOptions,
   isHttpUrl,
 } from './engine-options.js';
+import { hasMcpServers } from './mcp/config.js';
+import type { McpServers } from './mcp/servers.js';
 import { builtFile } from './runners/local/piscina.js';
 
 export { DEFAULT_IMPORT_TIMEOUT_MS } from './engine-options.js';
@@ -135,6 +138,8 @@ function checkCanMakeFolder(name: string, folder: string): void {
 export async function engineTools(
   options: EngineOptions,
   timeoutMs: number,
+  /** The engine's MCP servers, started (`Engine.start`); unset, they are started and closed here. */
+  mcp?: McpServers,
 ): Promise<ToolSource[]> {
   const sources: ToolSource[] = [];
   if (options.workspace !== undefined) {
@@ -150,12 +155,28 @@ export async function engineTools(
   (options.hostTools ?? []).forEach((tool, index) => {
     sources.push({ name: tool.name, from: `\`hostTools[${index}]\`` });
   });
+  sources.push(...(mcp ? mcp.toolSources : await mcpToolSources(options)));
   if ((options.maxDepth ?? DEFAULT_MAX_DEPTH) >= 1) {
     const from = 'the built-in agent tools (`maxDepth` is 1 or more)';
     for (const name of SPAWN_TOOLS) sources.push({ name, from, spawnOnly: true });
   }
   checkToolNames(sources);
   return sources;
+}
+
+/**
+ * The tools of the engine's MCP servers, learned by starting them, listing their tools and
+ * closing them again: a check leaves no server running. A server that cannot start is refused.
+ */
+async function mcpToolSources(options: EngineOptions): Promise<ToolSource[]> {
+  if (!hasMcpServers(options)) return [];
+  const { startEngineServers } = await import('./mcp/engine-servers.js');
+  const servers = await startEngineServers(options);
+  try {
+    return servers ? [...servers.toolSources] : [];
+  } finally {
+    await servers?.close();
+  }
 }
 
 /**
@@ -389,8 +410,9 @@ function checkAgentOptions(options: AgentOptions, known: readonly string[]): voi
     throw expected('options', 'an object of agent options', options);
   }
   checkOptions(AGENT_FIELDS, options);
-  const unknown = (options.tools ?? []).filter(
-    (name) => name !== REPLY_TOOL && !known.includes(name),
+  const unknown = unknownEntries(
+    (options.tools ?? []).filter((name) => name !== REPLY_TOOL),
+    known,
   );
   if (unknown.length > 0) {
     const list = known.length === 0 ? 'none' : known.map((name) => `\`${name}\``).join(', ');

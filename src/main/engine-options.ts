@@ -43,6 +43,8 @@ import {
   DEFAULT_BATCH_WINDOW_MS,
   type JournaledStep,
 } from './lanes/collector-options.js';
+import type { McpServerSet } from './mcp/config.js';
+import { checkMcpServers } from './mcp/config-check.js';
 import {
   DEFAULT_AGENTS_PER_THREAD,
   DEFAULT_CANCEL_GRACE_MS,
@@ -444,6 +446,23 @@ export const ENGINE_FIELDS = {
       checkTool(tool, `\`${name}[${index}]\``);
     });
     return true;
+  }),
+  /**
+   * MCP servers by name, as the `mcpServers` object of a `.mcp.json` file: each
+   * `{command, args?, env?, cwd?}` (stdio) or `{type: 'http', url, headers?}` (Streamable HTTP),
+   * with `maxConcurrency?` and `startTimeoutMs?`; `${VAR}` is expanded from the environment.
+   * Started once on the main thread before anything runs; their tools are `mcp__NAME__TOOL`
+   * (docs/TOOLS.md, "MCP servers").
+   */
+  mcpServers: custom<McpServerSet>('an object of MCP servers by name', (value, name) => {
+    checkMcpServers(value, `\`${name}\``);
+    return true;
+  }),
+  /** `.mcp.json` files whose `mcpServers` join `mcpServers`; a name in two of them is refused. */
+  mcpConfig: stringArray({
+    flag: '--mcp-config',
+    arg: 'FILE',
+    help: 'a .mcp.json file of MCP servers (repeatable): started before anything\nruns, their tools offered as mcp__NAME__TOOL',
   }),
   /** Provider settings; unset fields take the defaults. The API key is read from the env. */
   provider: nested<Partial<ProviderConfig>>(PROVIDER_FIELDS),

@@ -54,6 +54,8 @@ import { checkGroup, Group, type GroupEngine, type GroupOptions } from './group.
 import { HostBridge } from './host-bridge.js';
 import type { BatchCollector } from './lanes/batch-collector.js';
 import { engineCollector } from './lanes/engine-collector.js';
+import { hasMcpServers } from './mcp/config.js';
+import type { McpServers } from './mcp/servers.js';
 import { defaultLogRoot, runFolderName } from './run-folder.js';
 import { type ChildCapabilities, capabilityFlags } from './runners/capabilities.js';
 import { type ChildHandle, ChildPool, type PoolStats } from './runners/local/pool.js';
@@ -90,6 +92,8 @@ export class Engine {
   readonly #governorState: GovernorStateFile | undefined;
   readonly #options: EngineOptions;
   readonly #hostTools: ReadonlyMap<string, AnyTool>;
+  /** The MCP servers, started before the engine, closed after its children. */
+  readonly #mcp: McpServers | undefined;
   /**
    * What every spec says of the host tools, the tool modules and the workspace, made once: a
    * spawn used to rebuild them, and a burst of spawns paid for it on main (docs/BENCHMARKS.md,
@@ -125,14 +129,25 @@ export class Engine {
     options: EngineOptions,
     pool: ChildRunner,
     check: EngineCheck,
-    { governor, state }: { governor?: Governor | undefined; state?: GovernorStateFile | undefined },
+    {
+      governor,
+      state,
+      mcp,
+    }: {
+      governor?: Governor | undefined;
+      state?: GovernorStateFile | undefined;
+      mcp?: McpServers | undefined;
+    },
   ) {
+    this.#mcp = mcp;
     this.#options = options;
     this.#pool = pool;
     this.governor = governor;
     this.#governorState = state;
     this.#check = check;
-    this.#hostTools = new Map((options.hostTools ?? []).map((tool) => [tool.name, tool]));
+    // An MCP server's tools are host tools: children reach them through their bridges.
+    const hostTools = [...(options.hostTools ?? []), ...(mcp?.tools ?? [])];
+    this.#hostTools = new Map(hostTools.map((tool) => [tool.name, tool]));
     this.#hostToolInfo = this.#hostTools.size === 0 ? undefined : hostToolInfo(this.#hostTools);
     this.#toolModules = (options.toolModules ?? []).map((modulePath) => path.resolve(modulePath));
     this.#workspace = options.workspace === undefined ? undefined : path.resolve(options.workspace);
@@ -152,10 +167,26 @@ export class Engine {
    * Starts an engine and waits until its worker threads are warm, or, with `queue`, until Redis
    * answers (its children then run on `cohort worker` processes).
    */
-  static async start(options: EngineOptions = {}): Promise<Engine> {
+  static async start(
+    options: EngineOptions = {},
+    /**
+     * The MCP servers of `options`, when the caller started them already to check its input
+     * (`startMcpServers`, as the CLI does): the engine uses them instead of starting its own, and
+     * closes them. Unset, it starts its own.
+     */
+    started: { mcp?: McpServers | undefined } = {},
+  ): Promise<Engine> {
     // Everything is checked before the first worker starts: a bad option never leaves a pool
-    // behind to close.
-    const check = await checkEngine(options);
+    // behind to close. The MCP servers start first, once: the check needs their tools' names.
+    validateEngineOptions(options);
+    const mcp = started.mcp ?? (await startMcpServers(options));
+    let check: EngineCheck;
+    try {
+      check = await checkEngine(options, {}, mcp);
+    } catch (error) {
+      await mcp?.close();
+      throw error;
+    }
     if (options.queue && options.lane !== undefined && options.lane !== 'realtime') {
       throw queueLaneRefusal(options.lane);
     }
@@ -174,11 +205,11 @@ export class Engine {
           cancelGraceMs: options.cancelGraceMs,
         })
       : new ChildPool(defined(options));
-    const engine = new Engine(options, pool, check, { governor, state });
+    const engine = new Engine(options, pool, check, { governor, state, mcp });
     try {
       await pool.warm();
     } catch (error) {
-      await Promise.all([pool.close('shutdown'), state?.close()]);
+      await Promise.all([pool.close('shutdown'), state?.close(), mcp?.close()]);
       throw error;
     }
     return engine;
@@ -651,6 +682,7 @@ export class Engine {
     this.#closing ??= this.#pool
       .close('shutdown')
       .then(() => this.#collector?.close())
+      .then(() => this.#mcp?.close())
       .then(() => closeJournals())
       .then(() => this.#applyLogPolicy())
       .then(() => this.#governorState?.close())
@@ -702,6 +734,16 @@ function spawnTitle(agent: AgentOptions): string {
   return redactSecrets(agent.title ?? agent.prompt.slice(0, 60).replace(/\s+/g, ' ').trim());
 }
 
+/**
+ * Starts the MCP servers of engine options (checked: `validateEngineOptions`), or resolves
+ * undefined when they have none; the SDK is loaded only then. Throws a UsageError naming a server
+ * that cannot start. The caller closes them, or hands them to `Engine.start`.
+ */
+export async function startMcpServers(options: EngineOptions): Promise<McpServers | undefined> {
+  if (!hasMcpServers(options)) return undefined;
+  return (await import('./mcp/engine-servers.js')).startEngineServers(options);
+}
+
 function drainRefusal(): UsageError {
   return new UsageError(
     'The engine is draining: it starts no new agents (`drain()` was called; `close()` ends it)',
@@ -727,6 +769,8 @@ export interface CheckEngineOptions {
 export async function checkEngine(
   options: EngineOptions,
   check: CheckEngineOptions = {},
+  /** The engine's MCP servers, when they are started already (`Engine.start`). */
+  mcp?: McpServers,
 ): Promise<EngineCheck> {
   if (typeof options !== 'object' || options === null) {
     throw expected('options', 'an object of engine options', options);
@@ -736,7 +780,7 @@ export async function checkEngine(
   const timeoutMs =
     check.importTimeoutMs ?? options.toolImportTimeoutMs ?? DEFAULT_IMPORT_TIMEOUT_MS;
   return agentCheck(
-    await engineTools(options, timeoutMs),
+    await engineTools(options, timeoutMs, mcp),
     defined({
       maxDepth: options.maxDepth ?? DEFAULT_MAX_DEPTH,
       agents: engineAgents(options),

@@ -11,6 +11,7 @@ import {
 } from '../shared/protocol.js';
 import { redactSecrets } from '../shared/redact.js';
 import { renderValue } from '../shared/render.js';
+import { ToolContent } from '../shared/tools/content.js';
 import { runTimed, toolLimitMs, toolTimeoutText } from '../shared/tools/tool-timeout.js';
 import type { AnyTool, ToolContext } from '../shared/tools/types.js';
 import { renderInbox } from './inbox.js';
@@ -167,7 +168,9 @@ async function callHostTool(
   ]);
   switch (ended.kind) {
     case 'value':
-      return { ok: true, text: renderValue(ended.value) };
+      return ended.value instanceof ToolContent
+        ? { ok: true, text: '', blocks: ended.value.blocks }
+        : { ok: true, text: renderValue(ended.value) };
     case 'threw': {
       const error = ended.error;
       return {

@@ -24,6 +24,7 @@ import { restoreTranscript } from './restore.js';
 import { type AgentResult, type AgentUsage, emptyUsage } from './result.js';
 import { loadToolModule } from './tools/modules.js';
 import { DELIVERY_DISCIPLINE } from './tools/reply.js';
+import { selectionPicks } from './tools/selection.js';
 import type { AnyTool } from './tools/types.js';
 import { WORKSPACE_TOOLS } from './tools/workspace.js';
 import type { TraceSink } from './trace/types.js';
@@ -66,7 +67,9 @@ export async function childTools(
   const tools = new Map<string, AnyTool>();
   for (const tool of all) tools.set(tool.name, tool);
   if (spec.tools) {
-    for (const name of [...tools.keys()]) if (!spec.tools.includes(name)) tools.delete(name);
+    for (const name of [...tools.keys()]) {
+      if (!selectionPicks(spec.tools, name)) tools.delete(name);
+    }
   }
   return tools;
 }

@@ -7,6 +7,7 @@ import type { Admission, AdmitRequest, SettleReport } from './governor/types.js'
 import type { MessagesBody } from './provider/transport/types.js';
 import type { ContentBlockParam, ProviderResult } from './provider/types.js';
 import type { AgentResult, CancelReason } from './result.js';
+import type { ToolContentBlock } from './tools/content.js';
 import type { AgentInfo, AgentReceipt, AgentToolInput } from './tools/spawn-tools.js';
 import type { TraceOp, TraceSpanId } from './trace/types.js';
 
@@ -231,7 +232,8 @@ export function forEachDownlinkMessage(
 
 /** A host tool's outcome as it crosses back to the worker: data, never an Error. */
 export type HostToolOutcome =
-  | { ok: true; text: string }
+  /** `blocks`: the tool answered with content blocks (an image among them), not a value. */
+  | { ok: true; text: string; blocks?: ToolContentBlock[] }
   /** `timedOut`: the call ran past its tool's time limit; `error` is the model's text as it is. */
   | { ok: false; error: string; timedOut?: true };
 

@@ -9,6 +9,7 @@ import {
   isBridgeResponse,
   type SpawnRequest,
 } from '../shared/protocol.js';
+import { ToolContent } from '../shared/tools/content.js';
 import { type AgentToolInput, spawnTools } from '../shared/tools/spawn-tools.js';
 import { ToolTimeoutError, UNTIMED } from '../shared/tools/tool-timeout.js';
 import type { AnyTool, ToolContext } from '../shared/tools/types.js';
@@ -142,7 +143,7 @@ export function connectBridge(
       if (!outcome.ok) {
         throw outcome.timedOut ? new ToolTimeoutError(outcome.error) : new Error(outcome.error);
       }
-      return outcome.text;
+      return outcome.blocks ? new ToolContent(outcome.blocks) : outcome.text;
     },
   }));
   const spawns = spec.depth < spec.maxDepth;

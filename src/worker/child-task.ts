@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import { threadId } from 'node:worker_threads';
 import { BudgetMeter } from '../shared/budget-meter.js';
 import { runChild } from '../shared/child.js';
@@ -61,6 +62,9 @@ async function runChildTask(task: ChildTask): Promise<'settled'> {
   if (apiKey !== undefined) registerSecret(apiKey);
   const bridge = task.bridge ? connectBridge(task.bridge, spec, () => uplink.flush()) : undefined;
   const controller = new AbortController();
+  // Each call of a batch in flight listens to it, and a batch of parallel tools (an MCP server's
+  // are) may hold more than Node's default 10 at once: each listener goes when its call ends.
+  setMaxListeners(0, controller.signal);
   const send = (message: WorkerMessage) => uplink.send(spec.id, message);
   const gate = spec.governed ? new RemoteGate(send, spec.governed.patienceMs) : undefined;
   const lane =

@@ -106,6 +106,7 @@ export const ENGINE_FLAGS: readonly HelpRow[] = [
   GOVERNOR_FIELDS.state,
   ENGINE_FIELDS.workspace,
   ENGINE_FIELDS.toolModules,
+  ENGINE_FIELDS.mcpConfig,
   ENGINE_FIELDS.threads,
   ENGINE_FIELDS.agentsPerThread,
   ENGINE_FIELDS.maxDepth,
@@ -147,6 +148,7 @@ export function engineOptionsFrom(
   const logs = checkLogPolicy('--logs', values.logs);
   const workspace = stringFlag(values, ENGINE_FIELDS.workspace);
   const tools = values.tools as string[] | undefined;
+  const mcpConfig = values['mcp-config'] as string[] | undefined;
   const heap = wholeNumberFlag(values, ENGINE_FIELDS.maxOldGenerationSizeMb);
   const grace = durationFlag(values, ENGINE_FIELDS.cancelGraceMs);
   const toolTimeoutMs = durationFlag(values, ENGINE_FIELDS.toolTimeoutMs);
@@ -168,6 +170,7 @@ export function engineOptionsFrom(
     logs,
     workspace: over.workspace ?? workspace,
     toolModules: tools,
+    mcpConfig,
     maxOldGenerationSizeMb: heap,
     cancelGraceMs: grace,
     toolTimeoutMs,

@@ -1,8 +1,10 @@
 import os from 'node:os';
 import { AgentFileError, AgentFolderError } from '../../main/agents/definition.js';
-import { checkEngine, Engine, type EngineOptions } from '../../main/engine.js';
+import { checkEngine, Engine, type EngineOptions, startMcpServers } from '../../main/engine.js';
 import type { EngineCheck } from '../../main/engine-check.js';
+import { validateEngineOptions } from '../../main/engine-check.js';
 import type { AgentFileCheck } from '../../main/engine-options.js';
+import type { McpServers } from '../../main/mcp/servers.js';
 import { UsageError } from '../../shared/errors.js';
 import { defined } from '../../shared/option-schema.js';
 import type { ScriptedModelOptions } from '../../testing/index.js';
@@ -31,6 +33,8 @@ export interface PreparedEngine {
   choice: ProviderChoice;
   /** The engine's own check of an agent's options, for checking task lines up front. */
   check: EngineCheck;
+  /** The MCP servers, started once for the check and handed to the engine (closed at exit). */
+  mcp?: McpServers | undefined;
 }
 
 /**
@@ -55,11 +59,13 @@ export async function prepareEngine(
   const choice = chooseProvider(values);
   checkCliTracing(tracingFlags(values));
   try {
-    const check = await checkEngine({
-      ...engineOptions,
-      provider: { ...engineOptions.provider, ...choice.config },
-    });
-    return { options: engineOptions, choice, check };
+    const checked = { ...engineOptions, provider: { ...engineOptions.provider, ...choice.config } };
+    // Started once, here: the check lists their tools, and the engine then uses them.
+    validateEngineOptions(checked);
+    const mcp = await startMcpServers(checked);
+    if (mcp) onCleanup(() => mcp.close());
+    const check = await checkEngine(checked, {}, mcp);
+    return { options: engineOptions, choice, check, mcp };
   } catch (error) {
     // The way out of a bad agent file, in the CLI's words.
     if (error instanceof AgentFolderError) {
@@ -108,12 +114,15 @@ export async function startEngine(
       "cohort: note: with --queue, workers reach the built-in model at this machine's loopback address: only workers on this machine can. For a fleet, run `cohort mock --host 0.0.0.0 --port N` and pass --base-url",
     );
   }
-  const engine = await Engine.start({
-    ...prepared.options,
-    provider: { ...prepared.options.provider, ...provider.config },
-    ...(tracing ? { tracerProvider: tracing.provider } : {}),
-    onWarning: noteWarning,
-  });
+  const engine = await Engine.start(
+    {
+      ...prepared.options,
+      provider: { ...prepared.options.provider, ...provider.config },
+      ...(tracing ? { tracerProvider: tracing.provider } : {}),
+      onWarning: noteWarning,
+    },
+    { mcp: prepared.mcp },
+  );
   onCleanup(() => engine.close());
   // On stderr, so stdout stays the command's output (`--json`).
   if (!options.quiet) note(journalNote(engine.logDir));

@@ -62,6 +62,7 @@ const WORKER_FLAGS: readonly HelpRow[] = [
   ENGINE_FIELDS.threads,
   ENGINE_FIELDS.agentsPerThread,
   WORKER.concurrency,
+  WORKER.mcpConfig,
   LOG_ROOT_FLAG,
   RUN_FLAG,
   WORKER.logs,
@@ -89,7 +90,8 @@ machine of a fleet; see docs/SCALE-OUT.md. \`cohort queue status\` lists the que
 
 REDIS is redis://[:PASSWORD@]HOST[:PORT][/DB], rediss://… (TLS), or a unix socket path.
 The API key comes from this machine's ANTHROPIC_API_KEY; the model and base URL from each job.
-Tool modules and the workspace a job names must exist at the same paths here.
+Tool modules and the workspace a job names must exist at the same paths here; a job's MCP
+tools are called on this worker's own servers (--mcp-config: give it the producer's file).
 The agents it runs are journaled on this machine, in a run folder under --log-dir (stderr
 names it at start); \`cohort logs\` reads it back here.
 
@@ -103,7 +105,7 @@ Durations: 500ms, 2s, 5m, 1h, or whole milliseconds.
 ${EXIT_CODES_HELP}
   0  drained after a stop signal
   1  a fault: Redis could not be reached at start
-  2  a usage error: a bad or missing flag`;
+  2  a usage error: a bad or missing flag, or an MCP server that cannot start`;
 
 const OPTIONS = parseOptions(WORKER_FLAGS);
 
@@ -129,6 +131,7 @@ export async function workerCommand(argv: string[]): Promise<number> {
   const threads = wholeNumberFlag(values, ENGINE_FIELDS.threads);
   const agentsPerThread = wholeNumberFlag(values, ENGINE_FIELDS.agentsPerThread);
   const concurrency = wholeNumberFlag(values, WORKER.concurrency);
+  const mcpConfig = values['mcp-config'] as string[] | undefined;
   const logs = checkLogPolicy('--logs', values.logs);
   const drainMs = durationFlag(values, DRAIN_TIMEOUT_FLAG) ?? DEFAULT_DRAIN_MS;
   const connectTimeoutMs = positive(values, WORKER.connectTimeoutMs);
@@ -157,6 +160,7 @@ export async function workerCommand(argv: string[]): Promise<number> {
       threads,
       agentsPerThread,
       concurrency,
+      mcpConfig,
       logs,
       connectTimeoutMs,
       stalledIntervalMs,

@@ -71,7 +71,7 @@ export const AGENT_FILE_FIELDS = {
   model: TEXT,
   /** A list, or one comma-separated string (`read_file, list_files`), each entry a name. */
   tools: custom<string[]>(
-    `an array of tool names or a comma-separated string of them (each ${NAME_RULE})`,
+    `an array of tool names or a comma-separated string of them (each ${NAME_RULE}, or \`mcp__SERVER__*\`)`,
     (value) => typeof value === 'string' || Array.isArray(value),
   ),
   maxSteps: MAX_STEPS,

@@ -2,6 +2,7 @@ import path from 'node:path';
 import { mergeBudgets } from '../../shared/budget-meter.js';
 import { describeValue, UsageError } from '../../shared/errors.js';
 import { defined } from '../../shared/option-schema.js';
+import { unknownEntries } from '../../shared/tools/selection.js';
 import { REPLY_TOOL } from '../../shared/tools/types.js';
 import type { AgentOptions, EngineOptions } from '../engine-options.js';
 import { type AgentDefinition, type AgentFile, AgentFileError } from './definition.js';
@@ -63,8 +64,9 @@ export function agentFileToolsProblem(
   agent: AgentDefinition,
   known: readonly string[],
 ): AgentFileError | undefined {
-  const unknown = (agent.tools ?? []).filter(
-    (name) => name !== REPLY_TOOL && !known.includes(name),
+  const unknown = unknownEntries(
+    (agent.tools ?? []).filter((name) => name !== REPLY_TOOL),
+    known,
   );
   if (unknown.length === 0) return undefined;
   const list = known.length === 0 ? 'none' : known.map((name) => `\`${name}\``).join(', ');

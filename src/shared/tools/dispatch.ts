@@ -5,6 +5,7 @@ import { redactSecrets } from '../redact.js';
 import { renderValue } from '../render.js';
 import type { TraceSink } from '../trace/types.js';
 import { GEN_AI } from '../trace/types.js';
+import { redactBlocks, ToolContent } from './content.js';
 import { outputValidator, schemaAjv } from './output-schema.js';
 import { BAD_REPLY_PREFIX, EXTRA_REPLY_TEXT, REPLY_ACK } from './reply.js';
 import {
@@ -216,7 +217,10 @@ async function answer(
 }
 
 function toolAnswer(call: ToolCall, value: unknown): ToolResultBlock {
-  return { type: 'tool_result', tool_use_id: call.id, content: renderValue(value) };
+  // Blocks pass as they are: an image has no text to render to.
+  const content =
+    value instanceof ToolContent ? redactBlocks(value.blocks, redactSecrets) : renderValue(value);
+  return { type: 'tool_result', tool_use_id: call.id, content };
 }
 
 function thrownAnswer(call: ToolCall, tool: AnyTool, error: unknown): ToolResultBlock {

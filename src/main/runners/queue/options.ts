@@ -15,6 +15,7 @@ import {
   nonEmptyString,
   type OptionsOf,
   required,
+  stringArray,
   wholeNumber,
 } from '../../../shared/option-schema.js';
 import type { AgentResult } from '../../../shared/result.js';
@@ -155,6 +156,16 @@ export const QUEUE_WORKER_FIELDS = {
    * Off, each worker paces as if it were alone: for comparisons, not for a fleet on one account.
    */
   sharedLimits: boolean(),
+  /**
+   * `.mcp.json` files of MCP servers this worker starts for its jobs: a job's agent calls the
+   * tools its producer listed (`mcp__NAME__TOOL`) on this worker's servers of those names, so
+   * give every worker the producer's file (docs/TOOLS.md, "MCP servers").
+   */
+  mcpConfig: stringArray({
+    flag: '--mcp-config',
+    arg: 'FILE',
+    help: "a .mcp.json file of MCP servers for this worker's jobs (repeatable);\ngive it the producer's file",
+  }),
   /** Which log folders are kept here, over each job's own policy. */
   logs: { ...LOG_POLICY, help: "overrides each job's own policy for the records kept here" },
   /** How long `start` waits to reach Redis, in ms. */

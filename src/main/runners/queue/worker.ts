@@ -36,6 +36,7 @@ import {
 } from './options.js';
 import { RedisBuckets } from './redis-buckets.js';
 import { closeWithin, quitWithin, reachRedis } from './redis-lifecycle.js';
+import { WorkerTools } from './worker-tools.js';
 import { inOneWrite } from './write-window.js';
 
 export const DEFAULT_MAX_DELIVERIES = 3;
@@ -73,6 +74,8 @@ export class QueueWorker {
   readonly #redis: Redis;
   readonly #subscriber: Redis;
   readonly #pool: ChildPool;
+  /** Its MCP servers (`mcpConfig`), started before it takes a job. */
+  #tools: WorkerTools | undefined;
   readonly #governor: Governor | undefined;
   /** Where this worker's governor keeps what its keys learned (`governor.state`). */
   readonly #governorState: GovernorStateFile | undefined;
@@ -176,6 +179,8 @@ export class QueueWorker {
   static async start(options: QueueWorkerOptions): Promise<QueueWorker> {
     const worker = new QueueWorker(options);
     try {
+      // A server that cannot start stops the worker before it takes a job (exit 2).
+      worker.#tools = await WorkerTools.start(options);
       await reachRedis(
         Promise.all([
           worker.#pool.warm(),
@@ -215,7 +220,7 @@ export class QueueWorker {
   async #shut(): Promise<void> {
     await Promise.allSettled([
       closeWithin([], [this.#redis, this.#subscriber], 0),
-      this.#pool.close('shutdown'),
+      this.#pool.close('shutdown').then(() => this.#tools?.close()),
       this.#governorState?.close(),
     ]);
   }
@@ -283,10 +288,12 @@ export class QueueWorker {
       // This worker's governor admits every request of its children, whatever the producer's
       // own setting: the producer has none in queue mode.
       if (this.#governor) capabilities.governor = this.#governor;
+      const bridge = this.#tools?.bridgeFor(spec);
       const handle = this.#pool.spawn(
         { ...spec, ...(resume ? { resume } : {}), ...capabilityFlags(capabilities) },
-        { capabilities },
+        { capabilities, ...(bridge ? { makeBridge: bridge.make } : {}) },
       );
+      if (bridge) void handle.result.then(bridge.shutdown);
       run.handle = handle;
       if (run.cancel !== undefined) handle.cancel(run.cancel);
       // A drain, or a lost lock, while its state was written back: it stops at once.
@@ -365,6 +372,7 @@ export class QueueWorker {
     // unless Redis is away, when the connections are cut after a grace.
     await closeWithin([this.#worker], [], DRAIN_CLOSE_GRACE_MS);
     await this.#pool.close('shutdown');
+    await this.#tools?.close();
     await Promise.allSettled([
       quitWithin(this.#subscriber, QUIT_GRACE_MS),
       quitWithin(this.#redis, QUIT_GRACE_MS),

@@ -1,0 +1,47 @@
+import type { Readable } from 'node:stream';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import type { McpServerConfig } from './config.js';
+
+/** How much of a stdio server's stderr is kept, for the message when it fails to start. */
+const STDERR_TAIL = 2_000;
+
+/** A transport to one server, and what its stderr said last (stdio only). */
+export interface ServerTransport {
+  transport: Transport;
+  /** The last lines the server wrote on stderr; never printed as they come (they may hold its env). */
+  stderrTail(): string;
+  /** The server's process id (stdio), once started. */
+  pid(): number | undefined;
+}
+
+/**
+ * The official SDK's transport for an entry: a child process over stdio (its stderr piped and
+ * kept, not inherited), or Streamable HTTP with the entry's headers on every request.
+ */
+export function serverTransport(config: McpServerConfig): ServerTransport {
+  if (config.type === 'http') {
+    const transport = new StreamableHTTPClientTransport(new URL(config.url), {
+      ...(config.headers ? { requestInit: { headers: config.headers } } : {}),
+    });
+    return { transport, stderrTail: () => '', pid: () => undefined };
+  }
+  const transport = new StdioClientTransport({
+    command: config.command,
+    ...(config.args ? { args: config.args } : {}),
+    ...(config.env ? { env: config.env } : {}),
+    ...(config.cwd === undefined ? {} : { cwd: config.cwd }),
+    stderr: 'pipe',
+  });
+  let tail = '';
+  // Read at once (the stream exists before start), so a chatty server never blocks on a full pipe.
+  (transport.stderr as Readable | null)?.on('data', (chunk: Buffer) => {
+    tail = (tail + chunk.toString('utf8')).slice(-STDERR_TAIL);
+  });
+  return {
+    transport,
+    stderrTail: () => tail.trim(),
+    pid: () => transport.pid ?? undefined,
+  };
+}

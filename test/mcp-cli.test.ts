@@ -1,0 +1,100 @@
+// biome-ignore-all lint/suspicious/noTemplateCurlyInString: `${VAR}` is the config files' own syntax, tested here as text.
+import { execFile } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { describe, expect, it, vi } from 'vitest';
+import { runCli } from './cli-helpers.js';
+import { readTranscript, scripted, tempDir } from './helpers.js';
+import { alive, fixtureEntry, fixtureLog, PATIENCE } from './mcp-helpers.js';
+
+/** The registry's filesystem server, a devDependency, started as the README's example does. */
+const FILESYSTEM_SERVER = fileURLToPath(
+  new URL('../node_modules/.bin/mcp-server-filesystem', import.meta.url),
+);
+
+const run = promisify(execFile);
+const EXAMPLE = fileURLToPath(new URL('../examples/mcp.mjs', import.meta.url));
+
+function configFile(servers: Record<string, unknown>): string {
+  const file = path.join(tempDir('cohort-mcp-cli-'), '.mcp.json');
+  writeFileSync(file, JSON.stringify({ mcpServers: servers }, null, 2));
+  return file;
+}
+
+const call = (name: string, input: Record<string, unknown> = {}) => ({ name, input });
+
+describe('the MCP example', () => {
+  it('runs as written against the registry filesystem server, and exits by itself', async () => {
+    const folder = tempDir('cohort-mcp-example-');
+    writeFileSync(path.join(folder, 'a.txt'), 'a');
+    const { stdout } = await run(process.execPath, [EXAMPLE, folder], { timeout: 60_000 });
+    expect(stdout.trim().split('\n')).toEqual(['true', 'complete listed']);
+  });
+});
+
+describe('cohort with --mcp-config', () => {
+  it('gives an agent the tools of the registry filesystem server, with ${VAR} expanded', async () => {
+    const folder = tempDir('cohort-mcp-files-');
+    writeFileSync(path.join(folder, 'notes.txt'), 'the files server read this');
+    const config = configFile({ files: { command: FILESYSTEM_SERVER, args: ['${NOTES_DIR}'] } });
+    const run = runCli(
+      [
+        'agent',
+        scripted([
+          { calls: [call('mcp__files__read_text_file', { path: path.join(folder, 'notes.txt') })] },
+          { reply: 'read' },
+        ]),
+        '--mcp-config',
+        config,
+        '--json',
+      ],
+      { NOTES_DIR: folder },
+    );
+    expect((await run.exit).code).toBe(0);
+    const result = JSON.parse(run.stdout()) as { id: string; outcome: string; logDir: string };
+    expect(result.outcome).toBe('complete');
+    expect(JSON.stringify(readTranscript(result))).toContain('the files server read this');
+  });
+
+  it('exits 2 before any request for a bad file or a server that cannot start, naming it', async () => {
+    const bad = path.join(tempDir('cohort-mcp-cli-'), '.mcp.json');
+    writeFileSync(bad, '{"mcpServers": {"a": {"args": []}}}');
+    const broken = configFile({ broken: { command: 'cohort-no-such-server' } });
+    for (const [config, message] of [
+      [bad, /Expected server `a` in `[^`]*\.mcp\.json` to have either `command`/],
+      [
+        broken,
+        /Expected MCP server `broken` \(in `[^`]*\.mcp\.json`\) to start and list its tools/,
+      ],
+    ] as const) {
+      const run = runCli(['agent', scripted([{ reply: 'never' }]), '--mcp-config', config]);
+      expect((await run.exit).code).toBe(2);
+      expect(run.stderr()).toMatch(message);
+      // The built-in model was never started: nothing was asked of any model.
+      expect(run.stderr()).not.toContain('using the built-in scripted model');
+    }
+  });
+
+  it('leaves no server process behind when it is stopped by a signal mid-call', async () => {
+    const { entry, log } = fixtureEntry();
+    const config = configFile({ fx: entry });
+    const run = runCli([
+      'agent',
+      scripted([{ calls: [call('mcp__fx__hold')] }, { reply: 'never' }]),
+      '--mcp-config',
+      config,
+    ]);
+    // Started once (the check lists its tools, and the engine then uses it), and mid-call.
+    await vi.waitFor(
+      () => expect(fixtureLog(log).map((record) => record.event)).toEqual(['start', 'holding']),
+      PATIENCE,
+    );
+    const pids = fixtureLog(log).map((record) => record.pid);
+    run.child.kill('SIGTERM');
+    await run.exit;
+    // Ended on the way out (SIGTERM), not waited for: each goes at its own pace.
+    await vi.waitFor(() => expect(pids.filter(alive)).toEqual([]), PATIENCE);
+  });
+});
