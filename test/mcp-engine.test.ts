@@ -1,6 +1,6 @@
 import { getEventListeners } from 'node:events';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { Engine } from '../src/main/engine.js';
+import { Engine, startMcpServers } from '../src/main/engine.js';
 import { Session } from '../src/main/session.js';
 import { UsageError } from '../src/shared/errors.js';
 import type { AgentEvent } from '../src/shared/events.js';
@@ -277,6 +277,29 @@ describe('MCP servers at start and close', () => {
       await expect(start).rejects.toThrow(UsageError);
       await expect(start).rejects.toThrow(message);
     }
+  });
+
+  it('are closed when the start fails after they are up, theirs or handed in', async () => {
+    // Refused after the servers started and the check passed: a queue's lane must be realtime.
+    const { entry, log } = fixtureEntry();
+    const refused = Engine.start({
+      ...engineOptions(),
+      queue: { url: 'redis://127.0.0.1:1' },
+      lane: 'batches',
+      mcpServers: { fx: entry },
+    });
+    await expect(refused).rejects.toThrow(/Expected `lane` to be `realtime` with `queue`/);
+    const [own] = fixtureLog(log).map((record) => record.pid);
+    expect(own).toBeDefined();
+    await vi.waitFor(() => expect(alive(own!)).toBe(false), PATIENCE);
+    // Started by the caller and handed in: a bad option still closes them.
+    const handed = fixtureEntry();
+    const options = { ...engineOptions(), mcpServers: { fx: handed.entry } };
+    const mcp = await startMcpServers(options);
+    await expect(Engine.start({ ...options, threads: 0 }, { mcp })).rejects.toThrow(UsageError);
+    expect(mcp?.connection('fx')?.state).toBe('closed');
+    const [theirs] = fixtureLog(handed.log).map((record) => record.pid);
+    await vi.waitFor(() => expect(alive(theirs!)).toBe(false), PATIENCE);
   });
 
   it('refuse a tool name that clashes with another tool, naming both places', async () => {

@@ -178,41 +178,40 @@ export class Engine {
   ): Promise<Engine> {
     // Everything is checked before the first worker starts: a bad option never leaves a pool
     // behind to close. The MCP servers start first, once: the check needs their tools' names.
-    validateEngineOptions(options);
-    const mcp = started.mcp ?? (await startMcpServers(options));
-    let check: EngineCheck;
+    // From here on, every way out but success closes them: a server left running would keep
+    // this process alive, and its own process would outlive it.
+    let mcp = started.mcp;
+    let pool: ChildRunner | undefined;
+    let state: ReturnType<typeof openGovernorState> | undefined;
     try {
-      check = await checkEngine(options, {}, mcp);
-    } catch (error) {
-      await mcp?.close();
-      throw error;
-    }
-    if (options.queue && options.lane !== undefined && options.lane !== 'realtime') {
-      throw queueLaneRefusal(options.lane);
-    }
-    // In queue mode each worker process has its own governor (docs/SCALE-OUT.md).
-    const governed = options.governor?.enabled !== false && !options.queue;
-    const state = governed
-      ? openGovernorState(options.governor?.state, warner(options.onWarning))
-      : undefined;
-    const governor = governed
-      ? new Governor(options.governor, state ? { memory: state } : {})
-      : undefined;
-    // BullMQ and ioredis are loaded only for a queue: a quarter of a second on every start
-    // that does not need them.
-    const pool: ChildRunner = options.queue
-      ? new (await import('./runners/queue/producer.js')).QueueRunner(options.queue, {
-          cancelGraceMs: options.cancelGraceMs,
-        })
-      : new ChildPool(defined(options));
-    const engine = new Engine(options, pool, check, { governor, state, mcp });
-    try {
+      validateEngineOptions(options);
+      mcp ??= await startMcpServers(options);
+      const check = await checkEngine(options, {}, mcp);
+      if (options.queue && options.lane !== undefined && options.lane !== 'realtime') {
+        throw queueLaneRefusal(options.lane);
+      }
+      // In queue mode each worker process has its own governor (docs/SCALE-OUT.md).
+      const governed = options.governor?.enabled !== false && !options.queue;
+      state = governed
+        ? openGovernorState(options.governor?.state, warner(options.onWarning))
+        : undefined;
+      const governor = governed
+        ? new Governor(options.governor, state ? { memory: state } : {})
+        : undefined;
+      // BullMQ and ioredis are loaded only for a queue: a quarter of a second on every start
+      // that does not need them.
+      pool = options.queue
+        ? new (await import('./runners/queue/producer.js')).QueueRunner(options.queue, {
+            cancelGraceMs: options.cancelGraceMs,
+          })
+        : new ChildPool(defined(options));
+      const engine = new Engine(options, pool, check, { governor, state, mcp });
       await pool.warm();
+      return engine;
     } catch (error) {
-      await Promise.all([pool.close('shutdown'), state?.close(), mcp?.close()]);
+      await Promise.allSettled([pool?.close('shutdown'), state?.close(), mcp?.close()]);
       throw error;
     }
-    return engine;
   }
 
   /** Which agents' journal records the run keeps at close (`logs`). */
