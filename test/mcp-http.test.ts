@@ -24,23 +24,43 @@ let rig: Rig;
 const sessions = new Map<string, StreamableHTTPServerTransport>();
 let stateful: http.Server;
 
+/**
+ * The stateless fixture server again, for a server that dies mid-call: its connections cut while
+ * a call's answer is awaited, as when its process is killed. `open` holds its POSTs unanswered.
+ */
+let flaky: http.Server;
+const open = new Set<http.ServerResponse>();
+
+/** A request served by a fixture server of its own, stateless. */
+async function serveStateless(request: http.IncomingMessage, response: http.ServerResponse) {
+  const transport = new StreamableHTTPServerTransport({});
+  const mcp = fixtureServer() as {
+    connect(transport: unknown): Promise<void>;
+    close(): Promise<void>;
+  };
+  response.on('close', () => {
+    void transport.close();
+    void mcp.close();
+  });
+  await mcp.connect(transport);
+  await transport.handleRequest(request, response);
+}
+
 beforeAll(async () => {
+  flaky = http.createServer((request, response) => {
+    if (request.method === 'POST') {
+      open.add(response);
+      response.on('close', () => open.delete(response));
+    }
+    void serveStateless(request, response);
+  });
+  await new Promise<void>((resolve) => flaky.listen(0, '127.0.0.1', resolve));
   server = http.createServer(async (request, response) => {
     if (request.headers.authorization !== `Bearer ${HEADER_SECRET}`) {
       response.writeHead(401).end();
       return;
     }
-    const transport = new StreamableHTTPServerTransport({});
-    const mcp = fixtureServer() as {
-      connect(transport: unknown): Promise<void>;
-      close(): Promise<void>;
-    };
-    response.on('close', () => {
-      void transport.close();
-      void mcp.close();
-    });
-    await mcp.connect(transport);
-    await transport.handleRequest(request, response);
+    await serveStateless(request, response);
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
@@ -75,6 +95,7 @@ beforeAll(async () => {
       },
       // No `type`: a `url` makes it an HTTP server, as in a file; `${VAR}` is expanded.
       kept: { url: `http://127.0.0.1:\${COHORT_TEST_KEPT_PORT}/mcp` } as never,
+      flaky: { type: 'http', url: `http://127.0.0.1:${(flaky.address() as AddressInfo).port}/mcp` },
     },
   });
 });
@@ -85,6 +106,8 @@ afterAll(async () => {
   await new Promise((resolve) => server?.close(resolve));
   stateful?.closeAllConnections();
   await new Promise((resolve) => stateful?.close(resolve));
+  flaky?.closeAllConnections();
+  await new Promise((resolve) => flaky?.close(resolve));
 });
 
 describe('an MCP server over Streamable HTTP', () => {
@@ -128,5 +151,28 @@ describe('an MCP server over Streamable HTTP', () => {
       async () => expect(await echo('after')).toMatchObject({ content: 'after' }),
       PATIENCE,
     );
+  });
+
+  it('fails a call whose server died mid-call as a tool error naming it, and recovers', async () => {
+    const held = rig.engine.run({
+      prompt: scripted([{ calls: [{ name: 'mcp__flaky__hold', input: {} }] }, { reply: 'x' }]),
+    });
+    // The call's answer is awaited on an open stream: the server now goes, mid-call.
+    await vi.waitFor(() => expect(open.size).toBe(1), PATIENCE);
+    flaky.closeAllConnections();
+    const result = await held;
+    expect(result.outcome).toBe('complete');
+    const [lost] = toolResults(readTranscript(result));
+    expect(lost).toMatchObject({ is_error: true });
+    expect(resultText(lost!)).toMatch(/the call to MCP server `flaky` failed/);
+    await vi.waitFor(async () => {
+      const again = await rig.engine.run({
+        prompt: scripted([
+          { calls: [{ name: 'mcp__flaky__echo', input: { text: 'back' } }] },
+          { reply: 'x' },
+        ]),
+      });
+      expect(toolResults(readTranscript(again))[0]).toMatchObject({ content: 'back' });
+    }, PATIENCE);
   });
 });

@@ -19,6 +19,17 @@ const NO_SDK_TIMEOUT = 2 ** 31 - 1;
 const FIRST_RESTART_MS = 100;
 const LAST_RESTART_MS = 10_000;
 
+/**
+ * What the SDK's Streamable HTTP transport reports, through `onerror` alone, when the stream a
+ * call's answer was to come on breaks (the server died, or the network went): the call is never
+ * rejected by the SDK, so the connection counts as dead and its calls fail at once.
+ */
+function streamBroke(error: Error): boolean {
+  return /^(SSE stream disconnected|Failed to reconnect|Maximum reconnection attempts)/.test(
+    error.message,
+  );
+}
+
 /** The client's name and version as servers see them in `initialize`. */
 const CLIENT_INFO = { name: 'cohort', version: '1' };
 
@@ -90,7 +101,9 @@ export class McpConnection {
       this.#transport = transport;
       this.#state = 'up';
       this.#pid = spawned.pid;
-      client.onerror = () => {};
+      client.onerror = (error) => {
+        if (this.#config.type === 'http' && streamBroke(error)) this.#onDied(client);
+      };
       client.onclose = () => this.#onDied(client);
       return tools;
     } catch (error) {
@@ -171,7 +184,11 @@ export class McpConnection {
     }
   }
 
-  /** The connection closed while this server was up: it is started again after a wait. */
+  /**
+   * The connection closed, or an HTTP server's stream broke, while this server was up: the calls
+   * in flight on it are rejected (closing the client rejects every pending request, naming no
+   * server; the tool adds its name), and it is started again after a wait.
+   */
   #onDied(client: Client): void {
     if (this.#client !== client || this.#state !== 'up') return;
     this.#release();
