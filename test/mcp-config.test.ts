@@ -163,6 +163,18 @@ describe('a server’s call slots', () => {
     expect(slots.inUse).toBe(2);
     expect(getEventListeners(signal, 'abort')).toHaveLength(0);
   });
+
+  it('gives back a slot handed to a waiter whose signal aborts before it wakes', async () => {
+    const slots = new Slots(1);
+    const release = await slots.take(new AbortController().signal);
+    const late = new AbortController();
+    const waiting = slots.take(late.signal);
+    // The slot goes to the waiter, and its agent is cancelled in the same turn.
+    release();
+    late.abort('cancelled');
+    await expect(waiting).rejects.toBe('cancelled');
+    expect(slots.inUse).toBe(0);
+  });
 });
 
 describe('an agent file choosing MCP tools', () => {

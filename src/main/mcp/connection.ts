@@ -162,7 +162,9 @@ export class McpConnection {
           `MCP server \`${this.name}\` is not running (${this.#state === 'closed' ? 'it was closed' : 'it stopped, and is being started again'})`,
         );
       // The SDK leaves its listener on the signal it is given: it gets one of its own per call,
-      // linked to the caller's, which lets go when the call ends.
+      // linked to the caller's, which lets go when the call ends. A listener added to a signal
+      // aborted already never fires: such a call is not sent at all.
+      signal.throwIfAborted();
       const request = new AbortController();
       const onAbort = () => request.abort(signal.reason);
       signal.addEventListener('abort', onAbort, { once: true });

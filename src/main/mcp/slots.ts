@@ -1,7 +1,7 @@
 /**
  * A per-server cap on calls in flight: `take` resolves when one of `size` slots is free, in the
- * order callers asked. A caller whose signal aborts while it waits leaves the line at once, and
- * its listener is removed either way.
+ * order callers asked. A caller whose signal aborts while it waits leaves the line at once (or,
+ * handed a slot in that turn, gives it back), and its listener is removed either way.
  */
 export class Slots {
   readonly #size: number;
@@ -35,8 +35,15 @@ export class Slots {
       signal.addEventListener('abort', onAbort, { once: true });
       this.#waiting.push(wake);
     });
-    // The slot was handed over by `release` without being given back.
-    return this.#releaser();
+    // The slot was handed over by `release` without being given back. Its caller may have been
+    // cancelled between the handover and this turn (its listener was gone by then): the slot
+    // goes to the next in line and the caller gets its abort, so nothing is sent for it.
+    const release = this.#releaser();
+    if (signal.aborted) {
+      release();
+      throw signal.reason;
+    }
+    return release;
   }
 
   #releaser(): () => void {
