@@ -1,6 +1,7 @@
 import { getEventListeners } from 'node:events';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { Engine, startMcpServers } from '../src/main/engine.js';
+import { McpConnection } from '../src/main/mcp/connection.js';
 import { Session } from '../src/main/session.js';
 import { UsageError } from '../src/shared/errors.js';
 import type { AgentEvent } from '../src/shared/events.js';
@@ -349,5 +350,21 @@ describe('MCP servers at start and close', () => {
     expect(alive(pid!)).toBe(true);
     await capped.close();
     expect(alive(pid!)).toBe(false);
+  });
+});
+
+describe('an MCP connection', () => {
+  it('waits longer between starts of a server that dies each time just after it started', async () => {
+    const { entry, log } = fixtureEntry({ env: { MCP_FIXTURE_MODE: 'crash-after-list' } });
+    const connection = new McpConnection('crashy', entry);
+    try {
+      await connection.start();
+      await vi.waitFor(() => expect(connection.restarts).toBeGreaterThanOrEqual(3), PATIENCE);
+      // Three starts that each died at once: 0.1 s, 0.2 s, 0.4 s, and now at least 0.8 s.
+      expect(connection.restartWaitMs).toBeGreaterThanOrEqual(800);
+    } finally {
+      await connection.close();
+    }
+    expect(fixtureLog(log).filter((record) => record.event === 'start').length).toBeGreaterThan(3);
   });
 });

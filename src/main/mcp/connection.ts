@@ -18,6 +18,12 @@ export class ServerDownError extends Error {}
 const NO_SDK_TIMEOUT = 2 ** 31 - 1;
 const FIRST_RESTART_MS = 100;
 const LAST_RESTART_MS = 10_000;
+/**
+ * How long a server must stay up before its next death waits the first wait again. A server that
+ * starts and then dies at once would otherwise be started every 0.1 s for ever; a call answered
+ * resets the wait too.
+ */
+const STEADY_MS = 30_000;
 
 /**
  * What the SDK's Streamable HTTP transport reports, through `onerror` alone, when the stream a
@@ -36,8 +42,8 @@ const CLIENT_INFO = { name: 'cohort', version: '1' };
 /**
  * One MCP server: its official SDK client, the calls in flight on it (at most `maxConcurrency`),
  * and its life. A stdio server that dies after it started, or an HTTP server that no longer knows
- * its session, is started again with a growing wait (0.1 s doubling to 10 s); until it is back,
- * calls fail at once with a message naming it.
+ * its session, is started again with a growing wait (0.1 s doubling to 10 s, back to 0.1 s once it
+ * answered a call or stayed up 30 s); until it is back, calls fail at once with a message naming it.
  */
 export class McpConnection {
   readonly name: string;
@@ -48,6 +54,7 @@ export class McpConnection {
   #state: 'new' | 'up' | 'down' | 'closed' = 'new';
   #restartMs = FIRST_RESTART_MS;
   #restartTimer: NodeJS.Timeout | undefined;
+  #steadyTimer: NodeJS.Timeout | undefined;
   /** The running server's process (stdio). */
   #pid: number | undefined;
   /** How many times it was started again after dying. */
@@ -101,6 +108,8 @@ export class McpConnection {
       this.#transport = transport;
       this.#state = 'up';
       this.#pid = spawned.pid;
+      this.#steadyTimer = setTimeout(() => this.#steady(), STEADY_MS);
+      this.#steadyTimer.unref();
       client.onerror = (error) => {
         if (this.#config.type === 'http' && streamBroke(error)) this.#onDied(client);
       };
@@ -169,10 +178,12 @@ export class McpConnection {
       const onAbort = () => request.abort(signal.reason);
       signal.addEventListener('abort', onAbort, { once: true });
       try {
-        return (await client.callTool({ name: tool, arguments: input }, undefined, {
+        const result = (await client.callTool({ name: tool, arguments: input }, undefined, {
           signal: request.signal,
           timeout: NO_SDK_TIMEOUT,
         })) as CallToolResult;
+        if (this.#client === client) this.#steady();
+        return result;
       } catch (error) {
         // An HTTP server that forgot the session (it restarted) answers 404: the protocol has the
         // client start a new one, as for a stdio server that died.
@@ -194,6 +205,7 @@ export class McpConnection {
   #onDied(client: Client): void {
     if (this.#client !== client || this.#state !== 'up') return;
     this.#release();
+    clearTimeout(this.#steadyTimer);
     this.#state = 'down';
     this.#client = undefined;
     // Closed already when its process died; an HTTP client's session is let go of here.
@@ -210,7 +222,6 @@ export class McpConnection {
       this.start().then(
         () => {
           this.restarts++;
-          this.#restartMs = FIRST_RESTART_MS;
         },
         () => {
           if (this.#state === 'down') this.#scheduleRestart();
@@ -225,10 +236,22 @@ export class McpConnection {
   async close(): Promise<void> {
     this.#state = 'closed';
     clearTimeout(this.#restartTimer);
+    clearTimeout(this.#steadyTimer);
     const client = this.#client;
     this.#client = undefined;
     await client?.close().catch(() => {});
     this.#release();
+  }
+
+  /** The wait before the next start of this server, should it die now. */
+  get restartWaitMs(): number {
+    return this.#restartMs;
+  }
+
+  /** It stayed up, or answered a call: its next death waits the first wait again. */
+  #steady(): void {
+    clearTimeout(this.#steadyTimer);
+    this.#restartMs = FIRST_RESTART_MS;
   }
 
   #release(): void {
