@@ -1,8 +1,7 @@
-import type { Readable } from 'node:stream';
-import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { McpServerConfig } from './config.js';
+import { StdioServerTransport } from './stdio-transport.js';
 
 /** How much of a stdio server's stderr is kept, for the message when it fails to start. */
 const STDERR_TAIL = 2_000;
@@ -17,8 +16,9 @@ export interface ServerTransport {
 }
 
 /**
- * The official SDK's transport for an entry: a child process over stdio (its stderr piped and
- * kept, not inherited), or Streamable HTTP with the entry's headers on every request.
+ * The transport for an entry: a child process over stdio in a process group of its own (its
+ * stderr piped and kept, not inherited; `stdio-transport.ts`), or the official SDK's Streamable
+ * HTTP with the entry's headers on every request.
  */
 export function serverTransport(config: McpServerConfig): ServerTransport {
   if (config.type === 'http') {
@@ -27,21 +27,20 @@ export function serverTransport(config: McpServerConfig): ServerTransport {
     });
     return { transport, stderrTail: () => '', pid: () => undefined };
   }
-  const transport = new StdioClientTransport({
-    command: config.command,
-    ...(config.args ? { args: config.args } : {}),
-    ...(config.env ? { env: config.env } : {}),
-    ...(config.cwd === undefined ? {} : { cwd: config.cwd }),
-    stderr: 'pipe',
-  });
   let tail = '';
-  // Read at once (the stream exists before start), so a chatty server never blocks on a full pipe.
-  (transport.stderr as Readable | null)?.on('data', (chunk: Buffer) => {
-    tail = (tail + chunk.toString('utf8')).slice(-STDERR_TAIL);
+  // Read at once, so a chatty server never blocks on a full pipe.
+  const transport = new StdioServerTransport({
+    command: config.command,
+    args: config.args,
+    env: config.env,
+    cwd: config.cwd,
+    onStderr: (chunk) => {
+      tail = (tail + chunk.toString('utf8')).slice(-STDERR_TAIL);
+    },
   });
   return {
     transport,
     stderrTail: () => tail.trim(),
-    pid: () => transport.pid ?? undefined,
+    pid: () => transport.pid,
   };
 }
