@@ -368,3 +368,18 @@ describe('an MCP connection', () => {
     expect(fixtureLog(log).filter((record) => record.event === 'start').length).toBeGreaterThan(3);
   });
 });
+
+describe('an MCP connection closed while it restarts a server', () => {
+  it('aborts the start and ends the process it spawned before close resolves', async () => {
+    const { entry, log } = fixtureEntry({ env: { MCP_FIXTURE_MODE: 'hang-on-restart' } });
+    const connection = new McpConnection('slow', entry);
+    await connection.start();
+    await expect(connection.call('die', {}, new AbortController().signal)).rejects.toThrow();
+    // Started again, and it never answers `initialize`: the restart is under way.
+    await vi.waitFor(() => expect(fixtureLog(log)).toHaveLength(2), PATIENCE);
+    const restarted = fixtureLog(log)[1]!.pid;
+    await connection.close();
+    expect(alive(restarted)).toBe(false);
+    expect(connection.state).toBe('closed');
+  });
+});

@@ -55,6 +55,9 @@ export class McpConnection {
   #restartMs = FIRST_RESTART_MS;
   #restartTimer: NodeJS.Timeout | undefined;
   #steadyTimer: NodeJS.Timeout | undefined;
+  /** A start under way (the first, or a restart), and what `close` aborts it with. */
+  #starting: Promise<unknown> | undefined;
+  readonly #closer = new AbortController();
   /** The running server's process (stdio). */
   #pid: number | undefined;
   /** How many times it was started again after dying. */
@@ -85,9 +88,22 @@ export class McpConnection {
    * server when it cannot start, exits, sends what is not JSON-RPC, or does not answer within
    * its `startTimeoutMs`; what it was started with is never in the message.
    */
-  async start(): Promise<Tool[]> {
+  start(): Promise<Tool[]> {
+    const starting = this.#start();
+    this.#starting = starting;
+    const settled = () => {
+      if (this.#starting === starting) this.#starting = undefined;
+    };
+    starting.then(settled, settled);
+    return starting;
+  }
+
+  async #start(): Promise<Tool[]> {
+    if (this.#closer.signal.aborted) throw new Error('it was closed');
     const timeoutMs = this.#config.startTimeoutMs ?? DEFAULT_MCP_START_TIMEOUT_MS;
-    const signal = AbortSignal.timeout(timeoutMs);
+    const timeout = AbortSignal.timeout(timeoutMs);
+    // `close` aborts a start under way, and waits for what it spawned to be ended.
+    const signal = AbortSignal.any([timeout, this.#closer.signal]);
     const client = new Client(CLIENT_INFO, { capabilities: {} });
     const transport = serverTransport(this.#config);
     const spawned: { pid?: number | undefined } = {};
@@ -118,7 +134,7 @@ export class McpConnection {
     } catch (error) {
       await client.close().catch(() => {});
       if (spawned.pid !== undefined) releaseProcess(spawned.pid);
-      const why = signal.aborted
+      const why = timeout.aborted
         ? `it did not answer \`initialize\` and \`tools/list\` within ${timeoutMs} ms`
         : (error as Error).message;
       const stderr = transport.stderrTail();
@@ -232,11 +248,16 @@ export class McpConnection {
     this.#restartTimer.unref();
   }
 
-  /** Closes the connection: a stdio server gets its stdin closed, then SIGTERM, then SIGKILL. */
+  /**
+   * Closes the connection: a stdio server gets its stdin closed, then SIGTERM, then SIGKILL. A
+   * start under way (a restart) is aborted first, and what it spawned ended before this resolves.
+   */
   async close(): Promise<void> {
     this.#state = 'closed';
     clearTimeout(this.#restartTimer);
     clearTimeout(this.#steadyTimer);
+    this.#closer.abort(new Error('it was closed while it started'));
+    await this.#starting?.catch(() => {});
     const client = this.#client;
     this.#client = undefined;
     await client?.close().catch(() => {});
