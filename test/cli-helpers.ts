@@ -23,7 +23,8 @@ export interface CliRun {
 export function runCli(
   args: string[],
   env: NodeJS.ProcessEnv = {},
-  options: { stdin?: string; cwd?: string } = {},
+  /** `detached`: in a process group of its own, as a terminal's foreground job is. */
+  options: { stdin?: string; cwd?: string; detached?: boolean } = {},
 ): CliRun {
   const cleanEnv = { ...process.env };
   delete cleanEnv.ANTHROPIC_API_KEY;
@@ -33,6 +34,7 @@ export function runCli(
   const child = spawn(process.execPath, [CLI, ...withThreads(args)], {
     env: { ...cleanEnv, ...env },
     ...(options.cwd === undefined ? {} : { cwd: options.cwd }),
+    ...(options.detached ? { detached: true } : {}),
     stdio: [options.stdin === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
   });
   if (options.stdin !== undefined) child.stdin!.end(options.stdin);

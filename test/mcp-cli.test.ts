@@ -77,24 +77,61 @@ describe('cohort with --mcp-config', () => {
     }
   });
 
-  it('leaves no server process behind when it is stopped by a signal mid-call', async () => {
-    const { entry, log } = fixtureEntry();
+  /**
+   * `cohort agent` mid-call on a server that outlives its stdin's end (so only a signal cohort
+   * sends can end it), and that server's pid and log.
+   */
+  async function agentMidCall(options: { detached?: boolean } = {}) {
+    const { entry, log } = fixtureEntry({ env: { MCP_FIXTURE_MODE: 'stubborn' } });
     const config = configFile({ fx: entry });
-    const run = runCli([
-      'agent',
-      scripted([{ calls: [call('mcp__fx__hold')] }, { reply: 'never' }]),
-      '--mcp-config',
-      config,
-    ]);
+    const run = runCli(
+      [
+        'agent',
+        scripted([{ calls: [call('mcp__fx__hold')] }, { reply: 'never' }]),
+        '--mcp-config',
+        config,
+      ],
+      {},
+      options,
+    );
     // Started once (the check lists its tools, and the engine then uses it), and mid-call.
     await vi.waitFor(
       () => expect(fixtureLog(log).map((record) => record.event)).toEqual(['start', 'holding']),
       PATIENCE,
     );
-    const pids = fixtureLog(log).map((record) => record.pid);
+    const pid = fixtureLog(log)[0]!.pid;
+    const events = () => fixtureLog(log).map((record) => record.event);
+    return { run, pid, events };
+  }
+
+  it('ends its servers on a graceful stop by a signal, stdin closed then SIGTERM', async () => {
+    const { run, pid, events } = await agentMidCall();
+    run.child.kill('SIGTERM');
+    expect((await run.exit).code).toBe(143);
+    // The close waited for it: it is gone when cohort is.
+    expect(alive(pid)).toBe(false);
+    expect(events()).toContain('sigterm');
+  });
+
+  it('ends its servers when a second signal forces the stop', async () => {
+    const { run, pid, events } = await agentMidCall();
+    // Back to back: the second arrives while the first one's close still waits on the server.
+    run.child.kill('SIGINT');
     run.child.kill('SIGTERM');
     await run.exit;
-    // Ended on the way out (SIGTERM), not waited for: each goes at its own pace.
-    await vi.waitFor(() => expect(pids.filter(alive)).toEqual([]), PATIENCE);
+    expect(run.stderr()).toMatch(/a second signal \(SIG[A-Z]+\): stopped at once/);
+    // Sent SIGTERM on the way out, not waited for.
+    await vi.waitFor(() => expect(alive(pid)).toBe(false), PATIENCE);
+    expect(events()).toContain('sigterm');
+  });
+
+  it('keeps a terminal’s Ctrl-C from its servers: cohort alone decides what it stops', async () => {
+    const { run, pid, events } = await agentMidCall({ detached: true });
+    // A terminal sends Ctrl-C to its foreground job's whole process group.
+    process.kill(-run.child.pid!, 'SIGINT');
+    expect((await run.exit).code).toBe(130);
+    expect(alive(pid)).toBe(false);
+    expect(events()).not.toContain('sigint');
+    expect(events()).toContain('sigterm');
   });
 });
