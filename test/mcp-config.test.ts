@@ -9,6 +9,7 @@ import { checkMcpServers } from '../src/main/mcp/config-check.js';
 import { mergeServerSets, readMcpConfigFile } from '../src/main/mcp/config-file.js';
 import { duplicateKey } from '../src/main/mcp/duplicate-keys.js';
 import { Slots } from '../src/main/mcp/slots.js';
+import { UsageError } from '../src/shared/errors.js';
 import { entryPicks, unknownEntries } from '../src/shared/tools/selection.js';
 import { tempDir } from './helpers.js';
 
@@ -109,6 +110,35 @@ describe('an MCP config file', () => {
     } catch (error) {
       expect((error as Error).message).not.toContain('hunter2');
     }
+  });
+
+  it('shows no value of an entry in any message: not an env value, an argument, a URL or the file’s text', () => {
+    const secret = 'hunter2-secret-value';
+    const messages = [
+      () => checkMcpServers([{ command: 'x', env: { TOKEN: secret } }], '`mcpServers`', {}),
+      () => checkMcpServers({ gh: `npx ${secret}` }, '`mcpServers`', {}),
+      () => checkMcpServers({ gh: { command: 'x', args: ['--token', secret, 5] } }, '`m`', {}),
+      () => checkMcpServers({ gh: { command: 'x', args: `--token ${secret}` } }, '`m`', {}),
+      () => checkMcpServers({ gh: { url: '${TOKEN}' } }, '`m`', { TOKEN: secret }),
+      () => checkMcpServers({ gh: { command: 'x', env: secret } }, '`m`', {}),
+      () => checkMcpServers({ gh: { command: 'x', maxConcurrency: secret } }, '`m`', {}),
+      () => readMcpConfigFile(configFile(`x{"mcpServers": {"a": {"env": {"T": "${secret}"}}}}`)),
+      () => readMcpConfigFile(configFile(`{"mcpServers": {"a": {"env": {"T": "${secret}" "U"}}}}`)),
+    ].map((check) => {
+      try {
+        check();
+      } catch (error) {
+        expect(error).toBeInstanceOf(UsageError);
+        return (error as Error).message;
+      }
+      throw new Error('expected a UsageError');
+    });
+    for (const message of messages) expect(message).not.toContain('hunter2');
+    expect(messages[2]).toMatch(/`args` of server `gh` .* got number `5` at `args\[2\]`/);
+    expect(messages[4]).toMatch(/`url` of server `gh` .* to be an http:\/\/ or https:\/\/ URL/);
+    expect(messages[8]).toMatch(
+      /it is not JSON: Expected ',' or '}' after property value at line 1, column \d+/,
+    );
   });
 
   it('refuses one name in two sources, naming both', () => {

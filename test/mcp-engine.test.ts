@@ -303,6 +303,20 @@ describe('MCP servers at start and close', () => {
     await vi.waitFor(() => expect(alive(theirs!)).toBe(false), PATIENCE);
   });
 
+  it('show no piece of a secret that the end of a failed server’s stderr would cut in two', async () => {
+    const secret = 'cut-secret-5be01d77c2';
+    // The secret's line, then enough that the last 2,000 characters start inside it.
+    const script = `console.error('token ' + process.env.LEAK + '\\n' + 'y'.repeat(1990)); process.exit(1)`;
+    const start = Engine.start({
+      ...engineOptions(),
+      mcpServers: {
+        cut: { command: process.execPath, args: ['-e', script], env: { LEAK: secret } },
+      },
+    });
+    await expect(start).rejects.toThrow(/its stderr ended: y+$/);
+    await start.catch((error: Error) => expect(error.message).not.toMatch(/77c2|\[redacted\]/));
+  });
+
   it('refuse a tool name that clashes with another tool, naming both places', async () => {
     const { entry } = fixtureEntry();
     const start = Engine.start({

@@ -29,7 +29,7 @@ export function checkMcpServers(
 ): McpServerSet {
   if (!isRecord(value)) {
     throw new UsageError(
-      `Expected ${where} to be an object of servers by name, got ${describeValue(value)}`,
+      `Expected ${where} to be an object of servers by name, got ${kindOf(value)}`,
     );
   }
   const servers: McpServerSet = {};
@@ -51,7 +51,7 @@ function checkEntry(
   env: Readonly<Record<string, string | undefined>>,
 ): McpServerConfig {
   if (!isRecord(entry))
-    throw new UsageError(`Expected server ${at} to be an object, got ${describeValue(entry)}`);
+    throw new UsageError(`Expected server ${at} to be an object, got ${kindOf(entry)}`);
   const type = entry.type;
   if (type !== undefined && type !== 'stdio' && type !== 'http') {
     throw new UsageError(
@@ -90,7 +90,7 @@ function checkEntry(
     const url = expand(text(entry.url, 'url', at), 'url');
     if (!/^https?:\/\//.test(url))
       throw new UsageError(
-        `Expected \`url\` of server ${at} to be an http:// or https:// URL, got \`${url}\``,
+        `Expected \`url\` of server ${at} to be an http:// or https:// URL once \`\${VAR}\` is expanded, got one that starts with neither (not shown: it may hold a secret)`,
       );
     const headers = strings(entry.headers, 'headers', at, expand);
     return { type: 'http', url, ...(headers ? { headers } : {}), ...common };
@@ -115,14 +115,16 @@ function checkEntry(
 function text(value: unknown, field: string, at: string): string {
   if (typeof value === 'string' && value.trim() !== '') return value;
   throw new UsageError(
-    `Expected \`${field}\` of server ${at} to be a non-empty string, got ${describeValue(value)}`,
+    `Expected \`${field}\` of server ${at} to be a non-empty string, got ${typeof value === 'string' ? 'an empty one' : kindOf(value)}`,
   );
 }
 
 function checkArgs(value: unknown, at: string): string[] {
   if (Array.isArray(value) && value.every((arg) => typeof arg === 'string')) return value;
   throw new UsageError(
-    `Expected \`args\` of server ${at} to be an array of strings, got ${describeValue(value)}`,
+    Array.isArray(value)
+      ? `Expected \`args\` of server ${at} to be an array of strings, got ${kindOf(value.find((arg) => typeof arg !== 'string'))} at \`args[${value.findIndex((arg) => typeof arg !== 'string')}]\``
+      : `Expected \`args\` of server ${at} to be an array of strings, got ${kindOf(value)}`,
   );
 }
 
@@ -135,7 +137,9 @@ function strings(
 ): Record<string, string> | undefined {
   if (value === undefined) return undefined;
   if (!isRecord(value))
-    throw new UsageError(`Expected \`${field}\` of server ${at} to be an object of strings`);
+    throw new UsageError(
+      `Expected \`${field}\` of server ${at} to be an object of strings, got ${kindOf(value)}`,
+    );
   const out: Record<string, string> = {};
   for (const [key, item] of Object.entries(value)) {
     if (typeof item !== 'string') {
@@ -160,8 +164,22 @@ function whole(
   if (typeof value === 'number' && Number.isInteger(value) && value >= min && value <= max)
     return { [field]: value };
   throw new UsageError(
-    `Expected \`${field}\` of server ${at} to be a whole number from ${min} to ${max}, got ${describeValue(value)}`,
+    `Expected \`${field}\` of server ${at} to be a whole number from ${min} to ${max}, got ${kindOf(value)}`,
   );
+}
+
+/**
+ * What a value is, never what it holds: an entry's values may be secrets (an `env` or `headers`
+ * value, an argument, a token in a URL), so messages name the entry and the field instead.
+ */
+function kindOf(value: unknown): string {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'an array';
+  if (typeof value === 'object') return 'an object';
+  if (typeof value === 'string') return 'a string';
+  if (typeof value === 'number' || typeof value === 'boolean')
+    return `${typeof value} \`${value}\``;
+  return `a ${typeof value}`;
 }
 
 function isRecord(value: unknown): value is Record<string, unknown> {

@@ -30,7 +30,7 @@ export function readMcpConfigFile(
     parsed = JSON.parse(text);
   } catch (error) {
     throw new UsageError(
-      `Expected \`${file}\` to be JSON of the shape {"mcpServers": {NAME: {...}}}, but it is not JSON: ${(error as Error).message}`,
+      `Expected \`${file}\` to be JSON of the shape {"mcpServers": {NAME: {...}}}, but it is not JSON: ${jsonProblem((error as Error).message, text)}`,
     );
   }
   const twice = duplicateKey(text);
@@ -73,4 +73,16 @@ export function mergeServerSets(sets: readonly { servers: McpServerSet; from: st
     }
   }
   return { servers, sources };
+}
+
+/**
+ * A JSON parse error without the file's text: V8 quotes a piece of it (`"{"token": "ab"... is not
+ * valid JSON`), which may be a secret. A position is given as a line and column instead.
+ */
+function jsonProblem(message: string, text: string): string {
+  const withoutText = message.replace(/, ".*" is not valid JSON$/s, '');
+  return withoutText.replace(/ in JSON at position (\d+).*$/s, (_whole, position: string) => {
+    const before = text.slice(0, Number(position)).split('\n');
+    return ` at line ${before.length}, column ${(before.at(-1)?.length ?? 0) + 1}`;
+  });
 }
