@@ -81,6 +81,8 @@ describe('an MCP config file', () => {
       ],
       [servers({ 'a b': { command: 'x' } }), /server's name to be 1-64 of .*, got `a b` in/],
       [servers({ a__b: { command: 'x' } }), /without `__`/],
+      [servers({ a_: { command: 'x' } }), /neither starting nor ending with `_`.*got `a_`/],
+      [servers({ _a: { command: 'x' } }), /neither starting nor ending with `_`.*got `_a`/],
       [
         '{"mcpServers": {"a": {"command": "x"}, "a": {"command": "y"}}}',
         /every server in `[^`]*\.mcp\.json` to have its own name, got `a` twice/,
@@ -168,6 +170,10 @@ describe('a tools selection', () => {
     expect(entryPicks('mcp__fs__*', 'mcp__fs__read_file')).toBe(true);
     expect(entryPicks('mcp__fs__*', 'mcp__fsx__read_file')).toBe(false);
     expect(entryPicks('mcp__*', 'mcp__fs__read_file')).toBe(false);
+    // Server `fs`'s pattern picks its tool `_x`, and nothing of a server named `fs_x`.
+    expect(entryPicks('mcp__fs__*', 'mcp__fs___x')).toBe(true);
+    expect(entryPicks('mcp__fs__*', 'mcp__fs_x__read')).toBe(false);
+    expect(entryPicks('mcp__fs___*', 'mcp__fs___x')).toBe(false);
     expect(unknownEntries(['mcp__fs__*', 'mcp__gh__*', 'echo'], ['mcp__fs__a', 'echo'])).toEqual([
       'mcp__gh__*',
     ]);

@@ -35,9 +35,16 @@ export function checkMcpServers(
   const servers: McpServerSet = {};
   for (const [name, entry] of Object.entries(value)) {
     const at = `\`${name}\` in ${where}`;
-    if (!SERVER_NAME.test(name) || name.includes('__')) {
+    if (
+      !SERVER_NAME.test(name) ||
+      name.includes('__') ||
+      name.startsWith('_') ||
+      name.endsWith('_')
+    ) {
+      // Its tools are `mcp__NAME__TOOL`: a name `a_` would make server `a`'s `mcp__a__*` pick its
+      // tools too (`mcp__a___x`), and `mcp__a___x` could be either server's.
       throw new UsageError(
-        `Expected each server's name to be 1-64 of [a-zA-Z0-9_-] without \`__\` (its tools are named \`mcp__NAME__TOOL\`), got \`${name}\` in ${where}`,
+        `Expected each server's name to be 1-64 of [a-zA-Z0-9_-], neither starting nor ending with \`_\` and without \`__\` (its tools are named \`mcp__NAME__TOOL\`), got \`${name}\` in ${where}`,
       );
     }
     servers[name] = checkEntry(entry, at, env);

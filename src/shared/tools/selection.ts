@@ -9,9 +9,20 @@ export function isServerPattern(entry: string): boolean {
   return SERVER_PATTERN.test(entry) && !entry.slice(5, -3).includes('__');
 }
 
+/**
+ * The server of an MCP tool's name, `mcp__NAME__TOOL`: what comes before the first `__` after
+ * `mcp__`. A server's name has no `__` and neither starts nor ends with `_`, so this is exact
+ * even when the tool's name starts with `_` (`mcp__a___x` is server `a`'s tool `_x`).
+ */
+function serverOf(name: string): string | undefined {
+  if (!name.startsWith('mcp__')) return undefined;
+  const end = name.indexOf('__', 5);
+  return end > 5 ? name.slice(5, end) : undefined;
+}
+
 /** Whether a selection entry picks the tool `name`: the name itself, or its server's pattern. */
 export function entryPicks(entry: string, name: string): boolean {
-  return entry === name || (isServerPattern(entry) && name.startsWith(entry.slice(0, -1)));
+  return entry === name || (isServerPattern(entry) && serverOf(name) === entry.slice(5, -3));
 }
 
 /** Whether a selection picks the tool `name`. */
