@@ -678,14 +678,15 @@ export class Engine {
       for (const group of [...this.#busyGroups]) group.cancel('shutdown');
     }
     // The children go first: their steps are withdrawn, then the batches still open cancelled.
-    this.#closing ??= this.#pool
-      .close('shutdown')
-      .then(() => this.#collector?.close())
-      .then(() => this.#mcp?.close())
-      .then(() => closeJournals())
-      .then(() => this.#applyLogPolicy())
-      .then(() => this.#governorState?.close())
-      .then(() => this.#dropEmptyLogDir());
+    this.#closing ??= closeInTurn([
+      () => this.#pool.close('shutdown'),
+      () => this.#collector?.close(),
+      () => this.#mcp?.close(),
+      () => closeJournals(),
+      () => this.#applyLogPolicy(),
+      () => this.#governorState?.close(),
+      () => this.#dropEmptyLogDir(),
+    ]);
     return this.#closing;
   }
 
@@ -790,4 +791,21 @@ export async function checkEngine(
       queued: options.queue !== undefined,
     }),
   );
+}
+
+/**
+ * Runs the steps of a close one after another, each whatever the ones before did: a step that
+ * fails must not leave what the later ones end (an MCP server's process, the journal) running or
+ * unwritten. Rejects with the first failure once every step has run.
+ */
+async function closeInTurn(steps: readonly (() => unknown)[]): Promise<void> {
+  let failure: { error: unknown } | undefined;
+  for (const step of steps) {
+    try {
+      await step();
+    } catch (error) {
+      failure ??= { error };
+    }
+  }
+  if (failure) throw failure.error;
 }

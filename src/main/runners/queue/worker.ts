@@ -220,7 +220,9 @@ export class QueueWorker {
   async #shut(): Promise<void> {
     await Promise.allSettled([
       closeWithin([], [this.#redis, this.#subscriber], 0),
-      this.#pool.close('shutdown').then(() => this.#tools?.close()),
+      // The servers are closed whatever the pool's close does: a server left up keeps this
+      // process alive.
+      this.#pool.close('shutdown').finally(() => this.#tools?.close()),
       this.#governorState?.close(),
     ]);
   }
@@ -370,9 +372,13 @@ export class QueueWorker {
     this.handBackNow();
     // Every child is handed back or finished: the processors return, and the close is quick
     // unless Redis is away, when the connections are cut after a grace.
-    await closeWithin([this.#worker], [], DRAIN_CLOSE_GRACE_MS);
-    await this.#pool.close('shutdown');
-    await this.#tools?.close();
+    try {
+      await closeWithin([this.#worker], [], DRAIN_CLOSE_GRACE_MS);
+      await this.#pool.close('shutdown');
+    } finally {
+      // Whatever the steps before did: a server left up keeps this process alive.
+      await this.#tools?.close();
+    }
     await Promise.allSettled([
       quitWithin(this.#subscriber, QUIT_GRACE_MS),
       quitWithin(this.#redis, QUIT_GRACE_MS),
