@@ -222,17 +222,24 @@ describe('an agent file choosing MCP tools', () => {
         '---',
         'name: searcher',
         'description: Searches.',
-        'tools: mcp__web__*, echo',
+        `tools: mcp__web__*, echo, mcp__web__${'long_'.repeat(20)}`,
         '---',
         'Search.',
         '',
       ].join('\n'),
     );
     const [definition] = loadAgentDefinitions(dir, { required: true });
-    expect(definition?.tools).toEqual(['mcp__web__*', 'echo']);
-    expect(agentFileToolsProblem(definition!, ['mcp__web__search', 'echo'])).toBeUndefined();
+    // An MCP tool's name may be up to 128 characters, past the 64 of other tools.
+    expect(definition?.tools).toEqual(['mcp__web__*', 'echo', `mcp__web__${'long_'.repeat(20)}`]);
+    expect(
+      agentFileToolsProblem(definition!, [
+        'mcp__web__search',
+        'echo',
+        `mcp__web__${'long_'.repeat(20)}`,
+      ]),
+    ).toBeUndefined();
     expect(agentFileToolsProblem(definition!, ['echo'])?.message).toMatch(
-      /searcher\.md:4: Expected `tools` to name known tools \(`echo`\), got `mcp__web__\*`/,
+      /searcher\.md:4: Expected `tools` to name known tools \(`echo`\), got `mcp__web__\*`, `mcp__web__long_/,
     );
   });
 });

@@ -13,7 +13,7 @@ import {
   type Fields as OptionFields,
 } from '../../shared/option-schema.js';
 import { outputSchemaProblem, schemaAjv } from '../../shared/tools/output-schema.js';
-import { isServerPattern } from '../../shared/tools/selection.js';
+import { isMcpToolName, isServerPattern } from '../../shared/tools/selection.js';
 import {
   AGENT_FILE_FIELDS,
   type AgentDefinition,
@@ -276,7 +276,10 @@ function toolList(value: string | unknown[]): string[] | string {
   const tools = typeof value === 'string' ? value.split(',').map((tool) => tool.trim()) : value;
   const seen = new Set<string>();
   for (const [index, tool] of tools.entries()) {
-    if (typeof tool !== 'string' || !(NAME_SHAPE.test(tool) || isServerPattern(tool))) {
+    if (
+      typeof tool !== 'string' ||
+      !(NAME_SHAPE.test(tool) || isMcpToolName(tool) || isServerPattern(tool))
+    ) {
       const entry = tool === '' ? 'an empty entry' : show(tool);
       return `Expected \`tools\` to be ${AGENT_FILE_FIELDS.tools.expected}, got ${entry} at position ${index + 1}`;
     }

@@ -4,6 +4,14 @@
  */
 const SERVER_PATTERN = /^mcp__[a-zA-Z0-9_-]+__\*$/;
 
+/** An MCP server's tool: `mcp__NAME__TOOL`, 1-128 of what a provider takes as a tool's name. */
+const MCP_TOOL_NAME = /^mcp__[a-zA-Z0-9_-]{1,123}$/;
+
+/** Whether `entry` may name an MCP server's tool, longer than the 64 characters of other tools. */
+export function isMcpToolName(entry: string): boolean {
+  return MCP_TOOL_NAME.test(entry);
+}
+
 /** Whether `entry` is `mcp__NAME__*`. */
 export function isServerPattern(entry: string): boolean {
   return SERVER_PATTERN.test(entry) && !entry.slice(5, -3).includes('__');
