@@ -1,10 +1,11 @@
 // biome-ignore-all lint/suspicious/noTemplateCurlyInString: `${VAR}` is the config files' own syntax, tested here as text.
 import { execFile } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { describe, expect, it, vi } from 'vitest';
+import { startScriptedModel } from '../src/testing/index.js';
 import { runCli } from './cli-helpers.js';
 import { readTranscript, scripted, tempDir } from './helpers.js';
 import { alive, fixtureEntry, fixtureLog, PATIENCE } from './mcp-helpers.js';
@@ -133,5 +134,48 @@ describe('cohort with --mcp-config', () => {
     expect(alive(pid)).toBe(false);
     expect(events()).not.toContain('sigint');
     expect(events()).toContain('sigterm');
+  });
+});
+
+describe('cohort batch --estimate with --mcp-config', () => {
+  it('counts the MCP tools an agent is offered, as the run is then charged', async () => {
+    const model = await startScriptedModel({ port: 0 });
+    try {
+      const dir = tempDir('cohort-mcp-estimate-');
+      const tasks = path.join(dir, 'tasks.jsonl');
+      writeFileSync(
+        tasks,
+        `${JSON.stringify({ id: 'a', prompt: 'Say hi.' })}\n${JSON.stringify({ id: 'b', prompt: 'Say hi.', tools: ['mcp__fx__*'] })}\n`,
+      );
+      const config = configFile({ fx: fixtureEntry().entry });
+      const batch = async (args: string[]) => {
+        const run = runCli([
+          'batch',
+          tasks,
+          '--mcp-config',
+          config,
+          '--base-url',
+          model.url,
+          ...args,
+        ]);
+        expect((await run.exit).code, run.stderr()).toBe(0);
+        return run.stdout();
+      };
+      const estimate = JSON.parse(await batch(['--estimate', '--json'])) as { inputTokens: number };
+      const out = path.join(dir, 'results.jsonl');
+      await batch(['--out', out, '--quiet']);
+      const charged = readFileSync(out, 'utf8')
+        .trim()
+        .split('\n')
+        .map((line) => JSON.parse(line).usage)
+        .reduce(
+          (sum, usage) => sum + usage.inputTokens + usage.cacheReadTokens + usage.cacheWriteTokens,
+          0,
+        );
+      // Each task replies in one step: its first request is all it is charged for.
+      expect(Math.abs(estimate.inputTokens - charged)).toBeLessThanOrEqual(charged * 0.01);
+    } finally {
+      await model.close();
+    }
   });
 });

@@ -48,7 +48,12 @@ export async function estimateBatch(
     ...provider.config,
   };
   const endpoint = publicEndpoint(resolveBaseURL(config));
-  const build = await requestBuilder(prepared.check, prepared.options, config.model);
+  const build = await requestBuilder(
+    prepared.check,
+    prepared.options,
+    config.model,
+    prepared.mcp?.tools,
+  );
   const requests = tasks.map(build);
   const { method, tokens, fallback } = await countInputTokens(requests, config);
   await provider.close();

@@ -14,6 +14,7 @@ import { estimateInputTokens } from '../../shared/provider/request-size.js';
 import type { ProviderRequest } from '../../shared/provider/types.js';
 import { loadToolModule } from '../../shared/tools/modules.js';
 import { jsonOutputSchema } from '../../shared/tools/output-schema.js';
+import { selectionPicks } from '../../shared/tools/selection.js';
 import { spawnTools } from '../../shared/tools/spawn-tools.js';
 import type { AnyTool } from '../../shared/tools/types.js';
 import { WORKSPACE_TOOLS } from '../../shared/tools/workspace.js';
@@ -35,7 +36,7 @@ export interface TaskRequest {
  * Builds the first request of each task the way a spawned child builds it (`src/shared/child.ts`,
  * `step-request.ts`, the provider's `planCache`): its agent file's fields under the task's own,
  * the system prompt with the reply rules, the tools it is offered (the workspace's, the tool
- * modules', the spawn family below `--max-depth`, then `reply`, typed by its output schema), the
+ * modules', the MCP servers', the spawn family below `--max-depth`, then `reply`, typed by its output schema), the
  * preamble before the prompt, and the prompt-cache breakpoints. Counting this body is counting
  * what the run's first step is charged.
  *
@@ -46,11 +47,14 @@ export async function requestBuilder(
   check: EngineCheck,
   options: EngineOptions,
   defaultModel: string,
+  /** The MCP servers' tools (`mcp__NAME__TOOL`), started once for the check. */
+  mcpTools: readonly AnyTool[] = [],
 ): Promise<(task: BatchTask) => TaskRequest> {
   const tools: AnyTool[] = [];
   if (options.workspace !== undefined) tools.push(...WORKSPACE_TOOLS);
   for (const modulePath of options.toolModules ?? [])
     tools.push(...(await loadToolModule(modulePath)));
+  tools.push(...(options.hostTools ?? []), ...mcpTools);
   // A task is an agent at depth 1: it gets the spawn family only below the engine's depth.
   if (1 < (options.maxDepth ?? DEFAULT_MAX_DEPTH)) {
     const agents = check.agents.map(({ name, description }) => ({ name, description }));
@@ -59,7 +63,9 @@ export async function requestBuilder(
   return (task) => {
     const { options: agent } = check.resolve(taskAgentOptions(task));
     const model = agent.model ?? defaultModel;
-    const selected = agent.tools ? tools.filter((tool) => agent.tools?.includes(tool.name)) : tools;
+    // Chosen as the run chooses: by name, or all of a server's by `mcp__NAME__*`.
+    const chosen = agent.tools;
+    const selected = chosen ? tools.filter((tool) => selectionPicks(chosen, tool.name)) : tools;
     const schema = jsonOutputSchema(agent.outputSchema);
     const request: ProviderRequest = {
       system: childSystemPrompt(agent.system),
