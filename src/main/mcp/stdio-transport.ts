@@ -112,7 +112,7 @@ export class StdioServerTransport implements Transport {
     const child = this.#child;
     const exited = this.#exited;
     if (!child || !exited) return;
-    // A server that never spawned has nothing to end ('close' follows its 'error').
+    // A server that never spawned has nothing to end: Node emits 'close' after its 'error' too.
     if (child.pid === undefined) return void (await exited);
     const gone = (ms: number) =>
       Promise.race([
