@@ -76,9 +76,11 @@ export default defineConfig({
   test: {
     testTimeout: 60_000,
     hookTimeout: 60_000,
-    // Tests start real worker pools; two cores are shared by every file.
+    // Tests start real worker pools and processes; two cores are shared by every file. Three
+    // files at once, not two: the heavy files spend a third of their time waiting on processes,
+    // sockets and timers, and a third file fills it (test/README.md has the figures).
     fileParallelism: true,
-    maxWorkers: 2,
+    maxWorkers: 3,
     // One module graph per vitest worker instead of one per file: importing the sources again
     // for every file cost more CPU than most unit files' tests. Tests restore what they change
     // (environment, spies, timers, the global tracer provider).
