@@ -15,6 +15,11 @@ beforeAll(async () => {
   model = await startScriptedModel({ port: 0, batchLatencyMs: 10 });
 });
 
+/** `cohort batch TASKS --out OUT --base-url URL FLAGS…`: what every run of this file starts with. */
+function batchArgs(tasks: string, out: string, flags: string[], url = model.url): string[] {
+  return ['batch', tasks, '--out', out, '--base-url', url, ...flags];
+}
+
 afterAll(async () => {
   await model.close();
 });
@@ -24,21 +29,17 @@ describe('cohort batch --lane', () => {
     const tasks = writeTasks(6);
     const out = path.join(tempDir(), 'results.jsonl');
     const before = { ...model.stats };
-    const run = runCli([
-      'batch',
-      tasks,
-      '--out',
-      out,
-      '--base-url',
-      model.url,
-      '--lane',
-      'batches',
-      '--batch-window',
-      '30s',
-      '--batch-poll',
-      '20ms',
-      '--json',
-    ]);
+    const run = runCli(
+      batchArgs(tasks, out, [
+        '--lane',
+        'batches',
+        '--batch-window',
+        '30s',
+        '--batch-poll',
+        '20ms',
+        '--json',
+      ]),
+    );
     expect((await run.exit).code).toBe(0);
     const lines = readResultLines(out) as { outcome: string; lane?: string }[];
     expect(lines.map((line) => [line.outcome, line.lane])).toEqual(
@@ -75,15 +76,7 @@ describe('cohort batch --lane', () => {
     // Side by side, each with a results path of its own: each reads only its own process.
     const runs = cases.map(([flags, message]) => ({
       message,
-      run: runCli([
-        'batch',
-        tasks,
-        '--out',
-        path.join(tempDir(), 'results.jsonl'),
-        '--base-url',
-        model.url,
-        ...flags,
-      ]),
+      run: runCli(batchArgs(tasks, path.join(tempDir(), 'results.jsonl'), flags)),
     }));
     for (const { run, message } of runs) {
       expect((await run.exit).code).toBe(2);
@@ -102,16 +95,7 @@ describe('cohort batch --lane', () => {
       ].join('\n'),
     );
     const out = path.join(tempDir(), 'results.jsonl');
-    const run = runCli([
-      'batch',
-      tasks,
-      '--out',
-      out,
-      '--base-url',
-      model.url,
-      '--batch-poll',
-      '20ms',
-    ]);
+    const run = runCli(batchArgs(tasks, out, ['--batch-poll', '20ms']));
     expect((await run.exit).code).toBe(1);
     expect(run.stderr()).toMatch(
       /tasks.jsonl:3: expected `lane` to be realtime, batches or auto, got `overnight`/,
@@ -139,23 +123,19 @@ describe('cohort batch --lane', () => {
     );
     const out = path.join(tempDir(), 'results.jsonl');
     const before = { ...model.stats };
-    const run = runCli([
-      'batch',
-      tasks,
-      '--out',
-      out,
-      '--base-url',
-      model.url,
-      '--lane',
-      'auto',
-      '--deadline',
-      '30m',
-      '--batch-window',
-      '100ms',
-      '--batch-poll',
-      '20ms',
-      '--json',
-    ]);
+    const run = runCli(
+      batchArgs(tasks, out, [
+        '--lane',
+        'auto',
+        '--deadline',
+        '30m',
+        '--batch-window',
+        '100ms',
+        '--batch-poll',
+        '20ms',
+        '--json',
+      ]),
+    );
     expect((await run.exit).code).toBe(1);
     expect(run.stderr()).toMatch(
       /tasks.jsonl:3: expected `deadline` to be a time in the future .*got `2020-01-01T00:00:00Z`/,
@@ -190,20 +170,14 @@ describe('cohort batch --lane', () => {
       `${JSON.stringify({ id: 'odd', prompt: scripted([{ reply: 'not a number' }]), outputSchema: schema })}\n`,
     );
     const out = path.join(tempDir(), 'results.jsonl');
-    const args = [
-      'batch',
-      tasks,
-      '--out',
-      out,
-      '--base-url',
-      model.url,
+    const args = batchArgs(tasks, out, [
       '--tools',
       TEST_TOOLS,
       '--lane',
       'batches',
       '--batch-poll',
       '20ms',
-    ];
+    ]);
     const before = model.stats.batchRequests;
     expect((await runCli(args).exit).code).toBe(1);
     expect(readResultLines(out)[0]).toMatchObject({ outcome: 'failed' });
@@ -258,20 +232,12 @@ describe('cohort batch --lane', () => {
         ),
       );
       const out = path.join(tempDir(), 'results.jsonl');
-      const args = [
-        'batch',
+      const args = batchArgs(
         tasks,
-        '--out',
         out,
-        '--base-url',
+        ['--tools', TEST_TOOLS, '--lane', 'batches', '--batch-poll', '20ms'],
         slow.url,
-        '--tools',
-        TEST_TOOLS,
-        '--lane',
-        'batches',
-        '--batch-poll',
-        '20ms',
-      ];
+      );
       const first = runCli(args);
       // The batch is created and in the journal: the run is killed before it could end.
       await vi.waitFor(
