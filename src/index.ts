@@ -9,6 +9,13 @@ export {
   AgentFolderError,
 } from './main/agents/definition.js';
 export {
+  DASHBOARD_CANCEL,
+  type Dashboard,
+  type DashboardOptions,
+  type DashboardTarget,
+  serveDashboard,
+} from './main/dashboard/dashboard.js';
+export {
   type AgentOptions,
   type CheckEngineOptions,
   checkEngine,
@@ -53,6 +60,7 @@ export {
   type SessionOptions,
   type TurnResult,
 } from './main/session.js';
+export type { ObservedSpawn, SpawnObserver } from './main/spawn-observer.js';
 export type { Budget, BudgetKind, ModelPrice, PriceTable } from './shared/budget.js';
 export { parseDuration } from './shared/duration.js';
 export { CohortError, UsageError } from './shared/errors.js';

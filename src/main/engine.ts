@@ -1,7 +1,7 @@
 import { mkdirSync, readdirSync, rmdirSync } from 'node:fs';
 import path from 'node:path';
 import { context as otelContext, type Tracer } from '@opentelemetry/api';
-import type { Budget } from '../shared/budget.js';
+import type { Budget, PriceTable } from '../shared/budget.js';
 import { mergeBudgets } from '../shared/budget-meter.js';
 import type { ChildSpec, HostToolInfo } from '../shared/child-spec.js';
 import { DEFAULT_MAX_DEPTH, DEFAULT_MAX_STEPS } from '../shared/child-spec.js';
@@ -15,6 +15,7 @@ import { compactJournal } from '../shared/journal/retention.js';
 import { closeJournals } from '../shared/journal/writer.js';
 import { DEFAULT_BATCH_TURNAROUND_MS, deadlineMs, type Lane } from '../shared/lane/lane.js';
 import { checkOption, defined, durationMs } from '../shared/option-schema.js';
+import { priceTable } from '../shared/prices.js';
 import {
   type CacheMode,
   type CacheSettings,
@@ -62,6 +63,7 @@ import { type ChildHandle, ChildPool, type PoolStats } from './runners/local/poo
 import type { ChildRunner } from './runners/types.js';
 import { type Adoption, AgentScope } from './scope.js';
 import { eventFilter, SignalWatch } from './signal-watch.js';
+import { type SpawnObserver, SpawnObservers, stepEvents, withStepTap } from './spawn-observer.js';
 import { spawnStandard } from './standard-output.js';
 import { ChildTrace } from './tracing/agent-trace.js';
 import { cohortTracer } from './tracing/otel-spans.js';
@@ -284,6 +286,11 @@ export class Engine {
     this.#provider = { ...this.#provider, model };
   }
 
+  /** The price table its agents are priced by: the defaults with the `prices` option over them. */
+  get prices(): Readonly<PriceTable> {
+    return priceTable(this.#options.prices);
+  }
+
   get liveCount(): number {
     return this.#pool.liveCount;
   }
@@ -358,6 +365,8 @@ export class Engine {
       : undefined;
     // Events made on main (`agent-start`, `agent-settle`) are filtered as the worker's are.
     const onEvent = eventFilter(agent.onEvent, agent.eventTypes);
+    // An observer that wants each step's usage (the dashboard) has the worker send `step-end`.
+    const watchSteps = this.#observers.steps;
     // What main serves the child beside its run (CAPABILITIES); their flags go in its spec.
     const capabilities: ChildCapabilities = {};
     const childProvider =
@@ -401,8 +410,8 @@ export class Engine {
       streamText:
         agent.streamText ??
         (agent.onEvent !== undefined && (agent.eventTypes?.includes('text-delta') ?? true)),
-      liveEvents: agent.onEvent !== undefined,
-      eventTypes: agent.eventTypes === undefined ? undefined : [...agent.eventTypes],
+      liveEvents: agent.onEvent !== undefined || watchSteps,
+      eventTypes: stepEvents(agent, watchSteps),
       system: agent.system,
       preamble: agent.preamble,
       cache: this.cacheSettings(agent),
@@ -438,7 +447,7 @@ export class Engine {
     let bridge: HostBridge | undefined;
     let scope: AgentScope | undefined;
     const handle = this.#pool.spawn(spec, {
-      onEvent,
+      onEvent: watchSteps ? withStepTap(onEvent, this.#observers) : onEvent,
       jobId: context.jobId,
       timeoutMs: agent.timeout,
       makeBridge: needsBridge
@@ -461,6 +470,9 @@ export class Engine {
       private: privateOf(carried, this.#carriedRules),
     });
     this.#track(handle);
+    if (this.#observers.active) {
+      this.#observers.spawned({ id, title, depth, parent: context.parent, model, handle });
+    }
     if (needsBridge) void handle.result.then(() => bridge?.shutdown());
     const signal = agent.signal;
     if (signal) this.#signals.watch(signal, handle);
@@ -515,6 +527,16 @@ export class Engine {
 
   /** Every signal a spawn was given, with one listener each, however many children share it. */
   readonly #signals = new SignalWatch();
+
+  readonly #observers = new SpawnObservers();
+
+  /**
+   * Tells `observer` of every spawn from now on (the dashboard, docs/DASHBOARD.md); the function
+   * returned stops it. Without observers a spawn pays nothing for them.
+   */
+  observe(observer: SpawnObserver): () => void {
+    return this.#observers.add(observer);
+  }
 
   /**
    * Agents of a stopped run that a resumed agent takes back into its scope (`Session.resume`),

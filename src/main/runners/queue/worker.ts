@@ -15,6 +15,7 @@ import type { AgentResult, CancelReason } from '../../../shared/result.js';
 import { toCancelReason } from '../../../shared/result.js';
 import { warner } from '../../engine-options.js';
 import { type GovernorStateFile, openGovernorState } from '../../governor-state.js';
+import { type SpawnObserver, SpawnObservers, withStepTap } from '../../spawn-observer.js';
 import { type ChildCapabilities, capabilityFlags } from '../capabilities.js';
 import { ChildPool, DEFAULT_AGENTS_PER_THREAD } from '../local/pool.js';
 import type { ChildHandle } from '../spawned-child.js';
@@ -82,6 +83,7 @@ export class QueueWorker {
   /** Made by `start` once Redis answers. */
   #worker!: Worker<AgentJobData, AgentResult>;
   readonly #running = new Map<string, Running>();
+  readonly #observers = new SpawnObservers();
   readonly #checkpoints: Checkpoints<Running>;
   #draining = false;
   #lastError: string | undefined;
@@ -227,6 +229,21 @@ export class QueueWorker {
     ]);
   }
 
+  /** This worker's rate-limit governor (none with `governor.enabled: false`). */
+  get governor(): Governor | undefined {
+    return this.#governor;
+  }
+
+  /** The run folder its children's journal is written to. */
+  get logDir(): string {
+    return this.#options.logDir;
+  }
+
+  /** Tells `observer` of every job's child this worker starts; the function returned stops it. */
+  observe(observer: SpawnObserver): () => void {
+    return this.#observers.add(observer);
+  }
+
   /** Jobs running here now. */
   get running(): number {
     return this.#running.size;
@@ -291,10 +308,25 @@ export class QueueWorker {
       // own setting: the producer has none in queue mode.
       if (this.#governor) capabilities.governor = this.#governor;
       const bridge = this.#tools?.bridgeFor(spec);
+      // An observer that wants each step's usage (the dashboard) has the child send `step-end`.
+      const watchSteps = this.#observers.steps;
       const handle = this.#pool.spawn(
-        { ...spec, ...(resume ? { resume } : {}), ...capabilityFlags(capabilities) },
-        { capabilities, ...(bridge ? { makeBridge: bridge.make } : {}) },
+        {
+          ...spec,
+          ...(resume ? { resume } : {}),
+          ...(watchSteps ? { liveEvents: true, eventTypes: ['step-end' as const] } : {}),
+          ...capabilityFlags(capabilities),
+        },
+        {
+          capabilities,
+          ...(bridge ? { makeBridge: bridge.make } : {}),
+          ...(watchSteps ? { onEvent: withStepTap(undefined, this.#observers) } : {}),
+        },
       );
+      if (this.#observers.active) {
+        const { id, title, depth, parent } = spec;
+        this.#observers.spawned({ id, title, depth, parent, model: spec.provider.model, handle });
+      }
       if (bridge) void handle.result.then(bridge.shutdown);
       run.handle = handle;
       if (run.cancel !== undefined) handle.cancel(run.cancel);

@@ -1,0 +1,333 @@
+import type { ModelPrice, PriceTable } from '../../shared/budget.js';
+import { costUsd, priceOf } from '../../shared/prices.js';
+import type { ProviderUsage } from '../../shared/provider/types.js';
+import { redactSecrets } from '../../shared/redact.js';
+import type { AgentOutcome, AgentResult } from '../../shared/result.js';
+import type { ChildHandle, ChildStatus } from '../runners/spawned-child.js';
+import type { ObservedSpawn } from '../spawn-observer.js';
+import { FailureBook } from './failure-book.js';
+
+/** The usage a row shows: the result's counts, without its dollar fields. */
+export interface RowUsage {
+  inputTokens: number;
+  outputTokens: number;
+  cacheReadTokens: number;
+  cacheWriteTokens: number;
+  providerCalls: number;
+  steps: number;
+}
+
+/** An agent and everything under it. */
+export interface SubtreeSums {
+  agents: number;
+  tokens: number;
+  costUsd: number;
+}
+
+/** One agent as `/api/state` serves it (docs/DASHBOARD.md). */
+export interface AgentRow {
+  id: string;
+  title: string;
+  parent: string | null;
+  depth: number;
+  status: ChildStatus;
+  outcome?: AgentOutcome;
+  code?: string;
+  reason?: string;
+  usage: RowUsage;
+  costUsd?: number;
+  subtree: SubtreeSums;
+  startedAt: number;
+  endedAt?: number;
+}
+
+/** The run's sums, as `/api/state` serves them. */
+export interface Totals {
+  agents: number;
+  queued: number;
+  running: number;
+  settled: number;
+  outcomes: Partial<Record<AgentOutcome, number>>;
+  usage: RowUsage;
+  costUsd: number;
+}
+
+/** What the rates of calls and tokens are counted from, cumulative. */
+export interface Counters {
+  calls: number;
+  /** Input the input-token limit counts: uncached input and cache writes. */
+  inputTokens: number;
+  outputTokens: number;
+}
+
+interface Entry {
+  row: AgentRow;
+  handle: ChildHandle | undefined;
+  price: ModelPrice | undefined;
+}
+
+/**
+ * Every agent a dashboard has seen, kept as the rows it serves. Each change is O(depth): a
+ * row's usage and cost are added to its ancestors' subtree sums and to the totals as they
+ * change, so a snapshot never sums the tree, and the rows changed since the last delta are kept
+ * with their ancestors for the next one.
+ */
+export class AgentBook {
+  readonly #entries = new Map<string, Entry>();
+  /** Rows not yet settled: their status is read from their handle when a delta is made. */
+  readonly #live = new Set<Entry>();
+  readonly #dirty = new Set<string>();
+  readonly #prices: Readonly<PriceTable> | undefined;
+  readonly failures = new FailureBook();
+  readonly totals: Totals = {
+    agents: 0,
+    queued: 0,
+    running: 0,
+    settled: 0,
+    outcomes: {},
+    usage: emptyRowUsage(),
+    costUsd: 0,
+  };
+  readonly counters: Counters = { calls: 0, inputTokens: 0, outputTokens: 0 };
+
+  constructor(prices?: Readonly<PriceTable>) {
+    this.#prices = prices;
+  }
+
+  get size(): number {
+    return this.#entries.size;
+  }
+
+  /** A spawned agent: a row from now, settled when its result arrives. */
+  spawned(spawn: ObservedSpawn): void {
+    const price = priceOf(spawn.model, this.#prices);
+    const entry = this.#add(spawn, spawn.handle, price);
+    if (!entry) return;
+    void spawn.handle.result.then((result) => this.settled(spawn.id, result));
+  }
+
+  /**
+   * A row for an agent that is not a spawned child, such as a session's root: its status and
+   * usage come from `update` and `settled`.
+   */
+  addRoot(root: { id: string; title: string; model?: string }): void {
+    const price = root.model === undefined ? undefined : priceOf(root.model, this.#prices);
+    this.#add({ ...root, depth: 0, parent: undefined }, undefined, price);
+  }
+
+  #add(
+    spawn: { id: string; title: string; depth: number; parent: string | undefined },
+    handle: ChildHandle | undefined,
+    price: ModelPrice | undefined,
+  ): Entry | undefined {
+    // A resumed child is spawned again under its own id: it keeps its row.
+    const known = this.#entries.get(spawn.id);
+    if (known) {
+      if (handle) this.#revive(known, handle);
+      return undefined;
+    }
+    const status = handle?.status ?? 'running';
+    const row: AgentRow = {
+      id: spawn.id,
+      title: redactSecrets(spawn.title),
+      parent: spawn.parent ?? null,
+      depth: spawn.depth,
+      status,
+      usage: emptyRowUsage(),
+      subtree: { agents: 0, tokens: 0, costUsd: 0 },
+      startedAt: Date.now(),
+    };
+    if (price) row.costUsd = 0;
+    const entry: Entry = { row, handle, price };
+    this.#entries.set(row.id, entry);
+    this.#live.add(entry);
+    this.totals.agents++;
+    this.totals[status === 'settled' ? 'running' : status]++;
+    this.#propagate(entry, { agents: 1, tokens: 0, costUsd: 0 });
+    return entry;
+  }
+
+  #revive(entry: Entry, handle: ChildHandle): void {
+    const { row } = entry;
+    entry.handle = handle;
+    if (row.status === 'settled') {
+      this.totals.settled--;
+      if (row.outcome)
+        this.totals.outcomes[row.outcome] = (this.totals.outcomes[row.outcome] ?? 1) - 1;
+      if (row.outcome === 'failed') this.failures.forget(row.code, row.reason, row.id);
+      this.#live.add(entry);
+      row.status = handle.status === 'settled' ? 'running' : handle.status;
+      this.totals[row.status]++;
+      delete row.outcome;
+      delete row.code;
+      delete row.reason;
+      delete row.endedAt;
+    }
+    void handle.result.then((result) => this.settled(row.id, result));
+    this.#mark(row.id);
+  }
+
+  /** One step's usage, as the step ends (only when the dashboard watches steps). */
+  stepped(id: string, usage: ProviderUsage): void {
+    const entry = this.#entries.get(id);
+    if (!entry || entry.row.status === 'settled') return;
+    this.#addUsage(entry, {
+      inputTokens: usage.inputTokens,
+      outputTokens: usage.outputTokens,
+      cacheReadTokens: usage.cacheReadTokens,
+      cacheWriteTokens: usage.cacheWriteTokens,
+      // At least one request made the step; the result's count has the retries.
+      providerCalls: 1,
+      steps: 1,
+    });
+  }
+
+  /** A root's usage so far, whole (a session's turns add up to it). */
+  updateRoot(id: string, usage: RowUsage, running: boolean): void {
+    const entry = this.#entries.get(id);
+    if (!entry) return;
+    this.#addUsage(entry, minus(usage, entry.row.usage));
+    this.#setStatus(entry, running ? 'running' : 'queued');
+  }
+
+  /** An agent's one result: its row takes the result's usage, cost and outcome. */
+  settled(id: string, result: AgentResult): void {
+    const entry = this.#entries.get(id);
+    if (!entry || entry.row.status === 'settled') return;
+    const { row } = entry;
+    const { costUsd: cost, batchSavedUsd, cacheSavedUsd, ...usage } = result.usage;
+    void batchSavedUsd;
+    void cacheSavedUsd;
+    this.#addUsage(entry, minus(usage, row.usage), cost === undefined ? undefined : cost);
+    this.#setStatus(entry, 'settled');
+    this.#live.delete(entry);
+    row.outcome = result.outcome;
+    row.endedAt = Date.now();
+    this.totals.outcomes[result.outcome] = (this.totals.outcomes[result.outcome] ?? 0) + 1;
+    if (result.code !== undefined) row.code = result.code;
+    if (result.reason !== undefined) row.reason = redactSecrets(result.reason);
+    if (result.outcome === 'failed') this.failures.add(row.code, row.reason, row.id);
+  }
+
+  /** Reads each live row's status from its handle (queued → running); true when one changed. */
+  refreshStatuses(): void {
+    for (const entry of this.#live) {
+      const status = entry.handle?.status;
+      if (status !== undefined && status !== 'settled') this.#setStatus(entry, status);
+    }
+  }
+
+  #setStatus(entry: Entry, status: ChildStatus): void {
+    const { row } = entry;
+    if (row.status === status) return;
+    this.totals[row.status]--;
+    this.totals[status]++;
+    row.status = status;
+    this.#mark(row.id);
+  }
+
+  /**
+   * Adds `usage` to the row, its ancestors' subtrees and the totals. Its cost is `setCost` when
+   * given (a result's own), else the usage priced at the row's model.
+   */
+  #addUsage(entry: Entry, usage: RowUsage, setCost?: number): void {
+    const { row } = entry;
+    addRowUsage(row.usage, usage);
+    addRowUsage(this.totals.usage, usage);
+    let cost = 0;
+    if (setCost !== undefined) {
+      cost = setCost - (row.costUsd ?? 0);
+      row.costUsd = setCost;
+    } else if (entry.price) {
+      cost = costUsd(usage, entry.price);
+      row.costUsd = (row.costUsd ?? 0) + cost;
+    }
+    this.totals.costUsd += cost;
+    this.counters.calls += usage.providerCalls;
+    this.counters.inputTokens += usage.inputTokens + usage.cacheWriteTokens;
+    this.counters.outputTokens += usage.outputTokens;
+    this.#propagate(entry, { agents: 0, tokens: tokensOf(usage), costUsd: cost });
+  }
+
+  /** Adds `sums` to the row's subtree and every ancestor's it knows, marking each changed. */
+  #propagate(entry: Entry, sums: SubtreeSums): void {
+    let at: Entry | undefined = entry;
+    // A parent is spawned before its children, so the walk ends at a root; the bound is a guard.
+    for (let hops = 0; at && hops < 1_000; hops++) {
+      const { subtree } = at.row;
+      subtree.agents += sums.agents;
+      subtree.tokens += sums.tokens;
+      subtree.costUsd += sums.costUsd;
+      this.#dirty.add(at.row.id);
+      at = at.row.parent === null ? undefined : this.#entries.get(at.row.parent);
+    }
+  }
+
+  #mark(id: string): void {
+    this.#dirty.add(id);
+  }
+
+  /** Every row, in the order the agents were first seen. */
+  rows(): AgentRow[] {
+    return [...this.#entries.values()].map((entry) => entry.row);
+  }
+
+  row(id: string): AgentRow | undefined {
+    return this.#entries.get(id)?.row;
+  }
+
+  handle(id: string): ChildHandle | undefined {
+    return this.#entries.get(id)?.handle;
+  }
+
+  /** The rows changed since the last call, ancestors included; none is repeated. */
+  takeChanged(): AgentRow[] {
+    const rows: AgentRow[] = [];
+    for (const id of this.#dirty) {
+      const row = this.#entries.get(id)?.row;
+      if (row) rows.push(row);
+    }
+    this.#dirty.clear();
+    return rows;
+  }
+
+  /** Something changed since the last `takeChanged`. */
+  get changed(): boolean {
+    return this.#dirty.size > 0;
+  }
+}
+
+export function emptyRowUsage(): RowUsage {
+  return {
+    inputTokens: 0,
+    outputTokens: 0,
+    cacheReadTokens: 0,
+    cacheWriteTokens: 0,
+    providerCalls: 0,
+    steps: 0,
+  };
+}
+
+function addRowUsage(into: RowUsage, more: RowUsage): void {
+  into.inputTokens += more.inputTokens;
+  into.outputTokens += more.outputTokens;
+  into.cacheReadTokens += more.cacheReadTokens;
+  into.cacheWriteTokens += more.cacheWriteTokens;
+  into.providerCalls += more.providerCalls;
+  into.steps += more.steps;
+}
+
+function minus(a: RowUsage, b: RowUsage): RowUsage {
+  return {
+    inputTokens: a.inputTokens - b.inputTokens,
+    outputTokens: a.outputTokens - b.outputTokens,
+    cacheReadTokens: a.cacheReadTokens - b.cacheReadTokens,
+    cacheWriteTokens: a.cacheWriteTokens - b.cacheWriteTokens,
+    providerCalls: a.providerCalls - b.providerCalls,
+    steps: a.steps - b.steps,
+  };
+}
+
+function tokensOf(usage: RowUsage): number {
+  return usage.inputTokens + usage.outputTokens + usage.cacheReadTokens + usage.cacheWriteTokens;
+}

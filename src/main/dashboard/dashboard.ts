@@ -1,0 +1,313 @@
+import { createServer, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { PriceTable } from '../../shared/budget.js';
+import { expected, UsageError } from '../../shared/errors.js';
+import type { Governor } from '../../shared/governor/governor.js';
+import { checkOption, durationMs, oneOf, wholeNumber } from '../../shared/option-schema.js';
+import type { SpawnObserver } from '../spawn-observer.js';
+import { newToken } from './access.js';
+import { AgentBook, type RowUsage } from './agent-book.js';
+import { EventStream } from './event-stream.js';
+import { type DashboardApi, json, loadAssets, route, unknownAgent } from './routes.js';
+import { RateSeries, SAMPLE_MS } from './series.js';
+import {
+  admittedCalls,
+  type DashboardCommand,
+  deltaOf,
+  type StateSources,
+  stateOf,
+} from './state.js';
+import { agentTranscript } from './transcript.js';
+
+/** The deltas' default pace: at most four a second. */
+export const DEFAULT_UPDATE_MS = 250;
+/** The cancel reason a dashboard's cancel gives. */
+export const DASHBOARD_CANCEL = 'dashboard';
+
+/** What a dashboard watches: an `Engine`, a `QueueWorker`, or anything that can be observed so. */
+export interface DashboardTarget {
+  observe(observer: SpawnObserver): () => void;
+  readonly governor?: Governor | undefined;
+  /** The run's journal folder, for transcripts. */
+  readonly logDir?: string | undefined;
+  /** The price table its agents' steps are priced by (the engine's `prices`). */
+  readonly prices?: Readonly<PriceTable> | undefined;
+}
+
+export interface DashboardOptions {
+  /** The port (default 0: a free one). */
+  port?: number;
+  /** The address it listens on (default 127.0.0.1). */
+  host?: string;
+  /** The token every request must carry (default: 128 fresh random bits). */
+  token?: string;
+  /** How often a delta may go to the page, in ms (default 250). */
+  updateMs?: number;
+  /**
+   * Rows show each step's usage as it ends (default true); false shows an agent's usage when it
+   * settles, and saves a message per step from its worker.
+   */
+  steps?: boolean;
+  /** What the page's header names (default `library`). */
+  command?: DashboardCommand;
+  /** Whether the page offers cancel (default true). */
+  cancel?: boolean;
+}
+
+/** A dashboard being served. */
+export interface Dashboard {
+  /** The page's address, token included: `http://127.0.0.1:PORT/?token=TOKEN`. */
+  readonly url: string;
+  readonly host: string;
+  readonly port: number;
+  readonly token: string;
+  /** Shows an agent that is not a spawned child (a session's root) as a row of the tree. */
+  addRoot(root: { id: string; title: string; model?: string }): void;
+  /** A root's usage so far, and whether it is running (else waiting). */
+  updateRoot(id: string, usage: RowUsage, running: boolean): void;
+  /** Sends the last delta and `end`, ends the streams and stops listening. */
+  close(): Promise<void>;
+}
+
+/**
+ * Serves the live dashboard of `target` (docs/DASHBOARD.md): the agent tree, the governor, the
+ * rates, the failures, transcripts and cancel, on 127.0.0.1 behind a token. Throws a UsageError
+ * for a bad option or a port that cannot be had.
+ */
+export async function serveDashboard(
+  target: DashboardTarget,
+  options: DashboardOptions = {},
+): Promise<Dashboard> {
+  const port = checkOption('port', wholeNumber(0, 65_535), options.port) ?? 0;
+  const host = options.host ?? '127.0.0.1';
+  if (typeof host !== 'string' || host === '')
+    throw expected('host', 'an address to listen on', host);
+  const token = options.token ?? newToken();
+  if (typeof token !== 'string' || !/^[A-Za-z0-9_-]{16,}$/.test(token)) {
+    throw expected('token', 'at least 16 letters, digits, _ or -', token);
+  }
+  const updateMs = checkOption('updateMs', durationMs(50), options.updateMs) ?? DEFAULT_UPDATE_MS;
+  const command = checkOption('command', COMMANDS, options.command) ?? 'library';
+  const dashboard = new LiveDashboard(target, {
+    token,
+    updateMs,
+    steps: options.steps ?? true,
+    command,
+    cancel: options.cancel ?? true,
+  });
+  await dashboard.listen(port, host);
+  return dashboard;
+}
+
+const COMMANDS = oneOf<DashboardCommand>(
+  ['run', 'batch', 'worker', 'library'],
+  'run, batch, worker or library',
+);
+
+class LiveDashboard implements Dashboard, DashboardApi {
+  readonly token: string;
+  readonly #sources: StateSources;
+  readonly #target: DashboardTarget;
+  readonly #stream = new EventStream();
+  readonly #server: Server;
+  readonly #assets = loadAssets();
+  readonly #stopObserving: () => void;
+  readonly #updateMs: number;
+  readonly #sampler: NodeJS.Timeout;
+  #ticker: NodeJS.Timeout | undefined;
+  #lastSummary = '';
+  #address: AddressInfo | undefined;
+  #closing: Promise<void> | undefined;
+
+  constructor(
+    target: DashboardTarget,
+    settings: {
+      token: string;
+      updateMs: number;
+      steps: boolean;
+      command: DashboardCommand;
+      cancel: boolean;
+    },
+  ) {
+    this.token = settings.token;
+    this.#target = target;
+    this.#updateMs = settings.updateMs;
+    const book = new AgentBook(target.prices);
+    const now = Date.now();
+    this.#sources = {
+      book,
+      series: new RateSeries(this.#counters(book), now),
+      governor: target.governor,
+      run: {
+        command: settings.command,
+        ...(target.logDir === undefined ? {} : { logDir: target.logDir }),
+        startedAt: now,
+        cancel: settings.cancel,
+      },
+    };
+    this.#stopObserving = target.observe({
+      spawned: (spawn) => book.spawned(spawn),
+      ...(settings.steps ? { stepped: (id, usage) => book.stepped(id, usage) } : {}),
+    });
+    this.#sampler = setInterval(
+      () => this.#sources.series.sample(this.#counters(book), Date.now()),
+      SAMPLE_MS,
+    );
+    this.#sampler.unref();
+    this.#server = createServer((request, response) => {
+      route(this, this.#assets, request, response).catch((error: unknown) => {
+        if (!response.headersSent) json(response, 500, { error: String(error) });
+        else response.destroy();
+      });
+    });
+  }
+
+  #counters(book: AgentBook): { calls: number; inputTokens: number; outputTokens: number } {
+    const calls = admittedCalls(this.#target.governor);
+    return calls === undefined ? { ...book.counters } : { ...book.counters, calls };
+  }
+
+  listen(port: number, host: string): Promise<void> {
+    return new Promise((resolve, reject) => {
+      const onError = (error: NodeJS.ErrnoException) => {
+        this.#stopObserving();
+        clearInterval(this.#sampler);
+        this.#stream.close();
+        reject(listenError(error, port, host));
+      };
+      this.#server.once('error', onError);
+      this.#server.listen(port, host, () => {
+        this.#server.off('error', onError);
+        this.#address = this.#server.address() as AddressInfo;
+        resolve();
+      });
+    });
+  }
+
+  get host(): string {
+    return this.#address?.address ?? '';
+  }
+
+  get port(): number {
+    return this.#address?.port ?? 0;
+  }
+
+  get url(): string {
+    const host = this.host.includes(':') ? `[${this.host}]` : this.host;
+    return `http://${host}:${this.port}/?token=${this.token}`;
+  }
+
+  state(): unknown {
+    this.#sources.book.refreshStatuses();
+    return stateOf(this.#sources, Date.now());
+  }
+
+  events(response: ServerResponse, headers: Record<string, string>): void {
+    // The first client's snapshot has every row: what changed before it is no news to it.
+    if (this.#stream.size === 0) this.#sources.book.takeChanged();
+    this.#stream.open(response, headers, this.state());
+    this.#ticker ??= setInterval(() => this.#tick(), this.#updateMs);
+  }
+
+  /** One delta to every client, when anything changed; the pace stops while nobody watches. */
+  #tick(): void {
+    if (this.#stream.size === 0) {
+      clearInterval(this.#ticker);
+      this.#ticker = undefined;
+      return;
+    }
+    this.#sendDelta();
+  }
+
+  #sendDelta(): void {
+    const { book } = this.#sources;
+    book.refreshStatuses();
+    const delta = deltaOf(this.#sources, Date.now());
+    const { now, agents, ...summary } = delta;
+    void now;
+    const text = JSON.stringify(summary);
+    if (agents.length === 0 && text === this.#lastSummary) return;
+    this.#lastSummary = text;
+    this.#stream.send('delta', delta);
+  }
+
+  async agent(id: string): Promise<unknown | undefined> {
+    const row = this.#sources.book.row(id);
+    if (!row) return undefined;
+    const logDir = this.#target.logDir;
+    const transcript = logDir === undefined ? null : await agentTranscript(logDir, id);
+    return { agent: row, transcript };
+  }
+
+  cancel(id: string): { status: number; body: unknown } {
+    const { book, run } = this.#sources;
+    const row = book.row(id);
+    if (!row) return { status: 404, body: unknownAgent(id) };
+    if (!run.cancel) {
+      return {
+        status: 409,
+        body: { error: 'Expected a dashboard that may cancel, got one started with cancel off' },
+      };
+    }
+    const handle = book.handle(id);
+    if (!handle) {
+      return {
+        status: 409,
+        body: {
+          error: `Expected a spawned agent, got ${JSON.stringify(id)}, which this dashboard only shows`,
+        },
+      };
+    }
+    if (!handle.cancel(DASHBOARD_CANCEL)) {
+      return {
+        status: 409,
+        body: {
+          error: `Expected an agent still running, got ${JSON.stringify(id)}, which has settled (${row.outcome ?? 'settling'})`,
+        },
+      };
+    }
+    return { status: 202, body: { id, cancelled: true } };
+  }
+
+  addRoot(root: { id: string; title: string; model?: string }): void {
+    this.#sources.book.addRoot(root);
+  }
+
+  updateRoot(id: string, usage: RowUsage, running: boolean): void {
+    this.#sources.book.updateRoot(id, usage, running);
+  }
+
+  close(): Promise<void> {
+    this.#closing ??= (async () => {
+      this.#stopObserving();
+      clearInterval(this.#sampler);
+      clearInterval(this.#ticker);
+      this.#sendDelta();
+      this.#stream.close();
+      await new Promise<void>((resolve) => {
+        this.#server.close(() => resolve());
+        this.#server.closeAllConnections();
+      });
+    })();
+    return this.#closing;
+  }
+}
+
+function listenError(error: NodeJS.ErrnoException, port: number, host: string): Error {
+  if (error.code === 'EADDRINUSE') {
+    return new UsageError(
+      `Expected a free port for the dashboard, got ${port}, which is in use on ${host}`,
+    );
+  }
+  if (error.code === 'EACCES') {
+    return new UsageError(
+      `Expected a port this process may listen on, got ${port} (ports under 1024 need privileges)`,
+    );
+  }
+  if (error.code === 'EADDRNOTAVAIL' || error.code === 'ENOTFOUND') {
+    return new UsageError(
+      `Expected an address of this machine to listen on, got ${JSON.stringify(host)}`,
+    );
+  }
+  return error;
+}

@@ -1,0 +1,67 @@
+import type { ServerResponse } from 'node:http';
+import { redactSecrets } from '../../shared/redact.js';
+
+/** A client this far behind (bytes written and not yet taken by its socket) is dropped. */
+export const MAX_UNREAD_BYTES = 16 * 1024 * 1024;
+/** A comment this often keeps proxies and idle timers from closing a quiet stream. */
+const KEEP_ALIVE_MS = 15_000;
+
+/**
+ * The Server-Sent Events clients of one dashboard. Each event is serialised, and redacted, once
+ * for all of them. `write` never waits: a client whose socket does not keep up is dropped
+ * before it can hold more than `MAX_UNREAD_BYTES`, and its browser reconnects for a fresh
+ * snapshot.
+ */
+export class EventStream {
+  readonly #clients = new Set<ServerResponse>();
+  readonly #keepAlive: NodeJS.Timeout;
+
+  constructor() {
+    this.#keepAlive = setInterval(() => this.#writeAll(': keep-alive\n\n'), KEEP_ALIVE_MS);
+    this.#keepAlive.unref();
+  }
+
+  get size(): number {
+    return this.#clients.size;
+  }
+
+  /** Starts `response` as a stream whose first event is `first` (a whole snapshot). */
+  open(response: ServerResponse, headers: Record<string, string>, first: unknown): void {
+    response.writeHead(200, {
+      ...headers,
+      'Content-Type': 'text/event-stream; charset=utf-8',
+      Connection: 'keep-alive',
+      'X-Accel-Buffering': 'no',
+    });
+    this.#clients.add(response);
+    response.on('close', () => this.#clients.delete(response));
+    response.write(`retry: 2000\n\n${eventText('state', first)}`);
+  }
+
+  /** Sends one event to every client. */
+  send(name: string, data: unknown): void {
+    if (this.#clients.size === 0) return;
+    this.#writeAll(eventText(name, data));
+  }
+
+  #writeAll(text: string): void {
+    for (const client of this.#clients) {
+      if (client.writableLength > MAX_UNREAD_BYTES) {
+        this.#clients.delete(client);
+        client.destroy();
+      } else client.write(text);
+    }
+  }
+
+  /** Sends `end` to every client and ends their streams. */
+  close(): void {
+    clearInterval(this.#keepAlive);
+    this.#writeAll(eventText('end', {}));
+    for (const client of this.#clients) client.end();
+    this.#clients.clear();
+  }
+}
+
+function eventText(name: string, data: unknown): string {
+  return `event: ${name}\ndata: ${redactSecrets(JSON.stringify(data))}\n\n`;
+}

@@ -1,0 +1,96 @@
+import type { Governor } from '../../shared/governor/governor.js';
+import type { GovernorState } from '../../shared/governor/types.js';
+import type { AgentBook, AgentRow, Totals } from './agent-book.js';
+import type { FailureGroup } from './failure-book.js';
+import type { RateSeries, SeriesPoint } from './series.js';
+
+/** The command a dashboard serves: what its page's header says. */
+export type DashboardCommand = 'run' | 'batch' | 'worker' | 'library';
+
+/** What the page is told of the run itself. */
+export interface RunInfo {
+  command: DashboardCommand;
+  logDir?: string;
+  startedAt: number;
+  /** The page offers cancel buttons. */
+  cancel: boolean;
+}
+
+/** The per-minute limits the chart draws, summed over the governor's keys that know them. */
+export interface ChartLimits {
+  rpm?: number;
+  itpm?: number;
+  otpm?: number;
+}
+
+/** What changes between deltas besides the rows: sent whole each time. */
+interface Summary {
+  now: number;
+  governor: GovernorState[];
+  totals: Totals;
+  failures: FailureGroup[];
+  series: SeriesPoint[];
+  limits: ChartLimits;
+}
+
+export interface DashboardState extends Summary {
+  version: 1;
+  run: RunInfo;
+  agents: AgentRow[];
+}
+
+export interface DashboardDelta extends Summary {
+  agents: AgentRow[];
+}
+
+/** What a snapshot is made from. */
+export interface StateSources {
+  book: AgentBook;
+  series: RateSeries;
+  governor: Governor | undefined;
+  run: RunInfo;
+}
+
+export function stateOf(sources: StateSources, now: number): DashboardState {
+  return {
+    version: 1,
+    run: sources.run,
+    agents: sources.book.rows(),
+    ...summaryOf(sources, now),
+  };
+}
+
+/** The rows changed since the last delta (taken from the book), and the summary now. */
+export function deltaOf(sources: StateSources, now: number): DashboardDelta {
+  return { agents: sources.book.takeChanged(), ...summaryOf(sources, now) };
+}
+
+function summaryOf(sources: StateSources, now: number): Summary {
+  const governor = sources.governor?.states() ?? [];
+  return {
+    now,
+    governor,
+    totals: sources.book.totals,
+    failures: sources.book.failures.groups(),
+    series: sources.series.points(),
+    limits: limitsOf(governor),
+  };
+}
+
+function limitsOf(states: readonly GovernorState[]): ChartLimits {
+  const limits: ChartLimits = {};
+  for (const state of states) {
+    if (state.requests) limits.rpm = (limits.rpm ?? 0) + state.requests.limit;
+    if (state.inputTokens) limits.itpm = (limits.itpm ?? 0) + state.inputTokens.limit;
+    if (state.outputTokens) limits.otpm = (limits.otpm ?? 0) + state.outputTokens.limit;
+  }
+  return limits;
+}
+
+/** Calls admitted over every key: counted as they are made, where results count at the end. */
+export function admittedCalls(governor: Governor | undefined): number | undefined {
+  if (!governor) return undefined;
+  let calls = 0;
+  for (const state of governor.states()) calls += state.admitted;
+  return calls;
+}
