@@ -9,6 +9,7 @@ import type { AgentEvent } from '../../shared/events.js';
 import { deadlineMs, type Lane } from '../../shared/lane/lane.js';
 import { wholeNumber } from '../../shared/option-schema.js';
 import type { MessageParam } from '../../shared/provider/types.js';
+import { DASHBOARD_FLAGS } from '../dashboard-flags.js';
 import { ESTIMATE_FLAGS, ESTIMATE_USAGE } from '../estimate/estimate-flags.js';
 import {
   type CliFlag,
@@ -75,6 +76,7 @@ const OWN_FLAGS: readonly CliFlag[] = [
   ...LANE_FLAGS,
   ...FILES_FLAGS,
   ...ESTIMATE_FLAGS,
+  ...DASHBOARD_FLAGS,
 ];
 
 export const BATCH_USAGE = `Usage: cohort batch TASKS.jsonl --out RESULTS.jsonl [options]
@@ -200,7 +202,9 @@ export async function batchCommand(argv: string[]): Promise<number> {
   const inFlight = batched ? await batchesInFlight(results.path) : undefined;
   if (inFlight !== undefined && inFlight.size > 0) prepared.options.batchesInFlight = inFlight;
   const engine =
-    todo.length === 0 ? undefined : (await startEngine(values, { prepared, quiet })).engine;
+    todo.length === 0
+      ? undefined
+      : (await startEngine(values, { prepared, quiet, command: 'batch' })).engine;
   // Tasks an earlier run left mid-way go on from their last committed step. A queue keeps its
   // own checkpoints per job, by ids a rerun derives again (docs/SCALE-OUT.md).
   const resumable =

@@ -5,6 +5,7 @@ import { defined } from '../../shared/option-schema.js';
 import type { AgentResult } from '../../shared/result.js';
 import { emptyUsage } from '../../shared/result.js';
 import type { ScriptedModelOptions } from '../../testing/index.js';
+import { DASHBOARD_FLAGS } from '../dashboard-flags.js';
 import { type CliFlag, type ParsedValues, parseCommand, stringFlag } from '../flags.js';
 import { readPrompt } from '../input.js';
 import { note, safeLabel, safeText, stdout } from '../output.js';
@@ -36,7 +37,7 @@ const RESUME_FLAG: CliFlag = {
 };
 
 /** `cohort run`'s own flags, in the order its help lists them. */
-const OWN_FLAGS = [SYSTEM_FLAG, EVENTS_JSON_FLAG, RESUME_FLAG];
+const OWN_FLAGS = [SYSTEM_FLAG, EVENTS_JSON_FLAG, RESUME_FLAG, ...DASHBOARD_FLAGS];
 
 export const RUN_USAGE = `Usage: cohort run PROMPT [options]
        cohort run --resume ID [options]
@@ -143,7 +144,7 @@ export interface RunSessionOptions {
 
 /** Runs a session to idle with the live view or JSONL, and handles signals. Shared with `demo`. */
 export async function runSession(options: RunSessionOptions): Promise<number> {
-  const { engine } = await startEngine(options.values, {
+  const { engine, dashboard } = await startEngine(options.values, {
     prepared: options.prepared,
     workspace: options.workspace,
     mockLoad: options.mockLoad,
@@ -170,9 +171,14 @@ export async function runSession(options: RunSessionOptions): Promise<number> {
   if (statusLine) onCleanup(() => statusLine.stop());
   statusLine?.start();
   const record = new RunRecord();
+  // The root is no spawned child: its row is made here, and its steps told as they end.
+  dashboard?.addRoot({ id: ROOT_ID, title: 'root', model: engine.provider.model });
   const consume = (async () => {
     for await (const event of session.events()) {
       record.handle(event);
+      if (dashboard && event.type === 'step-end' && event.agentId === ROOT_ID) {
+        dashboard.rootStepped(ROOT_ID, event.usage);
+      }
       if (options.json) out.write(`${JSON.stringify(event satisfies SessionEvent)}\n`);
       else {
         view.handle(event);

@@ -1,5 +1,7 @@
 import os from 'node:os';
 import { AgentFileError, AgentFolderError } from '../../main/agents/definition.js';
+import type { Dashboard } from '../../main/dashboard/dashboard.js';
+import type { DashboardCommand } from '../../main/dashboard/state.js';
 import { checkEngine, Engine, type EngineOptions, startMcpServers } from '../../main/engine.js';
 import type { EngineCheck } from '../../main/engine-check.js';
 import { validateEngineOptions } from '../../main/engine-check.js';
@@ -8,6 +10,7 @@ import type { McpServers } from '../../main/mcp/servers.js';
 import { UsageError } from '../../shared/errors.js';
 import { defined } from '../../shared/option-schema.js';
 import type { ScriptedModelOptions } from '../../testing/index.js';
+import { type DashboardChoice, dashboardFlags, startDashboard } from '../dashboard-flags.js';
 import { type ParsedValues, stringFlag } from '../flags.js';
 import { journalNote } from '../logs/run-folders.js';
 import { flagMessage } from '../option-flags.js';
@@ -25,6 +28,8 @@ import { engineOptionsFrom, noteWarning, OTEL_ENDPOINT_FLAG, TRACE_FILE_FLAG } f
 export interface StartedEngine {
   engine: Engine;
   provider: SelectedProvider;
+  /** The live dashboard, when `--dashboard` asked for one. */
+  dashboard: Dashboard | undefined;
 }
 
 /** The flags, checked and turned into what starting needs; nothing has started yet. */
@@ -35,6 +40,8 @@ export interface PreparedEngine {
   check: EngineCheck;
   /** The MCP servers, started once for the check and handed to the engine (closed at exit). */
   mcp?: McpServers | undefined;
+  /** Where `--dashboard` asks the dashboard to listen. */
+  dashboard?: DashboardChoice | undefined;
 }
 
 /**
@@ -58,6 +65,7 @@ export async function prepareEngine(
   };
   const choice = chooseProvider(values);
   checkCliTracing(tracingFlags(values));
+  const dashboard = dashboardFlags(values);
   try {
     const checked = { ...engineOptions, provider: { ...engineOptions.provider, ...choice.config } };
     // Started once, here: the check lists their tools, and the engine then uses them.
@@ -65,7 +73,7 @@ export async function prepareEngine(
     const mcp = await startMcpServers(checked);
     if (mcp) onCleanup(() => mcp.close());
     const check = await checkEngine(checked, {}, mcp);
-    return { options: engineOptions, choice, check, mcp };
+    return { options: engineOptions, choice, check, mcp, dashboard };
   } catch (error) {
     // The way out of a bad agent file, in the CLI's words.
     if (error instanceof AgentFolderError) {
@@ -97,6 +105,8 @@ export async function startEngine(
     prepared?: PreparedEngine | undefined;
     /** No line on stderr saying where the journal is (`batch --quiet`). */
     quiet?: boolean | undefined;
+    /** What the dashboard's page names as the command (default `run`). */
+    command?: DashboardCommand;
   } = {},
 ): Promise<StartedEngine> {
   const prepared = options.prepared ?? (await prepareEngine(values, options));
@@ -126,7 +136,10 @@ export async function startEngine(
   onCleanup(() => engine.close());
   // On stderr, so stdout stays the command's output (`--json`).
   if (!options.quiet) note(journalNote(engine.logDir));
-  return { engine, provider };
+  const dashboard = prepared.dashboard
+    ? await startDashboard(engine, prepared.dashboard, options.command ?? 'run')
+    : undefined;
+  return { engine, provider, dashboard };
 }
 
 /** The tracer provider `--otel-endpoint` and `--trace-file` ask for; none without them. */

@@ -1,3 +1,4 @@
+import type { Dashboard } from '../../main/dashboard/dashboard.js';
 import { ENGINE_FIELDS } from '../../main/engine-options.js';
 import {
   checkQueueName,
@@ -14,6 +15,7 @@ import { UsageError } from '../../shared/errors.js';
 import { GOVERNOR_FIELDS } from '../../shared/governor/options.js';
 import { checkLogPolicy } from '../../shared/journal/policy.js';
 import { defined, oneOf } from '../../shared/option-schema.js';
+import { DASHBOARD_FLAGS, dashboardFlags, startDashboard } from '../dashboard-flags.js';
 import {
   type CliFlag,
   choiceFlag,
@@ -78,6 +80,7 @@ const WORKER_FLAGS: readonly HelpRow[] = [
   GOVERNOR_FIELDS.state,
   SHARED_LIMITS_FLAG,
   QUIET_FLAG,
+  ...DASHBOARD_FLAGS,
   HELP_FLAG,
 ];
 
@@ -140,6 +143,7 @@ export async function workerCommand(argv: string[]): Promise<number> {
   const maxDeliveries = wholeNumberFlag(values, WORKER.maxDeliveries);
   const quiet = values.quiet === true;
   const shared = choiceFlag(values, SHARED_LIMITS_FLAG);
+  const dashboardChoice = dashboardFlags(values);
   // Workers of one machine may share a run folder (`--run`): each writes segments of its own.
   const logDir = newRunFolder(values);
   const stop = new AbortController();
@@ -177,6 +181,16 @@ export async function workerCommand(argv: string[]): Promise<number> {
     );
     note(journalNote(logDir));
   }
+  let dashboard: Dashboard | undefined;
+  if (dashboardChoice) {
+    try {
+      dashboard = await startDashboard(worker, dashboardChoice, 'worker');
+    } catch (error) {
+      // Nothing is lost: jobs it took already go back to the queue for another worker.
+      await worker.drain(0);
+      throw error;
+    }
+  }
   const progress = quiet ? undefined : setInterval(() => report(worker!), PROGRESS_EVERY_MS);
   if (!stop.signal.aborted) {
     await new Promise((resolve) => stop.signal.addEventListener('abort', resolve, { once: true }));
@@ -188,6 +202,7 @@ export async function workerCommand(argv: string[]): Promise<number> {
   }
   await worker.drain(drainMs);
   if (progress) clearInterval(progress);
+  await dashboard?.close();
   if (!quiet) note(`cohort worker: drained after ${worker.done} result(s)`);
   return 0;
 }

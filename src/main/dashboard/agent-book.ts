@@ -107,8 +107,8 @@ export class AgentBook {
   }
 
   /**
-   * A row for an agent that is not a spawned child, such as a session's root: its status and
-   * usage come from `update` and `settled`.
+   * A row for an agent that is not a spawned child, such as a session's root: running for as
+   * long as the dashboard shows it, its usage told by `stepped`.
    */
   addRoot(root: { id: string; title: string; model?: string }): void {
     const price = root.model === undefined ? undefined : priceOf(root.model, this.#prices);
@@ -167,7 +167,7 @@ export class AgentBook {
     this.#mark(row.id);
   }
 
-  /** One step's usage, as the step ends (only when the dashboard watches steps). */
+  /** One step's usage, as the step ends (when the dashboard watches steps, and for a root). */
   stepped(id: string, usage: ProviderUsage): void {
     const entry = this.#entries.get(id);
     if (!entry || entry.row.status === 'settled') return;
@@ -180,14 +180,6 @@ export class AgentBook {
       providerCalls: 1,
       steps: 1,
     });
-  }
-
-  /** A root's usage so far, whole (a session's turns add up to it). */
-  updateRoot(id: string, usage: RowUsage, running: boolean): void {
-    const entry = this.#entries.get(id);
-    if (!entry) return;
-    this.#addUsage(entry, minus(usage, entry.row.usage));
-    this.#setStatus(entry, running ? 'running' : 'queued');
   }
 
   /** An agent's one result: its row takes the result's usage, cost and outcome. */

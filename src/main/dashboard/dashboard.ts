@@ -4,9 +4,10 @@ import type { PriceTable } from '../../shared/budget.js';
 import { expected, UsageError } from '../../shared/errors.js';
 import type { Governor } from '../../shared/governor/governor.js';
 import { checkOption, durationMs, oneOf, wholeNumber } from '../../shared/option-schema.js';
+import type { ProviderUsage } from '../../shared/provider/types.js';
 import type { SpawnObserver } from '../spawn-observer.js';
 import { newToken } from './access.js';
-import { AgentBook, type RowUsage } from './agent-book.js';
+import { AgentBook } from './agent-book.js';
 import { EventStream } from './event-stream.js';
 import { type DashboardApi, json, loadAssets, route, unknownAgent } from './routes.js';
 import { RateSeries, SAMPLE_MS } from './series.js';
@@ -63,8 +64,8 @@ export interface Dashboard {
   readonly token: string;
   /** Shows an agent that is not a spawned child (a session's root) as a row of the tree. */
   addRoot(root: { id: string; title: string; model?: string }): void;
-  /** A root's usage so far, and whether it is running (else waiting). */
-  updateRoot(id: string, usage: RowUsage, running: boolean): void;
+  /** One step of a root's, as it ends. */
+  rootStepped(id: string, usage: ProviderUsage): void;
   /** Sends the last delta and `end`, ends the streams and stops listening. */
   close(): Promise<void>;
 }
@@ -273,8 +274,8 @@ class LiveDashboard implements Dashboard, DashboardApi {
     this.#sources.book.addRoot(root);
   }
 
-  updateRoot(id: string, usage: RowUsage, running: boolean): void {
-    this.#sources.book.updateRoot(id, usage, running);
+  rootStepped(id: string, usage: ProviderUsage): void {
+    this.#sources.book.stepped(id, usage);
   }
 
   close(): Promise<void> {
