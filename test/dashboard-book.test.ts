@@ -134,9 +134,9 @@ describe('the agent book', () => {
   it('drops the oldest settled rows past maxAgents, keeps the live ones, and says which it dropped', async () => {
     const book = new AgentBook(undefined, 10);
     const children = Array.from({ length: 10 }, (_, index) => child(`c${index}`));
-    children.forEach((made, index) =>
-      book.spawned(spawnOf(`c${index}`, undefined, 1, made.handle)),
-    );
+    for (const [index, made] of children.entries()) {
+      book.spawned(spawnOf(`c${index}`, undefined, 1, made.handle));
+    }
     // c0 stays live; c1…c9 settle.
     for (const made of children.slice(1)) made.settle({});
     await Promise.all(children.slice(1).map((made) => made.handle.result));
