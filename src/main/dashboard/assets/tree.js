@@ -180,35 +180,44 @@ export class TreeView {
     }
     const now = this.#store.now();
     const canCancel = Boolean(this.#store.run?.cancel);
-    for (let slot = 0; slot < this.#pool.length; slot++) {
+    // Row `index` always lives in slot `index % pool size`: a scroll of ten rows rewrites ten
+    // rows, and the rest keep their content and position (no layout for them).
+    const size = this.#pool.length;
+    const used = new Uint8Array(size);
+    for (let index = first; index < last; index++) {
+      const slot = index % size;
+      used[slot] = 1;
       const row = this.#pool[slot];
-      const index = first + slot;
-      if (slot >= needed) {
-        if (!row.root.hidden) {
-          row.root.hidden = true;
-          row.id = '';
-          row.root.removeAttribute('data-id');
-        }
-        continue;
-      }
       const id = this.#ids[index];
       const agent = this.#store.agents.get(id);
       if (!agent) continue;
       if (row.root.hidden) row.root.hidden = false;
-      row.root.style.transform = `translateY(${index * ROW_HEIGHT}px)`;
+      set(row, 'y', index * ROW_HEIGHT, (value) => {
+        row.root.style.transform = `translateY(${value}px)`;
+      });
+      const depth = this.#depths[index];
       const kids = this.#store.children.get(id);
       fill(row, {
         agent,
-        depth: this.#depths[index],
+        depth,
         childCount: kids ? kids.length : 0,
-        expanded: kids
-          ? this.filtering || this.#isExpanded(id, this.#depths[index], kids.length)
-          : false,
+        expanded: kids ? this.filtering || this.#isExpanded(id, depth, kids.length) : false,
         selected: id === this.#selected,
         canCancel: canCancel && agent.status !== 'settled',
         pending: this.#pending.has(id),
         now,
       });
+    }
+    for (let slot = 0; slot < size; slot++) {
+      const row = this.#pool[slot];
+      if (used[slot] || row.root.hidden) continue;
+      // A hidden row keeps no hooks, so a test's selector never matches a row out of view.
+      row.root.hidden = true;
+      row.id = '';
+      row.last = Object.create(null);
+      row.root.removeAttribute('data-id');
+      row.root.removeAttribute('data-status');
+      row.root.removeAttribute('data-outcome');
     }
   }
 
