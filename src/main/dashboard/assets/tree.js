@@ -28,6 +28,8 @@ export class TreeView {
   #filterStatus = '';
   #selected = '';
   #pending = new Set();
+  /** With a filter on: the agents that match it (their ancestors are shown as context). */
+  #matches = null;
 
   /**
    * @param {{ scroller: HTMLElement, spacer: HTMLElement, store: import('./store.js').Store,
@@ -135,9 +137,14 @@ export class TreeView {
   #filtered() {
     const text = this.#filterText;
     const status = this.#filterStatus;
-    if (!text && !status) return null;
+    if (!text && !status) {
+      this.#matches = null;
+      return null;
+    }
     const agents = this.#store.agents;
     const keep = new Set();
+    const matches = new Set();
+    this.#matches = matches;
     for (const [id, row] of agents) {
       if (status && row.status !== status && row.outcome !== status) continue;
       if (
@@ -149,6 +156,7 @@ export class TreeView {
       ) {
         continue;
       }
+      matches.add(id);
       let current = id;
       for (let guard = 0; current && !keep.has(current) && guard < 10_000; guard++) {
         keep.add(current);
@@ -205,6 +213,7 @@ export class TreeView {
         selected: id === this.#selected,
         canCancel: canCancel && agent.status !== 'settled',
         pending: this.#pending.has(id),
+        context: this.#matches ? !this.#matches.has(id) : false,
         now,
       });
     }
@@ -314,6 +323,7 @@ function fill(row, view) {
     if (value) root.setAttribute('data-outcome', value);
     else root.removeAttribute('data-outcome');
   });
+  set(row, 'context', view.context, (value) => root.classList.toggle('context', value));
   set(row, 'selected', view.selected, (value) => root.classList.toggle('selected', value));
   set(row, 'indent', view.depth, (value) => {
     row.title.style.paddingLeft = `${4 + value * INDENT}px`;
