@@ -162,6 +162,16 @@ function setConnection(text) {
   conn.setAttribute('data-state', text);
 }
 
+// The open transcript follows its agent: refetched when its row changes, at most once a second.
+let refreshTimer = 0;
+function refreshSoon() {
+  if (refreshTimer) return;
+  refreshTimer = setTimeout(() => {
+    refreshTimer = 0;
+    transcript.refresh();
+  }, 1000);
+}
+
 let ended = false;
 let retry = 0;
 
@@ -176,6 +186,7 @@ function connect() {
     },
     delta: (delta) => {
       const structure = store.apply(delta);
+      if (transcript.id && delta.agents?.some((row) => row.id === transcript.id)) refreshSoon();
       if (structure || tree.filtering) tree.invalidate();
       else tree.schedule();
       markAll();

@@ -9,6 +9,8 @@ const STRIPS = [
   { field: 'outputTokensPerMinute', limit: 'otpm', name: 'output tok/min', color: '#d9822b' },
 ];
 const WINDOW_MS = 15 * 60_000;
+/** A young run's chart spans at least this much, so its first points are not a sliver. */
+const MIN_SPAN_MS = 2 * 60_000;
 const AXIS = 44;
 const GAP = 14;
 const BOTTOM = 16;
@@ -31,10 +33,12 @@ export function drawChart(canvas, series, limits) {
 
   const points = series ?? [];
   const end = points.length > 0 ? points[points.length - 1].t : Date.now();
-  const start = end - WINDOW_MS;
+  const first = points.length > 0 ? points[0].t : end;
+  const span = Math.min(WINDOW_MS, Math.max(MIN_SPAN_MS, end - first));
+  const start = end - span;
   const plotWidth = width - AXIS - 6;
   const stripHeight = (height - BOTTOM - GAP * (STRIPS.length - 1)) / STRIPS.length;
-  const x = (t) => AXIS + ((t - start) / WINDOW_MS) * plotWidth;
+  const x = (t) => AXIS + ((t - start) / span) * plotWidth;
 
   STRIPS.forEach((strip, index) => {
     const top = index * (stripHeight + GAP);
@@ -107,13 +111,21 @@ export function drawChart(canvas, series, limits) {
     }
   });
 
-  // The time axis: minutes before the last point.
+  // The time axis: four ticks before the last point.
   context.fillStyle = '#6b7280';
   context.textAlign = 'center';
-  for (let minutes = 15; minutes >= 0; minutes -= 5) {
-    const label = minutes === 0 ? 'now' : `-${minutes}m`;
-    context.fillText(label, Math.min(x(end - minutes * 60_000), width - 14), height - BOTTOM / 2);
+  for (let tick = 3; tick >= 0; tick--) {
+    const before = (span * tick) / 3;
+    const label = tick === 0 ? 'now' : `-${ago(before)}`;
+    const px = Math.max(AXIS + 12, Math.min(x(end - before), width - 14));
+    context.fillText(label, px, height - BOTTOM / 2);
   }
+}
+
+function ago(ms) {
+  const seconds = Math.round(ms / 1000);
+  if (seconds < 300) return `${seconds}s`;
+  return `${Math.round(seconds / 60)}m`;
 }
 
 /** Rounds up to 1, 2 or 5 times a power of ten, so the scale reads cleanly. */
