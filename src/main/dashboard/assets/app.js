@@ -174,10 +174,15 @@ function refreshSoon() {
 
 let ended = false;
 let retry = 0;
+/** Refused connections in a row: the retry waits 2 s, 4 s, … up to 30 s. */
+let refusals = 0;
 
 function connect() {
   api.events({
-    open: () => setConnection('live'),
+    open: () => {
+      refusals = 0;
+      setConnection('live');
+    },
     state: (state) => {
       store.replace(state);
       setConnection('live');
@@ -193,6 +198,7 @@ function connect() {
     },
     end: () => {
       ended = true;
+      store.ended = true;
       setConnection('ended');
       // Running rows stop their clocks: repaint once with the final state.
       tree.schedule();
@@ -204,9 +210,13 @@ function connect() {
       // EventSource retries by itself unless the answer was fatal (401, not an event stream).
       if (source.readyState === EventSource.CLOSED) {
         clearTimeout(retry);
-        retry = setTimeout(() => {
-          if (!ended) connect();
-        }, 2000);
+        refusals++;
+        retry = setTimeout(
+          () => {
+            if (!ended) connect();
+          },
+          Math.min(30_000, 1000 * 2 ** Math.min(refusals, 5)),
+        );
       }
     },
   });

@@ -16,8 +16,13 @@ export function renderFailures(container, groups, onOpen) {
     root.append(head);
     for (const reason of group.reasons ?? []) {
       const line = element('div', 'reason');
-      const text = element('span', 'reason-text', reason.reason ?? '');
-      text.title = reason.reason ?? '';
+      const full = reason.reason ?? '';
+      const text = element(
+        'span',
+        'reason-text',
+        full.length > 300 ? `${full.slice(0, 300)}…` : full,
+      );
+      text.title = full;
       line.append(element('span', 'reason-count', `×${count(reason.count)}`), text);
       const agents = element('div', 'reason-agents');
       for (const id of (reason.agents ?? []).slice(0, 5)) {

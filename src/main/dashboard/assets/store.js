@@ -15,6 +15,8 @@ export class Store {
   limits = {};
   /** Server time minus this clock's time, so elapsed times run on the server's clock. */
   clockOffset = 0;
+  /** The `end` event came: the run is over, nothing is left to cancel. */
+  ended = false;
   /** Bumped whenever parent/child links change: the tree re-flattens only then. */
   structureVersion = 0;
   /** Bumped on every change of any row. */

@@ -187,7 +187,7 @@ export class TreeView {
       this.#pool.push(row);
     }
     const now = this.#store.now();
-    const canCancel = Boolean(this.#store.run?.cancel);
+    const canCancel = Boolean(this.#store.run?.cancel) && !this.#store.ended;
     // Row `index` always lives in slot `index % pool size`: a scroll of ten rows rewrites ten
     // rows, and the rest keep their content and position (no layout for them).
     const size = this.#pool.length;
@@ -254,7 +254,10 @@ export class TreeView {
     if (action === 'toggle') {
       const index = this.#ids.indexOf(id);
       const kids = this.#store.children.get(id);
-      if (!kids || this.filtering) return;
+      if (!kids || this.filtering) {
+        this.#handlers.onOpen(id);
+        return;
+      }
       const depth = index >= 0 ? this.#depths[index] : 0;
       this.#expanded.set(id, !this.#isExpanded(id, depth, kids.length));
       this.invalidate();
