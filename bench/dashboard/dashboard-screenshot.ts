@@ -149,8 +149,15 @@ async function main(out: string): Promise<void> {
       };
       settled = state.totals.settled;
     }
-    // One more delta, so the page shows that state.
+    // One more delta, so the page shows that state; then the tree's end, where the running
+    // agents are (rows are in the order the agents started).
     await new Promise((resolve) => setTimeout(resolve, 600));
+    await page
+      .locator('#tree')
+      .evaluate((tree: { scrollTop: number; scrollHeight: number; clientHeight: number }) => {
+        tree.scrollTop = tree.scrollHeight - tree.clientHeight - 240;
+      });
+    await new Promise((resolve) => setTimeout(resolve, 300));
     await page.screenshot({ path: out });
     console.log(`wrote ${out}`);
   } finally {
