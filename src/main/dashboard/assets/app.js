@@ -124,8 +124,10 @@ function paint() {
   if (dirty.header && changed('header', JSON.stringify([store.run, store.totals]))) paintHeader();
   if (dirty.governor) {
     const now = store.now();
-    // A pause counts down: its card changes every second even when the state does not.
-    const paused = store.governor.some((state) => state.pausedUntil > now);
+    // A pause or a breaker's probe counts down: its card changes every second on its own.
+    const paused = store.governor.some(
+      (state) => state.pausedUntil > now || state.breaker?.probeAt > now,
+    );
     const key = JSON.stringify(store.governor) + (paused ? Math.floor(now / 1000) : '');
     if (changed('governor', key)) renderGovernor(byId('governor'), store.governor, now);
   }
