@@ -20,6 +20,17 @@ const conn = byId('conn');
 const notice = byId('notice');
 const chart = byId('chart');
 
+// The chart's size comes from the observer: reading clientWidth in a frame after DOM writes would
+// force a layout of the whole page on every delta.
+const chartSize = { width: 0, height: 0 };
+new ResizeObserver((entries) => {
+  const box = entries[entries.length - 1].contentRect;
+  chartSize.width = box.width;
+  chartSize.height = box.height;
+  dirty.chart = true;
+  schedule();
+}).observe(chart);
+
 const tree = new TreeView({
   scroller: byId('tree'),
   spacer: byId('tree-spacer'),
@@ -89,25 +100,51 @@ function say(text, isError) {
 // What changed since the last paint: each panel repaints only when its input did.
 const dirty = { header: false, governor: false, chart: false, failures: false };
 let frame = 0;
-let lastFailures = '';
 
 function schedule() {
   if (frame) return;
   frame = requestAnimationFrame(paint);
 }
 
+/**
+ * Each panel keeps the key of what it last drew and redraws only when the key moves: deltas come
+ * four times a second, but the series gains a point every 5 s, and a rebuilt failure list under
+ * the pointer would swallow a click.
+ */
+const drawn = { header: '', governor: '', chart: '', failures: '' };
+
+function changed(panel, key) {
+  if (drawn[panel] === key) return false;
+  drawn[panel] = key;
+  return true;
+}
+
 function paint() {
   frame = 0;
-  if (dirty.header) paintHeader();
-  if (dirty.governor) renderGovernor(byId('governor'), store.governor, store.now());
-  if (dirty.chart) drawChart(chart, store.series, store.limits);
-  if (dirty.failures) {
-    // Rebuilt only when they changed: a rebuild under the pointer would swallow a click.
-    const text = JSON.stringify(store.failures);
-    if (text !== lastFailures) {
-      lastFailures = text;
-      renderFailures(byId('failures'), store.failures, openAgent);
-    }
+  if (dirty.header && changed('header', JSON.stringify([store.run, store.totals]))) paintHeader();
+  if (dirty.governor) {
+    const now = store.now();
+    // A pause or a breaker's probe counts down: its card changes every second on its own.
+    const paused = store.governor.some(
+      (state) => state.pausedUntil > now || state.breaker?.probeAt > now,
+    );
+    const key = JSON.stringify(store.governor) + (paused ? Math.floor(now / 1000) : '');
+    if (changed('governor', key)) renderGovernor(byId('governor'), store.governor, now);
+  }
+  if (dirty.chart) {
+    const last = store.series[store.series.length - 1];
+    const key = JSON.stringify([
+      store.series.length,
+      last,
+      store.limits,
+      chartSize.width,
+      chartSize.height,
+      window.devicePixelRatio,
+    ]);
+    if (changed('chart', key)) drawChart(chart, store.series, store.limits, chartSize);
+  }
+  if (dirty.failures && changed('failures', JSON.stringify(store.failures))) {
+    renderFailures(byId('failures'), store.failures, openAgent);
   }
   dirty.header = dirty.governor = dirty.chart = dirty.failures = false;
 }
@@ -236,8 +273,3 @@ setInterval(() => {
   dirty.governor = true;
   schedule();
 }, 1000);
-
-new ResizeObserver(() => {
-  dirty.chart = true;
-  schedule();
-}).observe(chart);

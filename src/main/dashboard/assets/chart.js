@@ -15,11 +15,11 @@ const AXIS = 44;
 const GAP = 14;
 const BOTTOM = 16;
 
-/** Draws `series` (points) and `limits` on `canvas` (#chart), sized to its CSS box. */
-export function drawChart(canvas, series, limits) {
+/** Draws `series` (points) and `limits` on `canvas` (#chart), whose CSS box is `size`. */
+export function drawChart(canvas, series, limits, size) {
   const ratio = window.devicePixelRatio || 1;
-  const width = canvas.clientWidth;
-  const height = canvas.clientHeight;
+  const width = size.width;
+  const height = size.height;
   if (width === 0 || height === 0) return;
   if (canvas.width !== Math.round(width * ratio) || canvas.height !== Math.round(height * ratio)) {
     canvas.width = Math.round(width * ratio);

@@ -24,8 +24,13 @@ function card(state, now) {
     head.append(
       element('span', 'badge badge-paused', `paused ${duration(state.pausedUntil - now)}`),
     );
+  if (state.exhausted) head.append(element('span', 'badge badge-exhausted', 'exhausted'));
   if (breaker !== 'closed') {
-    const badge = element('span', `badge badge-breaker-${breaker}`, `breaker ${breaker}`);
+    const probe =
+      breaker === 'open' && typeof state.breaker.probeAt === 'number' && state.breaker.probeAt > now
+        ? ` · probe in ${duration(state.breaker.probeAt - now)}`
+        : '';
+    const badge = element('span', `badge badge-breaker-${breaker}`, `breaker ${breaker}${probe}`);
     badge.title = [state.breaker.code, state.breaker.message].filter(Boolean).join(': ');
     head.append(badge);
   }
@@ -47,6 +52,7 @@ function card(state, now) {
     bar('input tok', state.inputTokens),
     bar('output tok', state.outputTokens),
   );
+  if (state.exhausted) root.append(element('div', 'key-message', state.exhausted));
   if (breaker !== 'closed' && state.breaker?.message) {
     root.append(
       element('div', 'key-message', `${state.breaker.code ?? ''} ${state.breaker.message}`.trim()),

@@ -378,6 +378,8 @@ function fill(row, view) {
   });
   set(row, 'cancelText', view.childCount > 0 ? 'Cancel subtree' : 'Cancel', (value) => {
     row.cancel.textContent = value;
+    row.cancel.title =
+      view.childCount > 0 ? `Cancel ${agent.id} and every agent it started` : `Cancel ${agent.id}`;
   });
   set(row, 'pending', view.pending, (value) => {
     row.cancel.disabled = value;
