@@ -87,6 +87,8 @@ describe.skipIf(browserMissing)(
         await page.goto(dashboard.url);
         // The token leaves the address bar once the page has it.
         await expect.poll(() => page.url()).not.toContain('token');
+        // A reload, with the token gone from the address, opens it again.
+        await page.reload();
         await expect
           .poll(() => page.locator('#conn').textContent(), { timeout: 15_000 })
           .toBe('live');

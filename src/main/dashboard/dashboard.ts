@@ -227,6 +227,10 @@ class LiveDashboard implements Dashboard, DashboardApi {
     });
   }
 
+  get cookieName(): string {
+    return `cohort_dashboard_${this.port}`;
+  }
+
   get host(): string {
     return this.#address?.address ?? '';
   }

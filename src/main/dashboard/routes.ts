@@ -19,6 +19,8 @@ export const SAFE_HEADERS: Readonly<Record<string, string>> = Object.freeze({
 /** What the routes ask of the dashboard behind them. */
 export interface DashboardApi {
   readonly token: string;
+  /** The cookie that lets the page itself be reloaded once its address lost the token. */
+  readonly cookieName: string;
   state(): unknown;
   /** Opens an event stream on `response`. */
   events(response: ServerResponse, headers: Record<string, string>): void;
@@ -70,20 +72,29 @@ export async function route(
       error: 'Expected a request from the dashboard page itself, got one from another origin',
     });
   }
-  if (!sameToken(tokenOf(request, url), api.token)) {
+  const { pathname } = url;
+  const page = pathname === '/' || pathname === '/index.html';
+  // The page takes the token out of its address bar; a reload then carries only the cookie,
+  // which opens the page alone: the API always wants the token itself.
+  const given = tokenOf(request, url) ?? (page ? cookieOf(request, api.cookieName) : undefined);
+  if (!sameToken(given, api.token)) {
     return json(response, 401, {
       error:
         'Expected the dashboard token (Authorization: Bearer TOKEN, or ?token=TOKEN), got none that matches',
     });
   }
-  const { pathname } = url;
-  if (pathname === '/' || pathname === '/index.html') {
+  if (page) {
     if (!allow(method, 'GET', response)) return;
-    const page = assets.get('index.html');
-    if (!page)
+    const index = assets.get('index.html');
+    if (!index) {
       return json(response, 404, { error: 'This cohort was built without the dashboard page' });
-    const body = page.body.toString('utf8').replaceAll('__TOKEN_PATH__', `/s/${api.token}`);
-    return send(response, 200, page.type, body);
+    }
+    const body = index.body.toString('utf8').replaceAll('__TOKEN_PATH__', `/s/${api.token}`);
+    response.setHeader(
+      'Set-Cookie',
+      `${api.cookieName}=${api.token}; HttpOnly; SameSite=Strict; Path=/`,
+    );
+    return send(response, 200, index.type, body);
   }
   if (pathname.startsWith('/s/')) {
     if (!allow(method, 'GET', response)) return;
@@ -122,6 +133,15 @@ export async function route(
   return json(response, 404, {
     error: `Expected /, /api/state, /api/events or /api/agents/ID, got ${JSON.stringify(pathname)}`,
   });
+}
+
+/** The value of cookie `name` in the request, if it carries one. */
+function cookieOf(request: IncomingMessage, name: string): string | undefined {
+  for (const part of (request.headers.cookie ?? '').split(';')) {
+    const [key, ...value] = part.trim().split('=');
+    if (key === name) return value.join('=');
+  }
+  return undefined;
 }
 
 export function unknownAgent(id: string): { error: string } {
