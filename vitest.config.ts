@@ -8,6 +8,7 @@ import { BaseSequencer, type TestSpecification } from 'vitest/node';
  * there until it is listed as unit or slow.
  */
 const UNIT = [
+  'dashboard-book',
   'agent-files',
   'batch-progress-lines',
   'breaker',

@@ -7,6 +7,9 @@ import type { ChildHandle, ChildStatus } from '../runners/spawned-child.js';
 import type { ObservedSpawn } from '../spawn-observer.js';
 import { FailureBook } from './failure-book.js';
 
+/** The most rows a dashboard keeps before it drops the oldest settled ones. */
+export const DEFAULT_MAX_AGENTS = 100_000;
+
 /** The usage a row shows: the result's counts, without its dollar fields. */
 export interface RowUsage {
   inputTokens: number;
@@ -77,6 +80,10 @@ export class AgentBook {
   /** Rows not yet settled: their status is read from their handle when a delta is made. */
   readonly #live = new Set<Entry>();
   readonly #dirty = new Set<string>();
+  /** Ids of rows dropped since the last delta (`maxAgents`). */
+  #removed: string[] = [];
+  #settledCount = 0;
+  readonly #maxAgents: number;
   readonly #prices: Readonly<PriceTable> | undefined;
   readonly failures = new FailureBook();
   readonly totals: Totals = {
@@ -90,8 +97,9 @@ export class AgentBook {
   };
   readonly counters: Counters = { calls: 0, inputTokens: 0, outputTokens: 0 };
 
-  constructor(prices?: Readonly<PriceTable>) {
+  constructor(prices?: Readonly<PriceTable>, maxAgents = DEFAULT_MAX_AGENTS) {
     this.#prices = prices;
+    this.#maxAgents = maxAgents;
   }
 
   get size(): number {
@@ -141,6 +149,7 @@ export class AgentBook {
     const entry: Entry = { row, handle, price };
     this.#entries.set(row.id, entry);
     this.#live.add(entry);
+    if (this.#entries.size > this.#maxAgents) this.#prune();
     this.totals.agents++;
     this.totals[status === 'settled' ? 'running' : status]++;
     this.#propagate(entry, { agents: 1, tokens: 0, costUsd: 0 });
@@ -151,6 +160,7 @@ export class AgentBook {
     const { row } = entry;
     entry.handle = handle;
     if (row.status === 'settled') {
+      this.#settledCount--;
       this.totals.settled--;
       if (row.outcome)
         this.totals.outcomes[row.outcome] = (this.totals.outcomes[row.outcome] ?? 1) - 1;
@@ -193,6 +203,9 @@ export class AgentBook {
     this.#addUsage(entry, minus(usage, row.usage), cost === undefined ? undefined : cost);
     this.#setStatus(entry, 'settled');
     this.#live.delete(entry);
+    // Its handle holds its result and spec: a long run's settled agents must not keep them.
+    entry.handle = undefined;
+    this.#settledCount++;
     row.outcome = result.outcome;
     row.endedAt = Date.now();
     this.totals.outcomes[result.outcome] = (this.totals.outcomes[result.outcome] ?? 0) + 1;
@@ -272,20 +285,38 @@ export class AgentBook {
     return this.#entries.get(id)?.handle;
   }
 
-  /** The rows changed since the last call, ancestors included; none is repeated. */
-  takeChanged(): AgentRow[] {
+  /**
+   * The rows changed since the last call, ancestors included, none repeated; and the ids of
+   * the rows dropped since then.
+   */
+  takeChanged(): { rows: AgentRow[]; removed: string[] } {
     const rows: AgentRow[] = [];
     for (const id of this.#dirty) {
       const row = this.#entries.get(id)?.row;
       if (row) rows.push(row);
     }
     this.#dirty.clear();
-    return rows;
+    const removed = this.#removed;
+    this.#removed = [];
+    return { rows, removed };
   }
 
-  /** Something changed since the last `takeChanged`. */
-  get changed(): boolean {
-    return this.#dirty.size > 0;
+  /**
+   * Drops the oldest settled rows, a tenth of `maxAgents` at a time, so that a worker that runs
+   * for days shows its latest agents in bounded memory. The totals and the subtree sums of the
+   * rows kept still count them.
+   */
+  #prune(): void {
+    let drop = Math.min(Math.ceil(this.#maxAgents / 10), this.#settledCount);
+    for (const [id, entry] of this.#entries) {
+      if (drop === 0) break;
+      if (entry.row.status !== 'settled') continue;
+      this.#entries.delete(id);
+      this.#dirty.delete(id);
+      this.#removed.push(id);
+      this.#settledCount--;
+      drop--;
+    }
   }
 }
 

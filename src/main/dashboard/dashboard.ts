@@ -3,11 +3,19 @@ import type { AddressInfo } from 'node:net';
 import type { PriceTable } from '../../shared/budget.js';
 import { expected, UsageError } from '../../shared/errors.js';
 import type { Governor } from '../../shared/governor/governor.js';
-import { checkOption, durationMs, oneOf, wholeNumber } from '../../shared/option-schema.js';
+import {
+  boolean,
+  checkOptions,
+  durationMs,
+  type Fields,
+  nonEmptyString,
+  oneOf,
+  wholeNumber,
+} from '../../shared/option-schema.js';
 import type { ProviderUsage } from '../../shared/provider/types.js';
 import type { SpawnObserver } from '../spawn-observer.js';
 import { newToken } from './access.js';
-import { AgentBook } from './agent-book.js';
+import { AgentBook, DEFAULT_MAX_AGENTS } from './agent-book.js';
 import { EventStream } from './event-stream.js';
 import { type DashboardApi, json, loadAssets, route, unknownAgent } from './routes.js';
 import { RateSeries, SAMPLE_MS } from './series.js';
@@ -49,6 +57,11 @@ export interface DashboardOptions {
    * settles, and saves a message per step from its worker.
    */
   steps?: boolean;
+  /**
+   * The most agents it shows (default 100,000): past that, the oldest settled ones are dropped
+   * from the tree (the totals still count them).
+   */
+  maxAgents?: number;
   /** What the page's header names (default `library`). */
   command?: DashboardCommand;
   /** Whether the page offers cancel (default true). */
@@ -79,20 +92,34 @@ export async function serveDashboard(
   target: DashboardTarget,
   options: DashboardOptions = {},
 ): Promise<Dashboard> {
-  const port = checkOption('port', wholeNumber(0, 65_535), options.port) ?? 0;
-  const host = options.host ?? '127.0.0.1';
-  if (typeof host !== 'string' || host === '')
-    throw expected('host', 'an address to listen on', host);
-  const token = options.token ?? newToken();
-  if (typeof token !== 'string' || !/^[A-Za-z0-9_-]{16,}$/.test(token)) {
-    throw expected('token', 'at least 16 letters, digits, _ or -', token);
+  if (typeof options !== 'object' || options === null) {
+    throw expected('dashboard options', 'an object', options);
   }
-  const updateMs = checkOption('updateMs', durationMs(50), options.updateMs) ?? DEFAULT_UPDATE_MS;
-  const command = checkOption('command', COMMANDS, options.command) ?? 'library';
+  const unknown = Object.keys(options).find((key) => !(key in DASHBOARD_FIELDS));
+  if (unknown !== undefined) {
+    throw new UsageError(
+      `Expected dashboard options among ${Object.keys(DASHBOARD_FIELDS).join(', ')}, got \`${unknown}\``,
+    );
+  }
+  checkOptions(DASHBOARD_FIELDS, options as Readonly<Record<string, unknown>>);
+  if (typeof target?.observe !== 'function') {
+    throw expected(
+      'serveDashboard target',
+      'an Engine or a QueueWorker (something with observe)',
+      target,
+    );
+  }
+  const port = options.port ?? 0;
+  const host = options.host ?? '127.0.0.1';
+  const token = options.token ?? newToken();
+  const updateMs = options.updateMs ?? DEFAULT_UPDATE_MS;
+  const command = options.command ?? 'library';
+  const maxAgents = options.maxAgents ?? DEFAULT_MAX_AGENTS;
   const dashboard = new LiveDashboard(target, {
     token,
     updateMs,
     steps: options.steps ?? true,
+    maxAgents,
     command,
     cancel: options.cancel ?? true,
   });
@@ -100,10 +127,24 @@ export async function serveDashboard(
   return dashboard;
 }
 
-const COMMANDS = oneOf<DashboardCommand>(
-  ['run', 'batch', 'worker', 'library'],
-  'run, batch, worker or library',
-);
+/** The options' checks: `serveDashboard` refuses anything else with what it expected. */
+const DASHBOARD_FIELDS = {
+  port: wholeNumber(0, 65_535),
+  host: nonEmptyString(),
+  token: {
+    type: 'string',
+    pattern: '^[A-Za-z0-9_-]{16,}$',
+    expected: 'at least 16 letters, digits, _ or -',
+  },
+  updateMs: durationMs(50),
+  steps: boolean(),
+  maxAgents: wholeNumber(10),
+  command: oneOf<DashboardCommand>(
+    ['run', 'batch', 'worker', 'library'],
+    'run, batch, worker or library',
+  ),
+  cancel: boolean(),
+} as const satisfies Fields;
 
 class LiveDashboard implements Dashboard, DashboardApi {
   readonly token: string;
@@ -126,6 +167,7 @@ class LiveDashboard implements Dashboard, DashboardApi {
       token: string;
       updateMs: number;
       steps: boolean;
+      maxAgents: number;
       command: DashboardCommand;
       cancel: boolean;
     },
@@ -133,7 +175,7 @@ class LiveDashboard implements Dashboard, DashboardApi {
     this.token = settings.token;
     this.#target = target;
     this.#updateMs = settings.updateMs;
-    const book = new AgentBook(target.prices);
+    const book = new AgentBook(target.prices, settings.maxAgents);
     const now = Date.now();
     this.#sources = {
       book,
@@ -204,6 +246,11 @@ class LiveDashboard implements Dashboard, DashboardApi {
   }
 
   events(response: ServerResponse, headers: Record<string, string>): void {
+    if (response.req.method === 'HEAD') {
+      response.writeHead(200, { ...headers, 'Content-Type': 'text/event-stream; charset=utf-8' });
+      response.end();
+      return;
+    }
     // The first client's snapshot has every row: what changed before it is no news to it.
     if (this.#stream.size === 0) this.#sources.book.takeChanged();
     this.#stream.open(response, headers, this.state());
@@ -224,10 +271,10 @@ class LiveDashboard implements Dashboard, DashboardApi {
     const { book } = this.#sources;
     book.refreshStatuses();
     const delta = deltaOf(this.#sources, Date.now());
-    const { now, agents, ...summary } = delta;
+    const { now, agents, removed, ...summary } = delta;
     void now;
     const text = JSON.stringify(summary);
-    if (agents.length === 0 && text === this.#lastSummary) return;
+    if (agents.length === 0 && removed.length === 0 && text === this.#lastSummary) return;
     this.#lastSummary = text;
     this.#stream.send('delta', delta);
   }
@@ -250,6 +297,13 @@ class LiveDashboard implements Dashboard, DashboardApi {
         body: { error: 'Expected a dashboard that may cancel, got one started with cancel off' },
       };
     }
+    const settled = () => ({
+      status: 409,
+      body: {
+        error: `Expected an agent still running, got ${JSON.stringify(id)}, which has settled (${row.outcome ?? 'settling'})`,
+      },
+    });
+    if (row.status === 'settled') return settled();
     const handle = book.handle(id);
     if (!handle) {
       return {
@@ -259,14 +313,7 @@ class LiveDashboard implements Dashboard, DashboardApi {
         },
       };
     }
-    if (!handle.cancel(DASHBOARD_CANCEL)) {
-      return {
-        status: 409,
-        body: {
-          error: `Expected an agent still running, got ${JSON.stringify(id)}, which has settled (${row.outcome ?? 'settling'})`,
-        },
-      };
-    }
+    if (!handle.cancel(DASHBOARD_CANCEL)) return settled();
     return { status: 202, body: { id, cancelled: true } };
   }
 

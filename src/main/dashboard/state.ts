@@ -41,6 +41,8 @@ export interface DashboardState extends Summary {
 
 export interface DashboardDelta extends Summary {
   agents: AgentRow[];
+  /** Ids of rows dropped to keep the dashboard's memory bounded (`maxAgents`). */
+  removed: string[];
 }
 
 /** What a snapshot is made from. */
@@ -62,7 +64,8 @@ export function stateOf(sources: StateSources, now: number): DashboardState {
 
 /** The rows changed since the last delta (taken from the book), and the summary now. */
 export function deltaOf(sources: StateSources, now: number): DashboardDelta {
-  return { agents: sources.book.takeChanged(), ...summaryOf(sources, now) };
+  const { rows, removed } = sources.book.takeChanged();
+  return { agents: rows, removed, ...summaryOf(sources, now) };
 }
 
 function summaryOf(sources: StateSources, now: number): Summary {
