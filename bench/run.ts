@@ -14,6 +14,7 @@ import { BENCH_USAGE, type BenchOptions, parseBenchArgs } from './common/options
 import type { BenchPart, PartReport } from './common/part.js';
 import { formatTable } from './common/table.js';
 import { concurrencyPart } from './concurrency/concurrency.js';
+import { dashboardPart } from './dashboard/dashboard.js';
 import { embedPart } from './embed/embed.js';
 import { PROFILE_ENV } from './engines/fork.js';
 import { governorPart } from './governor/governor.js';
@@ -39,6 +40,7 @@ export const PARTS: BenchPart[] = [
   peersPart,
   embedPart,
   lanesPart,
+  dashboardPart,
 ];
 
 /** Where `runBench` writes; tests pass their own. */

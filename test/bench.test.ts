@@ -267,7 +267,7 @@ describe('bench flags', () => {
     ],
     [
       ['nonsense'],
-      /Expected a bench part \(model, transport, concurrency, spawn, governor, cache, scale, peers, embed, lanes\), got `nonsense`/,
+      /Expected a bench part \(model, transport, concurrency, spawn, governor, cache, scale, peers, embed, lanes, dashboard\), got `nonsense`/,
     ],
     [['governor', '--itpm', '-5'], /`--itpm` to be a whole number from 0 to .*, got `-5`/],
     [['cache', '--prefixes', '0'], /`--prefixes` to be a whole number from 1 to 1000, got `0`/],
