@@ -153,6 +153,73 @@ describe('the agent book', () => {
   });
 });
 
+describe('the agent book, at its edges', () => {
+  it('keeps a settled row whose descendants still run, so their spend reaches the rows above it', async () => {
+    const book = new AgentBook(undefined, 10);
+    const root = child('r');
+    const middle = child('m');
+    const leaf = child('l');
+    book.spawned(spawnOf('r', undefined, 1, root.handle));
+    book.spawned(spawnOf('m', 'r', 2, middle.handle));
+    book.spawned(spawnOf('l', 'm', 3, leaf.handle));
+    middle.settle({});
+    await middle.handle.result;
+    await Promise.resolve();
+    // Past the cap, settled rows go, the oldest first; `m` has a live child and stays.
+    const others = Array.from({ length: 12 }, (_, index) => child(`o${index}`));
+    for (const [index, made] of others.entries()) {
+      book.spawned(spawnOf(`o${index}`, undefined, 1, made.handle));
+      made.settle({});
+      await made.handle.result;
+      await Promise.resolve();
+    }
+    expect(book.row('m')).toBeDefined();
+    book.stepped('l', {
+      inputTokens: 5_000,
+      outputTokens: 0,
+      cacheReadTokens: 0,
+      cacheWriteTokens: 0,
+    });
+    expect(book.row('r')!.subtree.tokens).toBe(5_000);
+  });
+
+  it('adds a resumed agent’s second run to its first, never taking from the totals', async () => {
+    const book = new AgentBook();
+    const first = child('a');
+    book.spawned(spawnOf('a', undefined, 1, first.handle));
+    first.settle({ outcome: 'cancelled', usage: { ...usage(1_000, 10), costUsd: 0.01 } });
+    await first.handle.result;
+    await Promise.resolve();
+    const second = child('a');
+    book.spawned(spawnOf('a', undefined, 1, second.handle));
+    expect(book.totals).toMatchObject({
+      agents: 1,
+      settled: 0,
+      queued: 1,
+      outcomes: { cancelled: 0 },
+    });
+    second.settle({ usage: { ...usage(300, 5), costUsd: 0.003 } });
+    await second.handle.result;
+    await Promise.resolve();
+    expect(book.row('a')!.usage).toMatchObject({ inputTokens: 1_300, outputTokens: 15, steps: 2 });
+    expect(book.row('a')!.costUsd).toBeCloseTo(0.013, 10);
+    expect(book.totals.usage.inputTokens).toBe(1_300);
+    expect(book.counters.inputTokens).toBe(1_300);
+    expect(book.totals).toMatchObject({ settled: 1, outcomes: { cancelled: 0, complete: 1 } });
+  });
+
+  it('settles a child that had settled before it was seen', async () => {
+    const book = new AgentBook();
+    const early = child('e');
+    early.settle({ outcome: 'cancelled' });
+    book.spawned(spawnOf('e', undefined, 1, early.handle));
+    await early.handle.result;
+    await Promise.resolve();
+    expect(book.row('e')).toMatchObject({ status: 'settled', outcome: 'cancelled' });
+    expect(book.totals).toMatchObject({ running: 0, queued: 0, settled: 1 });
+  });
+});
+
 describe('the failure book', () => {
   it('groups by code then reason, the commonest first, with at most five agents a reason', () => {
     const failures = new FailureBook();

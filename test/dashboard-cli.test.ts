@@ -87,6 +87,7 @@ describe.concurrent('cohort batch --dashboard', () => {
       ['t1', 'complete'],
       ['t2', 'complete'],
     ]);
+    expect(lines.find((line) => line.taskId === 't0')?.reason).toBe('dashboard');
     // The dashboard went with the process.
     await expect(fetch(`${dashboard.base}/api/state`)).rejects.toThrow();
   });
@@ -174,36 +175,55 @@ describe.skipIf(redisMissing)(
       await redis?.stop();
     });
 
-    it("shows the jobs the worker runs, and closes with the worker's drain", async () => {
-      const fleet = await startWorkers(redis, 1, ['--dashboard', '0']);
-      const worker = fleet.workers[0]!;
-      const dashboard = await dashboardOf(worker);
+    it("shows every job the worker runs, those queued before it started too, refuses cancel, and closes with the worker's drain", async () => {
       const engine = await Engine.start({
         queue: { url: redis.url },
         provider: { baseURL: model.url, model: 'cohort-scripted' },
         toolModules: [TEST_TOOLS],
       });
       try {
-        const results = await Promise.all(
-          [0, 1, 2].map((index) => engine.run({ title: `job ${index}`, prompt: sleeper(50) })),
+        // Queued before any worker runs: the dashboard listens before the worker takes one.
+        const handles = [0, 1, 2].map((index) =>
+          engine.spawn({ title: `job ${index}`, prompt: sleeper(index === 0 ? 1_500 : 50) }),
         );
+        const fleet = await startWorkers(redis, 1, ['--dashboard', '0']);
+        const worker = fleet.workers[0]!;
+        const dashboard = await dashboardOf(worker);
+        const rows = await rowsWhen(dashboard, (rows) => rows.length === 3);
+        expect(new Set(rows.map((row) => row.id))).toEqual(
+          new Set(handles.map((handle) => handle.id)),
+        );
+        // A worker's page only shows: a cancel there would not reach the producer.
+        const running = rows.find((row) => row.title === 'job 0')!;
+        const cancel = await fetch(`${dashboard.base}/api/agents/${running.id}/cancel`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${dashboard.token}` },
+        });
+        expect(cancel.status).toBe(409);
+        expect(((await cancel.json()) as { error: string }).error).toContain(
+          'cancel from the producer',
+        );
+        const state = (await (
+          await fetch(`${dashboard.base}/api/state`, {
+            headers: { authorization: `Bearer ${dashboard.token}` },
+          })
+        ).json()) as { run: { command: string; cancel: boolean } };
+        expect(state.run).toMatchObject({ command: 'worker', cancel: false });
+        const results = await Promise.all(handles.map((handle) => handle.result));
         expect(results.map((result) => result.outcome)).toEqual([
           'complete',
           'complete',
           'complete',
         ]);
-        const rows = await rowsWhen(
+        await rowsWhen(
           dashboard,
           (rows) => rows.filter((row) => row.outcome === 'complete').length === 3,
         );
-        expect(new Set(rows.map((row) => row.id))).toEqual(
-          new Set(results.map((result) => result.id)),
-        );
+        expect((await worker.term()).code).toBe(0);
+        await expect(fetch(`${dashboard.base}/api/state`)).rejects.toThrow();
       } finally {
         await engine.close();
       }
-      expect((await worker.term()).code).toBe(0);
-      await expect(fetch(`${dashboard.base}/api/state`)).rejects.toThrow();
     });
   },
 );

@@ -167,7 +167,10 @@ describe.skipIf(browserMissing)(
         await running.locator('[data-action="cancel"]').click();
         expect((await run.exit).code).toBe(1);
         const lines = readResultLines(out);
-        expect(lines.find((line) => line.taskId === 't0')).toMatchObject({ outcome: 'cancelled' });
+        expect(lines.find((line) => line.taskId === 't0')).toMatchObject({
+          outcome: 'cancelled',
+          reason: 'dashboard',
+        });
         expect(lines.filter((line) => line.outcome === 'complete')).toHaveLength(2);
         // The page saw the end of the run.
         await expect

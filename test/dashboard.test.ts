@@ -1,6 +1,8 @@
-import { createServer } from 'node:net';
+import { createServer as createHttpServer } from 'node:http';
+import { connect, createServer } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import { type Dashboard, serveDashboard } from '../src/main/dashboard/dashboard.js';
+import { EventStream } from '../src/main/dashboard/event-stream.js';
 import { UsageError } from '../src/shared/errors.js';
 import { type Rig, scripted, startRig, syncAgent } from './helpers.js';
 
@@ -140,6 +142,60 @@ describe('the token', () => {
     const posted = await fetch(`${base}/api/state`, authed(dashboard.token, { method: 'POST' }));
     expect(posted.status).toBe(405);
     expect(posted.headers.get('allow')).toBe('GET, HEAD');
+  });
+});
+
+describe('requests that name nothing it knows', () => {
+  it('answers 404 for an id that is not percent-encoded right, and 403 for a Host that is not this machine’s', async () => {
+    const { dashboard, base } = await start();
+    for (const [method, pathname] of [
+      ['GET', '/api/agents/%E0%A4%A'],
+      ['POST', '/api/agents/%ZZ/cancel'],
+    ] as const) {
+      const response = await fetch(`${base}${pathname}`, authed(dashboard.token, { method }));
+      expect(response.status, pathname).toBe(404);
+      expect(((await response.json()) as { error: string }).error).toMatch(
+        /^Expected the id of an agent/,
+      );
+    }
+    // fetch sets Host itself; a raw request names another.
+    const answer = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const socket = connect(dashboard.port, '127.0.0.1', () => {
+        socket.write(
+          `GET /api/state HTTP/1.1\r\nHost: rebound.example:${dashboard.port}\r\nAuthorization: Bearer ${dashboard.token}\r\nConnection: close\r\n\r\n`,
+        );
+      });
+      let text = '';
+      socket.on('data', (chunk) => {
+        text += chunk.toString();
+      });
+      socket.on('end', () => resolve({ status: Number(text.split(' ')[1]), body: text }));
+      socket.on('error', reject);
+    });
+    expect(answer.status).toBe(403);
+    expect(answer.body).toContain("Expected a request to this machine's dashboard");
+  });
+});
+
+describe('an observer that throws', () => {
+  it('costs the spawn nothing: the caller gets its handle and the child runs', async () => {
+    rig = await startRig({ threads: 1 });
+    const warnings: string[] = [];
+    const onWarning = (warning: Error) => warnings.push(warning.message);
+    process.on('warning', onWarning);
+    try {
+      rig.engine.observe({
+        spawned: () => {
+          throw new Error('the view broke');
+        },
+      });
+      const handle = rig.engine.spawn({ prompt: scripted([{ reply: 'fine' }]) });
+      expect((await handle.result).outcome).toBe('complete');
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(warnings).toContain('a spawn observer threw: the view broke');
+    } finally {
+      process.off('warning', onWarning);
+    }
   });
 });
 
@@ -341,6 +397,37 @@ describe('the event stream', () => {
     while (last.name === 'delta') last = await events.next();
     expect(last.name).toBe('end');
     expect((await events.next()).name).toBe('closed');
+  });
+});
+
+describe('a large first snapshot', () => {
+  it('reaches a client that reads it slowly, with the deltas sent meanwhile after it', async () => {
+    const stream = new EventStream();
+    // 20 MB of rows, more than a client may have unread, sent as the first event.
+    const rows = Array.from({ length: 40_000 }, (_, index) => ({
+      id: `ag_${index}`,
+      pad: 'x'.repeat(480),
+    }));
+    const server = createHttpServer((_request, response) => {
+      stream.open(response, {}, { agents: rows });
+      setTimeout(() => stream.send('delta', { agents: [{ id: 'ag_late' }] }), 200);
+      setTimeout(() => stream.close(), 400);
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const port = (server.address() as { port: number }).port;
+      const response = await fetch(`http://127.0.0.1:${port}/`);
+      // Nothing is read for a second: the server's writes pile up.
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      const events = sseReader(response.body!);
+      const first = await events.next();
+      expect(first.name).toBe('state');
+      expect((first.data as { agents: unknown[] }).agents).toHaveLength(40_000);
+      expect(await events.next()).toEqual({ name: 'delta', data: { agents: [{ id: 'ag_late' }] } });
+      expect((await events.next()).name).toBe('end');
+    } finally {
+      server.close();
+    }
   });
 });
 

@@ -1,5 +1,6 @@
 import type { AgentEvent } from '../shared/events.js';
 import type { ProviderUsage } from '../shared/provider/types.js';
+import { redactSecrets } from '../shared/redact.js';
 import type { ChildHandle } from './runners/spawned-child.js';
 
 /** One spawn as an observer sees it: the child's handle and where it sits in the tree. */
@@ -56,12 +57,33 @@ export class SpawnObservers {
   }
 
   spawned(spawn: ObservedSpawn): void {
-    for (const observer of this.#all) observer.spawned(spawn);
+    for (const observer of this.#all) {
+      try {
+        observer.spawned(spawn);
+      } catch (error) {
+        observerFault(error);
+      }
+    }
   }
 
   stepped(agentId: string, usage: ProviderUsage): void {
-    for (const observer of this.#all) observer.stepped?.(agentId, usage);
+    for (const observer of this.#all) {
+      try {
+        observer.stepped?.(agentId, usage);
+      } catch (error) {
+        observerFault(error);
+      }
+    }
   }
+}
+
+/**
+ * An observer that throws is a view's fault, never the spawn's: the child it was told of runs
+ * on, its caller gets its handle, and the fault is a process warning.
+ */
+function observerFault(error: unknown): void {
+  const message = error instanceof Error ? error.message : String(error);
+  process.emitWarning(`a spawn observer threw: ${redactSecrets(message)}`, 'CohortWarning');
 }
 
 /**

@@ -1,4 +1,3 @@
-import type { Dashboard } from '../../main/dashboard/dashboard.js';
 import { ENGINE_FIELDS } from '../../main/engine-options.js';
 import {
   checkQueueName,
@@ -10,6 +9,7 @@ import {
   QUEUE_WORKER_FIELDS as WORKER,
 } from '../../main/runners/queue/options.js';
 import { DEFAULT_MAX_DELIVERIES, QueueWorker } from '../../main/runners/queue/worker.js';
+import { SpawnObservers } from '../../main/spawn-observer.js';
 import { formatDuration } from '../../shared/duration.js';
 import { UsageError } from '../../shared/errors.js';
 import { GOVERNOR_FIELDS } from '../../shared/governor/options.js';
@@ -155,6 +155,24 @@ export async function workerCommand(argv: string[]): Promise<number> {
       return 'handled';
     },
   });
+  // The dashboard listens before the worker takes a job: every job shows, and a port in use
+  // stops it before any is taken. A cancel on a worker's page would not reach the producer,
+  // whose own dashboard cancels.
+  const relay = new SpawnObservers();
+  const dashboard = dashboardChoice
+    ? await startDashboard(
+        {
+          observe: (observer) => relay.add(observer),
+          get governor() {
+            return worker?.governor;
+          },
+          logDir,
+        },
+        dashboardChoice,
+        'worker',
+        { cancel: false },
+      )
+    : undefined;
   worker = await startWorker(
     defined({
       url,
@@ -173,6 +191,7 @@ export async function workerCommand(argv: string[]): Promise<number> {
       governor: governorFlags(values),
       sharedLimits: shared === 'off' ? false : undefined,
       onWarning: noteWarning,
+      ...(dashboard ? { observer: relay } : {}),
     }),
   );
   if (!quiet) {
@@ -180,16 +199,6 @@ export async function workerCommand(argv: string[]): Promise<number> {
       `cohort worker ${worker.name}: taking jobs from queue ${safeText(name)} at ${describeRedis(url)}`,
     );
     note(journalNote(logDir));
-  }
-  let dashboard: Dashboard | undefined;
-  if (dashboardChoice) {
-    try {
-      dashboard = await startDashboard(worker, dashboardChoice, 'worker');
-    } catch (error) {
-      // Nothing is lost: jobs it took already go back to the queue for another worker.
-      await worker.drain(0);
-      throw error;
-    }
   }
   const progress = quiet ? undefined : setInterval(() => report(worker!), PROGRESS_EVERY_MS);
   if (!stop.signal.aborted) {

@@ -67,6 +67,10 @@ interface Entry {
   row: AgentRow;
   handle: ChildHandle | undefined;
   price: ModelPrice | undefined;
+  /** Agents not yet settled in its subtree, itself included: a row is dropped only at 0. */
+  live: number;
+  /** What its earlier runs spent, when it runs again (a resumed child starts from zero). */
+  base?: { usage: RowUsage; costUsd: number };
 }
 
 /**
@@ -134,7 +138,9 @@ export class AgentBook {
       if (handle) this.#revive(known, handle);
       return undefined;
     }
-    const status = handle?.status ?? 'running';
+    // A child that settled before it was seen (spawned on a closed engine) is settled by its
+    // result like any other.
+    const status: ChildStatus = handle?.status === 'queued' ? 'queued' : 'running';
     const row: AgentRow = {
       id: spawn.id,
       title: redactSecrets(spawn.title),
@@ -146,13 +152,14 @@ export class AgentBook {
       startedAt: Date.now(),
     };
     if (price) row.costUsd = 0;
-    const entry: Entry = { row, handle, price };
+    const entry: Entry = { row, handle, price, live: 0 };
     this.#entries.set(row.id, entry);
     this.#live.add(entry);
-    if (this.#entries.size > this.#maxAgents) this.#prune();
     this.totals.agents++;
-    this.totals[status === 'settled' ? 'running' : status]++;
+    this.totals[status]++;
     this.#propagate(entry, { agents: 1, tokens: 0, costUsd: 0 });
+    this.#countLive(entry, 1);
+    if (this.#entries.size > this.#maxAgents) this.#prune();
     return entry;
   }
 
@@ -166,7 +173,9 @@ export class AgentBook {
         this.totals.outcomes[row.outcome] = (this.totals.outcomes[row.outcome] ?? 1) - 1;
       if (row.outcome === 'failed') this.failures.forget(row.code, row.reason, row.id);
       this.#live.add(entry);
-      row.status = handle.status === 'settled' ? 'running' : handle.status;
+      this.#countLive(entry, 1);
+      entry.base = { usage: { ...row.usage }, costUsd: row.costUsd ?? 0 };
+      row.status = handle.status === 'queued' ? 'queued' : 'running';
       this.totals[row.status]++;
       delete row.outcome;
       delete row.code;
@@ -200,9 +209,15 @@ export class AgentBook {
     const { costUsd: cost, batchSavedUsd, cacheSavedUsd, ...usage } = result.usage;
     void batchSavedUsd;
     void cacheSavedUsd;
-    this.#addUsage(entry, minus(usage, row.usage), cost === undefined ? undefined : cost);
+    // A run after a resume counts from zero: what its earlier runs spent is added back.
+    const { base } = entry;
+    const whole = base ? plus(base.usage, usage) : usage;
+    const wholeCost = cost === undefined ? undefined : cost + (base?.costUsd ?? 0);
+    delete entry.base;
+    this.#addUsage(entry, minus(whole, row.usage), wholeCost);
     this.#setStatus(entry, 'settled');
     this.#live.delete(entry);
+    this.#countLive(entry, -1);
     // Its handle holds its result and spec: a long run's settled agents must not keep them.
     entry.handle = undefined;
     this.#settledCount++;
@@ -268,6 +283,15 @@ export class AgentBook {
     }
   }
 
+  /** Adds `change` to the live count of the row and each ancestor it still has. */
+  #countLive(entry: Entry, change: number): void {
+    let at: Entry | undefined = entry;
+    for (let hops = 0; at && hops < 1_000; hops++) {
+      at.live += change;
+      at = at.row.parent === null ? undefined : this.#entries.get(at.row.parent);
+    }
+  }
+
   #mark(id: string): void {
     this.#dirty.add(id);
   }
@@ -307,10 +331,14 @@ export class AgentBook {
    * rows kept still count them.
    */
   #prune(): void {
-    let drop = Math.min(Math.ceil(this.#maxAgents / 10), this.#settledCount);
+    // A walk finds nothing while too few rows have settled: it waits for a tenth of the cap.
+    const step = Math.ceil(this.#maxAgents / 10);
+    if (this.#settledCount < step && this.#entries.size < this.#maxAgents + step) return;
+    let drop = Math.min(step, this.#settledCount);
     for (const [id, entry] of this.#entries) {
       if (drop === 0) break;
-      if (entry.row.status !== 'settled') continue;
+      // A row with agents still running below it stays: their spend goes up through it.
+      if (entry.live > 0) continue;
       this.#entries.delete(id);
       this.#dirty.delete(id);
       this.#removed.push(id);
@@ -338,6 +366,17 @@ function addRowUsage(into: RowUsage, more: RowUsage): void {
   into.cacheWriteTokens += more.cacheWriteTokens;
   into.providerCalls += more.providerCalls;
   into.steps += more.steps;
+}
+
+function plus(a: RowUsage, b: RowUsage): RowUsage {
+  return {
+    inputTokens: a.inputTokens + b.inputTokens,
+    outputTokens: a.outputTokens + b.outputTokens,
+    cacheReadTokens: a.cacheReadTokens + b.cacheReadTokens,
+    cacheWriteTokens: a.cacheWriteTokens + b.cacheWriteTokens,
+    providerCalls: a.providerCalls + b.providerCalls,
+    steps: a.steps + b.steps,
+  };
 }
 
 function minus(a: RowUsage, b: RowUsage): RowUsage {

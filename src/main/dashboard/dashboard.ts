@@ -158,6 +158,7 @@ class LiveDashboard implements Dashboard, DashboardApi {
   readonly #sampler: NodeJS.Timeout;
   #ticker: NodeJS.Timeout | undefined;
   #lastSummary = '';
+  #reading: Promise<unknown> = Promise.resolve();
   #address: AddressInfo | undefined;
   #closing: Promise<void> | undefined;
 
@@ -180,7 +181,7 @@ class LiveDashboard implements Dashboard, DashboardApi {
     this.#sources = {
       book,
       series: new RateSeries(this.#counters(book), now),
-      governor: target.governor,
+      governor: () => target.governor,
       run: {
         command: settings.command,
         ...(target.logDir === undefined ? {} : { logDir: target.logDir }),
@@ -192,10 +193,11 @@ class LiveDashboard implements Dashboard, DashboardApi {
       spawned: (spawn) => book.spawned(spawn),
       ...(settings.steps ? { stepped: (id, usage) => book.stepped(id, usage) } : {}),
     });
-    this.#sampler = setInterval(
-      () => this.#sources.series.sample(this.#counters(book), Date.now()),
-      SAMPLE_MS,
-    );
+    this.#sampler = setInterval(() => {
+      this.#sources.series.sample(this.#counters(book), Date.now());
+      // With nobody watching, what changed is news to no one: a first client gets a snapshot.
+      if (this.#stream.size === 0) book.takeChanged();
+    }, SAMPLE_MS);
     this.#sampler.unref();
     this.#server = createServer((request, response) => {
       route(this, this.#assets, request, response).catch((error: unknown) => {
@@ -225,6 +227,19 @@ class LiveDashboard implements Dashboard, DashboardApi {
         resolve();
       });
     });
+  }
+
+  hostAllowed(host: string | undefined): boolean {
+    if (host === undefined) return false;
+    const address = this.host;
+    if (!(address.startsWith('127.') || address === '::1')) return true;
+    const port = `:${this.port}`;
+    return (
+      host === `127.0.0.1${port}` ||
+      host === `localhost${port}` ||
+      host === `[::1]${port}` ||
+      host === `${address}${port}`
+    );
   }
 
   get cookieName(): string {
@@ -283,12 +298,19 @@ class LiveDashboard implements Dashboard, DashboardApi {
     this.#stream.send('delta', delta);
   }
 
-  async agent(id: string): Promise<unknown | undefined> {
+  async agent(id: string, withTranscript: boolean): Promise<unknown | undefined> {
     const row = this.#sources.book.row(id);
     if (!row) return undefined;
     const logDir = this.#target.logDir;
-    const transcript = logDir === undefined ? null : await agentTranscript(logDir, id);
-    return { agent: row, transcript };
+    if (!withTranscript || logDir === undefined) return { agent: row, transcript: null };
+    // One read of the journal at a time: clicks that come faster wait their turn rather than
+    // each holding a segment's text at once.
+    const read = this.#reading.then(() => agentTranscript(logDir, id));
+    this.#reading = read.then(
+      () => undefined,
+      () => undefined,
+    );
+    return { agent: row, transcript: await read };
   }
 
   cancel(id: string): { status: number; body: unknown } {
@@ -298,7 +320,10 @@ class LiveDashboard implements Dashboard, DashboardApi {
     if (!run.cancel) {
       return {
         status: 409,
-        body: { error: 'Expected a dashboard that may cancel, got one started with cancel off' },
+        body: {
+          error:
+            'Expected a dashboard that may cancel, got one that only shows (a worker’s: cancel from the producer)',
+        },
       };
     }
     const settled = () => ({
@@ -336,9 +361,16 @@ class LiveDashboard implements Dashboard, DashboardApi {
       clearInterval(this.#ticker);
       this.#sendDelta();
       this.#stream.close();
+      // Streams ended and idle sockets closed; a client still reading its last events gets a
+      // moment to take `end` before its socket is cut.
       await new Promise<void>((resolve) => {
-        this.#server.close(() => resolve());
-        this.#server.closeAllConnections();
+        const cut = setTimeout(() => this.#server.closeAllConnections(), 1_000);
+        cut.unref();
+        this.#server.close(() => {
+          clearTimeout(cut);
+          resolve();
+        });
+        this.#server.closeIdleConnections();
       });
     })();
     return this.#closing;

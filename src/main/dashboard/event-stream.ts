@@ -13,7 +13,8 @@ const KEEP_ALIVE_MS = 15_000;
  * snapshot.
  */
 export class EventStream {
-  readonly #clients = new Set<ServerResponse>();
+  /** Each client, with the bytes it may have unread: the limit, plus its first snapshot. */
+  readonly #clients = new Map<ServerResponse, number>();
   readonly #keepAlive: NodeJS.Timeout;
 
   constructor() {
@@ -33,9 +34,12 @@ export class EventStream {
       Connection: 'keep-alive',
       'X-Accel-Buffering': 'no',
     });
-    this.#clients.add(response);
+    const text = `retry: 2000\n\n${eventText('state', first)}`;
+    // A large run's snapshot may be tens of MB: a client is behind only past what it was sent
+    // first, or it could never get through its first event.
+    this.#clients.set(response, MAX_UNREAD_BYTES + Buffer.byteLength(text));
     response.on('close', () => this.#clients.delete(response));
-    response.write(`retry: 2000\n\n${eventText('state', first)}`);
+    response.write(text);
   }
 
   /** Sends one event to every client. */
@@ -45,11 +49,17 @@ export class EventStream {
   }
 
   #writeAll(text: string): void {
-    for (const client of this.#clients) {
-      if (client.writableLength > MAX_UNREAD_BYTES) {
+    for (const [client, allowed] of this.#clients) {
+      if (client.writableLength > allowed) {
         this.#clients.delete(client);
         client.destroy();
-      } else client.write(text);
+        continue;
+      }
+      // Once its first snapshot is through, the plain limit holds.
+      if (allowed > MAX_UNREAD_BYTES && client.writableLength === 0) {
+        this.#clients.set(client, MAX_UNREAD_BYTES);
+      }
+      client.write(text);
     }
   }
 
@@ -57,7 +67,7 @@ export class EventStream {
   close(): void {
     clearInterval(this.#keepAlive);
     this.#writeAll(eventText('end', {}));
-    for (const client of this.#clients) client.end();
+    for (const client of this.#clients.keys()) client.end();
     this.#clients.clear();
   }
 }

@@ -21,11 +21,19 @@ export interface DashboardApi {
   readonly token: string;
   /** The cookie that lets the page itself be reloaded once its address lost the token. */
   readonly cookieName: string;
+  /**
+   * Whether a request's `Host` names this dashboard. On loopback only this machine's names
+   * do: a page whose own name was made to point here (DNS rebinding) is refused.
+   */
+  hostAllowed(host: string | undefined): boolean;
   state(): unknown;
   /** Opens an event stream on `response`. */
   events(response: ServerResponse, headers: Record<string, string>): void;
-  /** The agent's row and transcript, or undefined for an id the run does not know. */
-  agent(id: string): Promise<unknown | undefined>;
+  /**
+   * The agent's row and, when `transcript` is set, its transcript; undefined for an id the run
+   * does not know.
+   */
+  agent(id: string, transcript: boolean): Promise<unknown | undefined>;
   /** Cancels the agent: the answer's status and body. */
   cancel(id: string): { status: number; body: unknown };
 }
@@ -66,6 +74,11 @@ export async function route(
 ): Promise<void> {
   const url = new URL(request.url ?? '/', 'http://dashboard');
   const method = request.method ?? 'GET';
+  if (!api.hostAllowed(request.headers.host)) {
+    return json(response, 403, {
+      error: `Expected a request to this machine's dashboard, got one for host ${JSON.stringify(request.headers.host ?? '')}`,
+    });
+  }
   // A page of another origin never reaches a route that acts, token or not.
   if (method !== 'GET' && method !== 'HEAD' && foreignOrigin(request)) {
     return json(response, 403, {
@@ -117,7 +130,12 @@ export async function route(
   }
   const agentRoute = AGENT_ROUTE.exec(pathname);
   if (agentRoute) {
-    const id = decodeURIComponent(agentRoute[1]!);
+    let id: string;
+    try {
+      id = decodeURIComponent(agentRoute[1]!);
+    } catch {
+      return json(response, 404, unknownAgent(agentRoute[1]!));
+    }
     if (agentRoute[2]) {
       if (!allow(method, 'POST', response)) return;
       // The body is not read: a cancel takes no arguments.
@@ -126,7 +144,7 @@ export async function route(
       return json(response, status, body);
     }
     if (!allow(method, 'GET', response)) return;
-    const agent = await api.agent(id);
+    const agent = await api.agent(id, method === 'GET');
     if (agent === undefined) return json(response, 404, unknownAgent(id));
     return json(response, 200, agent);
   }

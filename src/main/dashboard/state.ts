@@ -49,7 +49,8 @@ export interface DashboardDelta extends Summary {
 export interface StateSources {
   book: AgentBook;
   series: RateSeries;
-  governor: Governor | undefined;
+  /** Read at each snapshot: a worker's governor exists only once the worker has started. */
+  governor: () => Governor | undefined;
   run: RunInfo;
 }
 
@@ -69,7 +70,7 @@ export function deltaOf(sources: StateSources, now: number): DashboardDelta {
 }
 
 function summaryOf(sources: StateSources, now: number): Summary {
-  const governor = sources.governor?.states() ?? [];
+  const governor = sources.governor()?.states() ?? [];
   return {
     now,
     governor,

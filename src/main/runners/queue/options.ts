@@ -20,6 +20,7 @@ import {
 } from '../../../shared/option-schema.js';
 import type { AgentResult } from '../../../shared/result.js';
 import type { EngineWarning } from '../../engine-options.js';
+import type { SpawnObserver } from '../../spawn-observer.js';
 import type { PoolOptions } from '../local/pool.js';
 import { checkQueueName, checkQueueUrl, QUEUE_NAME, QUEUE_URL } from './connection.js';
 
@@ -187,6 +188,17 @@ export const QUEUE_WORKER_FIELDS = {
   onResult: custom<(result: AgentResult) => void>(
     'a function',
     (value) => typeof value === 'function',
+  ),
+  /**
+   * Told of each job's child from the first job on (a dashboard, `serveDashboard`), as
+   * `observe` tells one added once the worker runs.
+   */
+  observer: custom<SpawnObserver>(
+    'an object with a spawned method',
+    (value) =>
+      typeof value === 'object' &&
+      value !== null &&
+      typeof (value as SpawnObserver).spawned === 'function',
   ),
 } as const satisfies Fields;
 

@@ -93,6 +93,7 @@ export class QueueWorker {
   private constructor(options: QueueWorkerOptions) {
     this.#options = options;
     this.name = `${this.host}/${process.pid}`;
+    if (options.observer) this.#observers.add(options.observer);
     const name = options.name ?? DEFAULT_QUEUE_NAME;
     const prefix = options.prefix ?? DEFAULT_QUEUE_PREFIX;
     this.#keys = new QueueKeys(prefix, name);
