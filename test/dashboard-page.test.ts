@@ -134,6 +134,48 @@ describe.skipIf(browserMissing)(
       });
     });
 
+    describe('past maxAgents', () => {
+      it('drops the rows the server drops', async () => {
+        const rig = await startRig({ threads: 1 });
+        const dashboard = await serveDashboard(rig.engine, { updateMs: 50, maxAgents: 10 });
+        try {
+          const page = await browser.context.newPage();
+          const problems = watchProblems(page);
+          await page.goto(dashboard.url);
+          await expect
+            .poll(() => page.locator('#conn').textContent(), { timeout: 15_000 })
+            .toBe('live');
+          const results = [];
+          for (let index = 0; index < 15; index++) {
+            results.push(
+              await rig.engine.run({
+                title: `quick ${index}`,
+                prompt: scripted([{ reply: 'ok' }]),
+              }),
+            );
+          }
+          // The oldest settled rows went: the page shows the 10 the server keeps.
+          const kept = results.slice(-10).map((result) => result.id);
+          await expect
+            .poll(
+              () =>
+                page
+                  .locator('.row')
+                  .evaluateAll((rows) =>
+                    rows.map((row) => row.getAttribute('data-id')).filter(Boolean),
+                  ),
+              { timeout: 10_000 },
+            )
+            .toEqual(kept);
+          expect(problems).toEqual([]);
+          await page.close();
+        } finally {
+          await dashboard.close();
+          await rig.close();
+        }
+      });
+    });
+
     describe('on cohort batch --dashboard', () => {
       it('cancels a task from its button, and the task’s result line says cancelled', async () => {
         const dir = tempDir('cohort-dashboard-page-');

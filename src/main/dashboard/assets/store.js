@@ -33,7 +33,8 @@ export class Store {
   }
 
   /**
-   * Applies a delta: rows replace rows by id (new ids add rows), the rest replaces wholesale.
+   * Applies a delta: rows replace rows by id (new ids add rows), removed ids go, the rest
+   * replaces wholesale.
    * Returns whether the tree's structure changed.
    */
   apply(delta) {
@@ -43,9 +44,13 @@ export class Store {
       if (!before || before.parent !== row.parent) structure = true;
       this.agents.set(row.id, row);
     }
+    // Rows the server dropped to keep its memory bounded (its `maxAgents`).
+    for (const id of delta.removed ?? []) {
+      if (this.agents.delete(id)) structure = true;
+    }
     this.#summary(delta);
     if (structure) this.#link();
-    if (delta.agents?.length) this.rowsVersion++;
+    if (delta.agents?.length || delta.removed?.length) this.rowsVersion++;
     return structure;
   }
 
