@@ -330,6 +330,11 @@ export class AgentBook {
    * for days shows its latest agents in bounded memory. The totals and the subtree sums of the
    * rows kept still count them.
    */
+  /** A row changed, or one was dropped, since the last `takeChanged`. */
+  get changed(): boolean {
+    return this.#dirty.size > 0 || this.#removed.length > 0;
+  }
+
   #prune(): void {
     // A walk finds nothing while too few rows have settled: it waits for a tenth of the cap.
     const step = Math.ceil(this.#maxAgents / 10);

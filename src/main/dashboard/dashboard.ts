@@ -22,9 +22,10 @@ import { RateSeries, SAMPLE_MS } from './series.js';
 import {
   admittedCalls,
   type DashboardCommand,
-  deltaOf,
+  deltaText,
   type StateSources,
   stateOf,
+  summaryOf,
 } from './state.js';
 import { agentTranscript } from './transcript.js';
 
@@ -289,13 +290,11 @@ class LiveDashboard implements Dashboard, DashboardApi {
   #sendDelta(): void {
     const { book } = this.#sources;
     book.refreshStatuses();
-    const delta = deltaOf(this.#sources, Date.now());
-    const { now, agents, removed, ...summary } = delta;
-    void now;
-    const text = JSON.stringify(summary);
-    if (agents.length === 0 && removed.length === 0 && text === this.#lastSummary) return;
-    this.#lastSummary = text;
-    this.#stream.send('delta', delta);
+    // Serialised once: to see whether it changed, and as the delta's own text.
+    const summary = JSON.stringify(summaryOf(this.#sources));
+    if (!book.changed && summary === this.#lastSummary) return;
+    this.#lastSummary = summary;
+    this.#stream.sendText('delta', deltaText(this.#sources, summary, Date.now()));
   }
 
   async agent(id: string, withTranscript: boolean): Promise<unknown | undefined> {

@@ -48,6 +48,12 @@ export class EventStream {
     this.#writeAll(eventText(name, data));
   }
 
+  /** Sends one event whose data is JSON text already (redacted here, once for all). */
+  sendText(name: string, json: string): void {
+    if (this.#clients.size === 0) return;
+    this.#writeAll(`event: ${name}\ndata: ${redactSecrets(json)}\n\n`);
+  }
+
   #writeAll(text: string): void {
     for (const [client, allowed] of this.#clients) {
       if (client.writableLength > allowed) {

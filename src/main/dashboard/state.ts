@@ -39,12 +39,6 @@ export interface DashboardState extends Summary {
   agents: AgentRow[];
 }
 
-export interface DashboardDelta extends Summary {
-  agents: AgentRow[];
-  /** Ids of rows dropped to keep the dashboard's memory bounded (`maxAgents`). */
-  removed: string[];
-}
-
 /** What a snapshot is made from. */
 export interface StateSources {
   book: AgentBook;
@@ -59,20 +53,24 @@ export function stateOf(sources: StateSources, now: number): DashboardState {
     version: 1,
     run: sources.run,
     agents: sources.book.rows(),
-    ...summaryOf(sources, now),
+    now,
+    ...summaryOf(sources),
   };
 }
 
-/** The rows changed since the last delta (taken from the book), and the summary now. */
-export function deltaOf(sources: StateSources, now: number): DashboardDelta {
+/**
+ * A delta's JSON text: the rows changed since the last (taken from the book), the ids dropped,
+ * and `summary`, already serialised (the caller compares it with the last one it sent).
+ */
+export function deltaText(sources: StateSources, summary: string, now: number): string {
   const { rows, removed } = sources.book.takeChanged();
-  return { agents: rows, removed, ...summaryOf(sources, now) };
+  return `{"now":${now},"agents":${JSON.stringify(rows)},"removed":${JSON.stringify(removed)},${summary.slice(1)}`;
 }
 
-function summaryOf(sources: StateSources, now: number): Summary {
+/** The parts of a snapshot besides the rows and the time: sent whole in each delta. */
+export function summaryOf(sources: StateSources): Omit<Summary, 'now'> {
   const governor = sources.governor()?.states() ?? [];
   return {
-    now,
     governor,
     totals: sources.book.totals,
     failures: sources.book.failures.groups(),
