@@ -85,9 +85,9 @@ export interface BenchOptions {
 }
 
 export const BENCH_USAGE = `Usage: cohort bench [part...] [options]     (npm run bench -- [part...] [options])
-Parts: model, transport, concurrency, spawn, governor, cache, scale, peers, embed, lanes
-(default: all). Defaults are a quick sweep, except for transport, governor, cache, scale,
-peers, embed and lanes, which run their full scenarios.
+Parts: model, transport, concurrency, spawn, governor, cache, scale, peers, embed, lanes,
+dashboard (default: all). Defaults are a quick sweep, except for transport, governor, cache,
+scale, peers, embed, lanes and dashboard, which run their full scenarios.
 
 concurrency — cohort vs in-process vs thread-per-child vs sdk-loop on one scripted model:
   --agents N            agents per case (default 100)
@@ -167,6 +167,11 @@ side, each on a fresh engine against a fresh scripted model in this process: mak
 real-time requests, batch requests, batches, dollars. Its own defaults: --agents 1000 --steps 3
 --ttft-ms 200 --cpu-ms 0; --runs applies:
   --batch-latency-ms N  how long the scripted model takes to end a Message Batch (default 2000)
+dashboard — what the live dashboard costs: the same agents with none, with steps off, at its
+defaults, and at its defaults with a live client reading the event stream as the page does,
+on fresh engines, interleaved by round: the engine process's CPU per provider call and
+each case's ratio to none. Its own defaults: --agents 1000 --steps 3 --ttft-ms 200 --cpu-ms 0;
+--runs applies.
 all parts:
   --runs N              repetitions; figures are medians (default 1)
   --out FILE            JSON report (default bench-results/bench-<timestamp>.json)

@@ -1,90 +1,62 @@
 /**
  * A live client of the dashboard in a process of its own, so that its CPU is not the engine's
- * (a browser's never is): `node dashboard-client.js URL` reads `/api/events` the whole time and
- * fetches `/api/state` once a second, as the page does on load. It prints `connected` once the
+ * (a browser's never is): `node dashboard-client.js URL` reads `/api/events` the whole time, as
+ * the page does (the stream's first event is the whole state), and parses every event's data as
+ * the page would. It prints `connected` once the
  * stream's headers arrive, and, when the stream ends (the dashboard closed), one JSON line of
  * what it read (`ClientTally`), then exits.
  */
 import { request } from 'node:http';
 import { isEntryScript } from '../../src/testing/entry-script.js';
 
-/** How often the client fetches `/api/state`. */
-export const STATE_POLL_MS = 1000;
-
 /** What the client read while the run lasted. */
 export interface ClientTally {
   /** SSE events by name (`state`, `delta`, `end`). */
   events: Record<string, number>;
   streamBytes: number;
-  statePolls: number;
-  stateBytes: number;
-  /** Polls that failed (e.g. one in flight when the dashboard closed). */
-  pollErrors: number;
 }
 
 async function watch(pageUrl: string): Promise<ClientTally> {
   const page = new URL(pageUrl);
   const token = page.searchParams.get('token') ?? '';
-  const tally: ClientTally = {
-    events: {},
-    streamBytes: 0,
-    statePolls: 0,
-    stateBytes: 0,
-    pollErrors: 0,
-  };
-  const poll = async (): Promise<void> => {
-    try {
-      const response = await fetch(new URL('/api/state', page), {
-        headers: { authorization: `Bearer ${token}` },
-      });
-      tally.stateBytes += (await response.arrayBuffer()).byteLength;
-      tally.statePolls++;
-    } catch {
-      tally.pollErrors++;
-    }
-  };
-  const poller = setInterval(() => void poll(), STATE_POLL_MS);
-  try {
-    await new Promise<void>((resolve, reject) => {
-      const outgoing = request(
-        new URL('/api/events', page),
-        { headers: { authorization: `Bearer ${token}`, accept: 'text/event-stream' } },
-        (response) => {
-          if (response.statusCode !== 200) {
-            reject(new Error(`GET /api/events answered ${response.statusCode}`));
-            response.resume();
-            return;
-          }
-          process.stdout.write('connected\n');
-          response.setEncoding('utf8');
-          let pending = '';
-          response.on('data', (chunk: string) => {
-            tally.streamBytes += Buffer.byteLength(chunk);
-            pending += chunk;
-            // Only the event names are counted; the page would parse the data too.
-            let newline = pending.indexOf('\n');
-            while (newline !== -1) {
-              const line = pending.slice(0, newline);
-              pending = pending.slice(newline + 1);
-              if (line.startsWith('event: ')) {
-                const name = line.slice(7).trim();
-                tally.events[name] = (tally.events[name] ?? 0) + 1;
-              } else if (line.startsWith('data: ')) {
-                JSON.parse(line.slice(6));
-              }
-              newline = pending.indexOf('\n');
+  const tally: ClientTally = { events: {}, streamBytes: 0 };
+  await new Promise<void>((resolve, reject) => {
+    const outgoing = request(
+      new URL('/api/events', page),
+      { headers: { authorization: `Bearer ${token}`, accept: 'text/event-stream' } },
+      (response) => {
+        if (response.statusCode !== 200) {
+          reject(new Error(`GET /api/events answered ${response.statusCode}`));
+          response.resume();
+          return;
+        }
+        process.stdout.write('connected\n');
+        response.setEncoding('utf8');
+        let pending = '';
+        response.on('data', (chunk: string) => {
+          tally.streamBytes += Buffer.byteLength(chunk);
+          pending += chunk;
+          // The event names are counted, and the data parsed, as the page would.
+          let newline = pending.indexOf('\n');
+          while (newline !== -1) {
+            const line = pending.slice(0, newline);
+            pending = pending.slice(newline + 1);
+            if (line.startsWith('event: ')) {
+              const name = line.slice(7).trim();
+              tally.events[name] = (tally.events[name] ?? 0) + 1;
+            } else if (line.startsWith('data: ')) {
+              JSON.parse(line.slice(6));
             }
-          });
-          response.once('end', resolve);
-          response.once('error', reject);
-        },
-      );
-      outgoing.once('error', reject);
-      outgoing.end();
-    });
-  } finally {
-    clearInterval(poller);
-  }
+            newline = pending.indexOf('\n');
+          }
+        });
+        response.once('end', resolve);
+        response.once('error', reject);
+      },
+    );
+    outgoing.once('error', reject);
+    outgoing.end();
+  });
   return tally;
 }
 

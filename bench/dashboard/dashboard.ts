@@ -7,7 +7,7 @@
  *   steps-off      `serveDashboard(engine, { steps: false })`;
  *   default        `serveDashboard(engine)`: each step's usage comes from its worker;
  *   default+client the same, with a live client in a process of its own reading `/api/events`
- *                  the whole time and fetching `/api/state` once a second (dashboard-client.ts).
+ *                  the whole time, as the page does (dashboard-client.ts).
  * The figure is the CPU time of this process (`process.cpuUsage()`: main and worker threads)
  * per provider call, from the dashboard served to the dashboard closed; the cases run
  * interleaved round by round (their order rotated each round), and each case's ratio to `off`
@@ -236,9 +236,7 @@ function report(settings: DashboardSettings, runs: DashboardRun[]): PartReport {
       ? []
       : [
           `live client (median of ${clients.length}): ${formatCount(median(clients.map((item) => item.events.delta ?? 0)))} deltas, ` +
-            `${(median(clients.map((item) => item.streamBytes)) / 1024).toFixed(0)} KiB of events, ` +
-            `${formatCount(median(clients.map((item) => item.statePolls)))} /api/state polls of ` +
-            `${(median(clients.map((item) => item.stateBytes / Math.max(1, item.statePolls))) / 1024).toFixed(0)} KiB`,
+            `${(median(clients.map((item) => item.streamBytes)) / 1024).toFixed(0)} KiB of events`,
         ];
   const table = [
     `dashboard: ${scenario.agents} agents × ${scenario.steps} steps (work-tool steps of ${scenario.cpuMs} ms CPU, then the reply), ttft ${scenario.ttftMs} ms; ` +
