@@ -9,9 +9,9 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { chromium } from 'playwright-core';
 import { isEntryScript } from '../../src/testing/entry-script.js';
 import { type ScriptStep, scriptBlock } from '../../src/testing/index.js';
+import { launchChromium } from '../common/chromium.js';
 import { startModelProcess } from '../common/model-process.js';
 import { builtPath } from '../common/paths.js';
 
@@ -124,20 +124,8 @@ async function main(out: string): Promise<void> {
     }, 50);
     batch.once('exit', () => reject(new Error(`cohort batch ended first:\n${stderr}`)));
   });
-  const context = await chromium.launchPersistentContext(mkdtempSync(path.join(dir, 'profile-')), {
-    executablePath: '/usr/bin/chromium',
-    headless: true,
-    args: [
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-quic',
-      '--no-first-run',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-    ],
-    viewport: { width: 1440, height: 900 },
-  });
+  const browser = await launchChromium({ width: 1440, height: 900 });
+  const { context } = browser;
   try {
     const page = await context.newPage();
     await page.goto(url);
@@ -161,7 +149,7 @@ async function main(out: string): Promise<void> {
     await page.screenshot({ path: out });
     console.log(`wrote ${out}`);
   } finally {
-    await context.close();
+    await browser.close();
     batch.kill('SIGTERM');
     await new Promise((resolve) => batch.once('exit', resolve));
     await model.stop();

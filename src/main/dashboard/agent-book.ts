@@ -2,7 +2,7 @@ import type { ModelPrice, PriceTable } from '../../shared/budget.js';
 import { costUsd, priceOf } from '../../shared/prices.js';
 import type { ProviderUsage } from '../../shared/provider/types.js';
 import { redactSecrets } from '../../shared/redact.js';
-import type { AgentOutcome, AgentResult } from '../../shared/result.js';
+import { type AgentOutcome, type AgentResult, emptyUsage } from '../../shared/result.js';
 import type { ChildHandle, ChildStatus } from '../runners/spawned-child.js';
 import type { ObservedSpawn } from '../spawn-observer.js';
 import { FailureBook } from './failure-book.js';
@@ -96,7 +96,7 @@ export class AgentBook {
     running: 0,
     settled: 0,
     outcomes: {},
-    usage: emptyRowUsage(),
+    usage: emptyUsage(),
     costUsd: 0,
   };
   readonly counters: Counters = { calls: 0, inputTokens: 0, outputTokens: 0 };
@@ -147,7 +147,7 @@ export class AgentBook {
       parent: spawn.parent ?? null,
       depth: spawn.depth,
       status,
-      usage: emptyRowUsage(),
+      usage: emptyUsage(),
       subtree: { agents: 0, tokens: 0, costUsd: 0 },
       startedAt: Date.now(),
     };
@@ -351,17 +351,6 @@ export class AgentBook {
       drop--;
     }
   }
-}
-
-export function emptyRowUsage(): RowUsage {
-  return {
-    inputTokens: 0,
-    outputTokens: 0,
-    cacheReadTokens: 0,
-    cacheWriteTokens: 0,
-    providerCalls: 0,
-    steps: 0,
-  };
 }
 
 function addRowUsage(into: RowUsage, more: RowUsage): void {
