@@ -61,6 +61,8 @@ describe('npm run bench dashboard: one tiny round of every case', () => {
     expect(data.runs.filter((item: { client?: unknown }) => item.client)).toHaveLength(1);
     expect(client.events.state).toBe(1);
     expect(client.events.end).toBe(1);
+    // The run's changes reached it: at least the last delta, sent as the dashboard closes.
+    expect(client.events.delta).toBeGreaterThanOrEqual(1);
     expect(client.streamBytes).toBeGreaterThan(0);
   });
 

@@ -86,9 +86,9 @@ describe.skipIf(browserMissing)(
 
         await page.goto(dashboard.url);
         // The token leaves the address bar once the page has it.
-        await expect.poll(() => page.url()).not.toContain('token');
-        // A reload, with the token gone from the address, opens it again.
+        // A reload opens it again: the token stays in the address, and no cookie carries it.
         await page.reload();
+        expect(await browser.context.cookies()).toEqual([]);
         await expect
           .poll(() => page.locator('#conn').textContent(), { timeout: 15_000 })
           .toBe('live');
@@ -112,6 +112,9 @@ describe.skipIf(browserMissing)(
         await expect
           .poll(() => page.locator('#transcript').textContent(), { timeout: 10_000 })
           .toContain('Look after the child.');
+        // The title is text in the transcript too; no element came of it anywhere.
+        expect(await page.locator('#transcript').textContent()).toContain(hostile);
+        expect(await page.locator('img').count()).toBe(0);
 
         // Closed, the transcript leaves the tree whole again; the row's cancel button cancels the
         // parent and, through it, the child.
@@ -131,6 +134,28 @@ describe.skipIf(browserMissing)(
         await Promise.all(others.map((other) => other.result));
         expect(problems).toEqual([]);
         await page.close();
+      });
+    });
+
+    describe('with cancel off', () => {
+      it('shows running agents with no cancel button', async () => {
+        const rig = await startRig({ threads: 1 });
+        const dashboard = await serveDashboard(rig.engine, { updateMs: 50, cancel: false });
+        try {
+          const handle = rig.engine.spawn({ title: 'watched', prompt: sleeper(60_000) });
+          const page = await browser.context.newPage();
+          await page.goto(dashboard.url);
+          await expect
+            .poll(() => page.locator('.row[data-status="running"]').count(), { timeout: 15_000 })
+            .toBe(1);
+          expect(await page.locator('[data-action="cancel"]:visible').count()).toBe(0);
+          handle.cancel();
+          await handle.result;
+          await page.close();
+        } finally {
+          await dashboard.close();
+          await rig.close();
+        }
       });
     });
 
@@ -214,10 +239,11 @@ describe.skipIf(browserMissing)(
           reason: 'dashboard',
         });
         expect(lines.filter((line) => line.outcome === 'complete')).toHaveLength(2);
-        // The page saw the end of the run.
+        // The page saw the end of the run, and offers no cancel after it.
         await expect
           .poll(() => page.locator('#conn').textContent(), { timeout: 10_000 })
           .toBe('ended');
+        expect(await page.locator('[data-action="cancel"]:visible').count()).toBe(0);
         expect(problems).toEqual([]);
         await page.close();
       });

@@ -112,19 +112,16 @@ describe('the token', () => {
     expect((await fetch(`${base}/api/state?token=${token}`)).status).toBe(200);
   });
 
-  it('opens the page again from its cookie alone, and the API never from the cookie', async () => {
+  it('serves the page with the token and sets no cookie, which any server on this host would be sent', async () => {
     const { dashboard, base } = await start();
     const page = await fetch(`${base}/?token=${dashboard.token}`);
     expect(page.status).toBe(200);
-    const cookie = page.headers.get('set-cookie')!;
-    expect(cookie).toBe(
-      `cohort_dashboard_${dashboard.port}=${dashboard.token}; HttpOnly; SameSite=Strict; Path=/`,
-    );
-    const pair = cookie.split(';')[0]!;
-    expect((await fetch(`${base}/`, { headers: { cookie: pair } })).status).toBe(200);
-    expect((await fetch(`${base}/api/state`, { headers: { cookie: pair } })).status).toBe(401);
-    const wrong = `cohort_dashboard_${dashboard.port}=${'0'.repeat(32)}`;
-    expect((await fetch(`${base}/`, { headers: { cookie: wrong } })).status).toBe(401);
+    expect(page.headers.get('set-cookie')).toBeNull();
+    const html = await page.text();
+    expect(html).toContain(`src="/s/${dashboard.token}/app.js"`);
+    expect(html).not.toContain('__TOKEN_PATH__');
+    expect((await fetch(`${base}/s/${dashboard.token}/app.js`)).status).toBe(200);
+    expect((await fetch(`${base}/s/${dashboard.token}/..%2Fdashboard.ts`)).status).toBe(404);
   });
 
   it('serves JSON with a strict CSP and no caching, and names what it expected on a wrong route or method', async () => {
@@ -425,6 +422,49 @@ describe('a large first snapshot', () => {
       expect((first.data as { agents: unknown[] }).agents).toHaveLength(40_000);
       expect(await events.next()).toEqual({ name: 'delta', data: { agents: [{ id: 'ag_late' }] } });
       expect((await events.next()).name).toBe('end');
+    } finally {
+      server.close();
+    }
+  });
+});
+
+describe('a client that stops reading', () => {
+  it('is dropped once more than 16 MB wait for it past its first snapshot, and the others go on', async () => {
+    const stream = new EventStream();
+    const server = createHttpServer((_request, response) => {
+      stream.open(response, {}, { agents: [] });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const port = (server.address() as { port: number }).port;
+      const stalled = await fetch(`http://127.0.0.1:${port}/`);
+      const reading = await fetch(`http://127.0.0.1:${port}/`);
+      const readingEvents = sseReader(reading.body!);
+      expect((await readingEvents.next()).name).toBe('state');
+      // 24 deltas of 1 MB while the first client reads nothing.
+      const big = 'x'.repeat(1024 * 1024);
+      for (let index = 0; index < 24; index++) {
+        stream.send('delta', { index, big });
+        expect(((await readingEvents.next()).data as { index: number }).index).toBe(index);
+      }
+      expect(stream.size).toBe(1);
+      const stalledEvents = sseReader(stalled.body!);
+      let last: { name: string } = { name: '' };
+      let deltas = 0;
+      try {
+        for (
+          last = await stalledEvents.next();
+          last.name !== 'closed';
+          last = await stalledEvents.next()
+        ) {
+          if (last.name === 'delta') deltas++;
+        }
+      } catch {
+        last = { name: 'cut' };
+      }
+      expect(deltas).toBeLessThan(24);
+      stream.close();
+      expect((await readingEvents.next()).name).toBe('end');
     } finally {
       server.close();
     }

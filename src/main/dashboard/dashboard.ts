@@ -243,10 +243,6 @@ class LiveDashboard implements Dashboard, DashboardApi {
     );
   }
 
-  get cookieName(): string {
-    return `cohort_dashboard_${this.port}`;
-  }
-
   get host(): string {
     return this.#address?.address ?? '';
   }
@@ -297,14 +293,18 @@ class LiveDashboard implements Dashboard, DashboardApi {
     this.#stream.sendText('delta', deltaText(this.#sources, summary, Date.now()));
   }
 
-  async agent(id: string, withTranscript: boolean): Promise<unknown | undefined> {
+  async agent(
+    id: string,
+    withTranscript: boolean,
+    gone: () => boolean,
+  ): Promise<unknown | undefined> {
     const row = this.#sources.book.row(id);
     if (!row) return undefined;
     const logDir = this.#target.logDir;
     if (!withTranscript || logDir === undefined) return { agent: row, transcript: null };
     // One read of the journal at a time: clicks that come faster wait their turn rather than
-    // each holding a segment's text at once.
-    const read = this.#reading.then(() => agentTranscript(logDir, id));
+    // each scanning at once, and one whose client went in the meantime reads nothing.
+    const read = this.#reading.then(() => (gone() ? null : agentTranscript(logDir, id)));
     this.#reading = read.then(
       () => undefined,
       () => undefined,

@@ -19,8 +19,6 @@ export const SAFE_HEADERS: Readonly<Record<string, string>> = Object.freeze({
 /** What the routes ask of the dashboard behind them. */
 export interface DashboardApi {
   readonly token: string;
-  /** The cookie that lets the page itself be reloaded once its address lost the token. */
-  readonly cookieName: string;
   /**
    * Whether a request's `Host` names this dashboard. On loopback only this machine's names
    * do: a page whose own name was made to point here (DNS rebinding) is refused.
@@ -30,10 +28,10 @@ export interface DashboardApi {
   /** Opens an event stream on `response`. */
   events(response: ServerResponse, headers: Record<string, string>): void;
   /**
-   * The agent's row and, when `transcript` is set, its transcript; undefined for an id the run
-   * does not know.
+   * The agent's row and, when `transcript` is set, its transcript (not read once `gone` says
+   * the client went); undefined for an id the run does not know.
    */
-  agent(id: string, transcript: boolean): Promise<unknown | undefined>;
+  agent(id: string, transcript: boolean, gone: () => boolean): Promise<unknown | undefined>;
   /** Cancels the agent: the answer's status and body. */
   cancel(id: string): { status: number; body: unknown };
 }
@@ -87,10 +85,7 @@ export async function route(
   }
   const { pathname } = url;
   const page = pathname === '/' || pathname === '/index.html';
-  // The page takes the token out of its address bar; a reload then carries only the cookie,
-  // which opens the page alone: the API always wants the token itself.
-  const given = tokenOf(request, url) ?? (page ? cookieOf(request, api.cookieName) : undefined);
-  if (!sameToken(given, api.token)) {
+  if (!sameToken(tokenOf(request, url), api.token)) {
     return json(response, 401, {
       error:
         'Expected the dashboard token (Authorization: Bearer TOKEN, or ?token=TOKEN), got none that matches',
@@ -103,10 +98,6 @@ export async function route(
       return json(response, 404, { error: 'This cohort was built without the dashboard page' });
     }
     const body = index.body.toString('utf8').replaceAll('__TOKEN_PATH__', `/s/${api.token}`);
-    response.setHeader(
-      'Set-Cookie',
-      `${api.cookieName}=${api.token}; HttpOnly; SameSite=Strict; Path=/`,
-    );
     return send(response, 200, index.type, body);
   }
   if (pathname.startsWith('/s/')) {
@@ -144,22 +135,17 @@ export async function route(
       return json(response, status, body);
     }
     if (!allow(method, 'GET', response)) return;
-    const agent = await api.agent(id, method === 'GET');
+    let gone = false;
+    response.once('close', () => {
+      gone = true;
+    });
+    const agent = await api.agent(id, method === 'GET', () => gone);
     if (agent === undefined) return json(response, 404, unknownAgent(id));
     return json(response, 200, agent);
   }
   return json(response, 404, {
     error: `Expected /, /api/state, /api/events or /api/agents/ID, got ${JSON.stringify(pathname)}`,
   });
-}
-
-/** The value of cookie `name` in the request, if it carries one. */
-function cookieOf(request: IncomingMessage, name: string): string | undefined {
-  for (const part of (request.headers.cookie ?? '').split(';')) {
-    const [key, ...value] = part.trim().split('=');
-    if (key === name) return value.join('=');
-  }
-  return undefined;
 }
 
 export function unknownAgent(id: string): { error: string } {

@@ -29,9 +29,10 @@ export async function agentTranscript(logDir: string, id: string): Promise<Trans
   const needle = `"a":${JSON.stringify(id)}`;
   const contents: SegmentContent[] = [];
   let clipped = false;
+  // Over every segment: a resumed agent's runs may be in several.
+  let chars = 0;
   for (const file of await segmentFiles(logDir)) {
     const own: string[] = [];
-    let chars = 0;
     let rest = '';
     try {
       for await (const chunk of createReadStream(file, { encoding: 'utf8' })) {
@@ -42,7 +43,7 @@ export async function agentTranscript(logDir: string, id: string): Promise<Trans
           if (!line.includes(needle)) continue;
           own.push(line);
           chars += line.length;
-          // Its first record (the start, with the prompt) stays; the earliest steps go.
+          // Its first record here (a start, with the prompt) stays; the earliest steps go.
           while (chars > MAX_TRANSCRIPT_CHARS && own.length > 2) {
             chars -= own.splice(1, 1)[0]!.length;
             clipped = true;

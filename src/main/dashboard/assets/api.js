@@ -1,29 +1,12 @@
 // The token and every request the page makes: fetch with a bearer header, and the event stream.
 
-const STORAGE_KEY = 'cohort-dashboard-token';
-
 /**
- * Takes the token from `?token=` (then removes it from the address bar, so it is not left in
- * history or shown over a shoulder), or from this tab's session storage after a reload.
+ * The token, from the address's `?token=`. It stays in the address: a reload, or the address
+ * copied to another tab, opens the page again with it. (A cookie would do the same, but a
+ * cookie is sent to every server on this host, whatever its port.)
  */
 export function takeToken() {
-  const url = new URL(location.href);
-  const fromUrl = url.searchParams.get('token');
-  if (fromUrl) {
-    try {
-      sessionStorage.setItem(STORAGE_KEY, fromUrl);
-    } catch {
-      // Storage may be disabled: the token still works for this page's life.
-    }
-    url.searchParams.delete('token');
-    history.replaceState(null, '', url.pathname + url.search + url.hash);
-    return fromUrl;
-  }
-  try {
-    return sessionStorage.getItem(STORAGE_KEY) ?? '';
-  } catch {
-    return '';
-  }
+  return new URL(location.href).searchParams.get('token') ?? '';
 }
 
 /** The error text of a JSON answer that was not 2xx, or the status line. */

@@ -199,7 +199,13 @@ function setConnection(text) {
   conn.setAttribute('data-state', text);
 }
 
-// The open transcript follows its agent: refetched when its row changes, at most once a second.
+/** What of the open transcript's agent its transcript depends on. */
+function transcriptMark() {
+  const agent = transcript.id ? store.agents.get(transcript.id) : undefined;
+  return agent ? `${agent.status} ${agent.outcome ?? ''} ${agent.usage?.steps ?? 0}` : '';
+}
+
+// The open transcript follows its agent: refetched when it changes, at most once a second.
 let refreshTimer = 0;
 function refreshSoon() {
   if (refreshTimer) return;
@@ -227,8 +233,11 @@ function connect() {
       markAll();
     },
     delta: (delta) => {
+      // The open transcript changes only when its own agent commits a step or ends, not when
+      // an agent below it does (which changes its row's subtree sums).
+      const before = transcriptMark();
       const structure = store.apply(delta);
-      if (transcript.id && delta.agents?.some((row) => row.id === transcript.id)) refreshSoon();
+      if (transcript.id && transcriptMark() !== before) refreshSoon();
       if (structure || tree.filtering) tree.invalidate();
       else tree.schedule();
       markAll();

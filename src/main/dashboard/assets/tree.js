@@ -348,12 +348,13 @@ function fill(row, view) {
   set(row, 'idText', agent.id, (value) => {
     row.idText.textContent = value;
   });
+  // The dot's hover text: why it did not complete, else its status (the key holds what it shows).
   set(
     row,
     'reason',
-    agent.reason ? `${agent.code ? `${agent.code}: ` : ''}${agent.reason}` : '',
+    agent.reason ? `${agent.code ? `${agent.code}: ` : ''}${agent.reason}` : agent.status,
     (value) => {
-      row.dot.title = value || agent.status;
+      row.dot.title = value;
     },
   );
   set(row, 'tokens', count(tokensOf(agent.usage)), (value) => {
@@ -376,10 +377,13 @@ function fill(row, view) {
   set(row, 'canCancel', view.canCancel, (value) => {
     row.cancel.hidden = !value;
   });
-  set(row, 'cancelText', view.childCount > 0 ? 'Cancel subtree' : 'Cancel', (value) => {
-    row.cancel.textContent = value;
-    row.cancel.title =
-      view.childCount > 0 ? `Cancel ${agent.id} and every agent it started` : `Cancel ${agent.id}`;
+  // A reused row shows another agent: the hover text names the agent, so it is in the key.
+  const subtree = view.childCount > 0;
+  set(row, 'cancelText', `${subtree ? 'Cancel subtree' : 'Cancel'} ${agent.id}`, () => {
+    row.cancel.textContent = subtree ? 'Cancel subtree' : 'Cancel';
+    row.cancel.title = subtree
+      ? `Cancel ${agent.id} and every agent it started`
+      : `Cancel ${agent.id}`;
   });
   set(row, 'pending', view.pending, (value) => {
     row.cancel.disabled = value;
