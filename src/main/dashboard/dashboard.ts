@@ -1,73 +1,24 @@
 import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { PriceTable } from '../../shared/budget.js';
-import { expected, UsageError } from '../../shared/errors.js';
-import type { Governor } from '../../shared/governor/governor.js';
-import {
-  boolean,
-  checkOptions,
-  durationMs,
-  type Fields,
-  nonEmptyString,
-  oneOf,
-  wholeNumber,
-} from '../../shared/option-schema.js';
+import { UsageError } from '../../shared/errors.js';
 import type { ProviderUsage } from '../../shared/provider/types.js';
-import type { SpawnObserver } from '../spawn-observer.js';
-import { newToken } from './access.js';
-import { AgentBook, DEFAULT_MAX_AGENTS } from './agent-book.js';
+import { AgentBook } from './agent-book.js';
+import {
+  type DashboardOptions,
+  type DashboardSettings,
+  type DashboardTarget,
+  dashboardSettings,
+} from './dashboard-options.js';
 import { EventStream } from './event-stream.js';
 import { type DashboardApi, json, loadAssets, route, unknownAgent } from './routes.js';
 import { RateSeries, SAMPLE_MS } from './series.js';
-import {
-  admittedCalls,
-  type DashboardCommand,
-  deltaText,
-  type StateSources,
-  stateOf,
-  summaryOf,
-} from './state.js';
+import { admittedCalls, deltaText, type StateSources, stateOf, summaryOf } from './state.js';
 import { agentTranscript } from './transcript.js';
 
-/** The deltas' default pace: at most four a second. */
-export const DEFAULT_UPDATE_MS = 250;
+export type { DashboardOptions, DashboardTarget } from './dashboard-options.js';
+
 /** The cancel reason a dashboard's cancel gives. */
 export const DASHBOARD_CANCEL = 'dashboard';
-
-/** What a dashboard watches: an `Engine`, a `QueueWorker`, or anything that can be observed so. */
-export interface DashboardTarget {
-  observe(observer: SpawnObserver): () => void;
-  readonly governor?: Governor | undefined;
-  /** The run's journal folder, for transcripts. */
-  readonly logDir?: string | undefined;
-  /** The price table its agents' steps are priced by (the engine's `prices`). */
-  readonly prices?: Readonly<PriceTable> | undefined;
-}
-
-export interface DashboardOptions {
-  /** The port (default 0: a free one). */
-  port?: number;
-  /** The address it listens on (default 127.0.0.1). */
-  host?: string;
-  /** The token every request must carry (default: 128 fresh random bits). */
-  token?: string;
-  /** How often a delta may go to the page, in ms (default 250). */
-  updateMs?: number;
-  /**
-   * Rows show each step's usage as it ends (default true); false shows an agent's usage when it
-   * settles, and saves a message per step from its worker.
-   */
-  steps?: boolean;
-  /**
-   * The most agents it shows (default 100,000): past that, the oldest settled ones are dropped
-   * from the tree (the totals still count them).
-   */
-  maxAgents?: number;
-  /** What the page's header names (default `library`). */
-  command?: DashboardCommand;
-  /** Whether the page offers cancel (default true). */
-  cancel?: boolean;
-}
 
 /** A dashboard being served. */
 export interface Dashboard {
@@ -93,59 +44,11 @@ export async function serveDashboard(
   target: DashboardTarget,
   options: DashboardOptions = {},
 ): Promise<Dashboard> {
-  if (typeof options !== 'object' || options === null) {
-    throw expected('dashboard options', 'an object', options);
-  }
-  const unknown = Object.keys(options).find((key) => !(key in DASHBOARD_FIELDS));
-  if (unknown !== undefined) {
-    throw new UsageError(
-      `Expected dashboard options among ${Object.keys(DASHBOARD_FIELDS).join(', ')}, got \`${unknown}\``,
-    );
-  }
-  checkOptions(DASHBOARD_FIELDS, options as Readonly<Record<string, unknown>>);
-  if (typeof target?.observe !== 'function') {
-    throw expected(
-      'serveDashboard target',
-      'an Engine or a QueueWorker (something with observe)',
-      target,
-    );
-  }
-  const port = options.port ?? 0;
-  const host = options.host ?? '127.0.0.1';
-  const token = options.token ?? newToken();
-  const updateMs = options.updateMs ?? DEFAULT_UPDATE_MS;
-  const command = options.command ?? 'library';
-  const maxAgents = options.maxAgents ?? DEFAULT_MAX_AGENTS;
-  const dashboard = new LiveDashboard(target, {
-    token,
-    updateMs,
-    steps: options.steps ?? true,
-    maxAgents,
-    command,
-    cancel: options.cancel ?? true,
-  });
+  const { port, host, ...settings } = dashboardSettings(target, options);
+  const dashboard = new LiveDashboard(target, settings);
   await dashboard.listen(port, host);
   return dashboard;
 }
-
-/** The options' checks: `serveDashboard` refuses anything else with what it expected. */
-const DASHBOARD_FIELDS = {
-  port: wholeNumber(0, 65_535),
-  host: nonEmptyString(),
-  token: {
-    type: 'string',
-    pattern: '^[A-Za-z0-9_-]{16,}$',
-    expected: 'at least 16 letters, digits, _ or -',
-  },
-  updateMs: durationMs(50),
-  steps: boolean(),
-  maxAgents: wholeNumber(10),
-  command: oneOf<DashboardCommand>(
-    ['run', 'batch', 'worker', 'library'],
-    'run, batch, worker or library',
-  ),
-  cancel: boolean(),
-} as const satisfies Fields;
 
 class LiveDashboard implements Dashboard, DashboardApi {
   readonly token: string;
@@ -163,17 +66,7 @@ class LiveDashboard implements Dashboard, DashboardApi {
   #address: AddressInfo | undefined;
   #closing: Promise<void> | undefined;
 
-  constructor(
-    target: DashboardTarget,
-    settings: {
-      token: string;
-      updateMs: number;
-      steps: boolean;
-      maxAgents: number;
-      command: DashboardCommand;
-      cancel: boolean;
-    },
-  ) {
+  constructor(target: DashboardTarget, settings: Omit<DashboardSettings, 'port' | 'host'>) {
     this.token = settings.token;
     this.#target = target;
     this.#updateMs = settings.updateMs;
