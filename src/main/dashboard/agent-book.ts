@@ -2,7 +2,12 @@ import type { ModelPrice, PriceTable } from '../../shared/budget.js';
 import { costUsd, priceOf } from '../../shared/prices.js';
 import type { ProviderUsage } from '../../shared/provider/types.js';
 import { redactSecrets } from '../../shared/redact.js';
-import { type AgentOutcome, type AgentResult, emptyUsage } from '../../shared/result.js';
+import {
+  type AgentOutcome,
+  type AgentResult,
+  type AgentUsage,
+  emptyUsage,
+} from '../../shared/result.js';
 import type { ChildHandle, ChildStatus } from '../runners/spawned-child.js';
 import type { ObservedSpawn } from '../spawn-observer.js';
 import { FailureBook } from './failure-book.js';
@@ -11,14 +16,7 @@ import { FailureBook } from './failure-book.js';
 export const DEFAULT_MAX_AGENTS = 100_000;
 
 /** The usage a row shows: the result's counts, without its dollar fields. */
-export interface RowUsage {
-  inputTokens: number;
-  outputTokens: number;
-  cacheReadTokens: number;
-  cacheWriteTokens: number;
-  providerCalls: number;
-  steps: number;
-}
+export type RowUsage = Omit<AgentUsage, 'costUsd' | 'cacheSavedUsd' | 'batchSavedUsd'>;
 
 /** An agent and everything under it. */
 export interface SubtreeSums {
