@@ -47,7 +47,6 @@ export function createRow() {
 }
 
 /** Writes a value only when it changed: most rows in view do not change between frames. */
-/** Applies `value` to the row only when it differs from what the row last showed for `key`. */
 export function set(row, key, value, apply) {
   if (row.last[key] === value) return;
   row.last[key] = value;
